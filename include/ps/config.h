@@ -1,0 +1,74 @@
+// Configuration of one node, from code or from the environment.
+#ifndef PS_CONFIG_H_
+#define PS_CONFIG_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ps/base.h"
+
+namespace ps {
+
+class InprocNetwork;
+
+/// Everything a node needs to join a job. Config::FromEnv() fills it from PS_* variables (and
+/// the DMLC_* names that ps-lite scripts already set); docs/operations.md lists them all.
+struct Config {
+  Role role = Role::kWorker;
+  /// Address and port of the scheduler (PS_SCHEDULER_HOST/PS_SCHEDULER_PORT).
+  std::string scheduler_host = "127.0.0.1";
+  int scheduler_port = 0;
+  /// Expected numbers of servers and workers at start (PS_NUM_SERVERS/PS_NUM_WORKERS).
+  int num_servers = 1;
+  int num_workers = 1;
+  /// Address this node advertises and binds (PS_NODE_HOST); port 0 = any free port (PS_PORT).
+  std::string host = "127.0.0.1";
+  int port = 0;
+  /// Virtual positions per server on the ring (PS_VNODES).
+  int vnodes = 128;
+  /// Rank wished for by the launcher (PS_RANK); -1 = assigned in order of arrival.
+  int rank_hint = -1;
+  /// Heartbeat period and the silence after which the scheduler marks a node dead (ms).
+  int heartbeat_interval_ms = 1000;
+  int heartbeat_timeout_ms = 10000;
+  /// How long the scheduler waits for the expected nodes, and nodes for the node table (ms).
+  int register_timeout_ms = 60000;
+  /// How long Wait() waits for a request before throwing ps::Error (ms).
+  int request_timeout_ms = 60000;
+  /// How long a barrier (and Finalize) waits for the other nodes (ms).
+  int barrier_timeout_ms = 600000;
+  /// The scheduler writes the port it bound to this file when set (PS_SCHEDULER_PORT_FILE);
+  /// launchers use it to avoid guessing free ports.
+  std::string scheduler_port_file;
+  /// When set, nodes talk through this in-memory network instead of ZeroMQ (tests, simulation).
+  std::shared_ptr<InprocNetwork> inproc;
+
+  /// Reads the configuration from the environment. Throws ps::Error naming the variable when
+  /// a value is malformed or out of range.
+  static Config FromEnv();
+  /// Same as FromEnv but from an explicit name->value map (tests).
+  static Config FromMap(const std::map<std::string, std::string>& env);
+  /// Throws ps::Error naming the offending option if the configuration cannot work.
+  void Validate() const;
+};
+
+/// An in-memory network that connects Node objects living in one process. Create one and put
+/// it in the Config of every node that should see the others.
+class InprocNetwork {
+ public:
+  InprocNetwork();
+  ~InprocNetwork();
+  InprocNetwork(const InprocNetwork&) = delete;
+  InprocNetwork& operator=(const InprocNetwork&) = delete;
+  /// Internal state (opaque to users).
+  struct Hub;
+  Hub* hub() const { return hub_.get(); }
+
+ private:
+  std::unique_ptr<Hub> hub_;
+};
+
+}  // namespace ps
+
+#endif  // PS_CONFIG_H_

@@ -1,0 +1,156 @@
+// KVWorker: push and pull key-value pairs to and from the servers.
+#ifndef PS_KV_WORKER_H_
+#define PS_KV_WORKER_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "ps/base.h"
+#include "ps/node.h"
+#include "ps/sarray.h"
+
+namespace ps {
+
+namespace detail {
+/// One request as the typed KVWorker hands it to the untyped core (internal).
+struct KVRequest {
+  enum Op { kData = 0, kRangePull = 1, kDensePush = 2 };
+  Op op = kData;
+  bool push = false;
+  bool pull = false;
+  SArray<Key> keys;
+  SArray<char> vals;  // pushed values, as bytes
+  SArray<int> lens;   // values per key; empty = fixed width
+  Range range;
+  int pull_width = 0;  // values per key of a pull when known, 0 = ask the servers
+  bool want_lens = false;
+  SArray<char> out_view;  // the caller's output array, as bytes (may be empty)
+  std::function<void(const SArray<char>&)> set_vals;
+  SArray<int>* out_lens = nullptr;
+  SArray<Key>* out_keys = nullptr;
+  std::function<void()> callback;
+};
+}  // namespace detail
+
+/// The untyped core of KVWorker<V>: slicing by the ring, the table of requests in flight,
+/// merging of replies. Use KVWorker<V>.
+class KVWorkerBase {
+ public:
+  using Callback = std::function<void()>;
+  /// Blocks until request ts has been answered by every server it went to (and its callback
+  /// ran). Throws ps::Error when a server rejected it or after Config::request_timeout_ms.
+  void Wait(int ts);
+  /// True once request ts has completed (successfully or not).
+  bool IsDone(int ts) const;
+
+ protected:
+  KVWorkerBase(Node* node, int app_id, DataType dtype);
+  ~KVWorkerBase();
+  int Submit(detail::KVRequest req);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A worker's handle for one application id and value type V (float, double, int32_t,
+/// int64_t). Keys of a request must be sorted, unique and below kMaxKey. Values are fixed
+/// width (vals.size() / keys.size() per key) unless `lens` gives each key's count. Every call
+/// returns at once with a timestamp; Wait(ts) blocks until it completes, and the callback, if
+/// any, runs on the node's receive thread when it does. Arrays handed in must not change, and
+/// output arrays must stay alive, until then. Requests to different servers are in flight at
+/// once; between this worker and one server, requests are applied in the order issued, so a
+/// pull issued after a push sees it.
+template <typename V>
+class KVWorker : public KVWorkerBase {
+ public:
+  /// Registers the worker for app_id on the node (one KVWorker per app id and node).
+  explicit KVWorker(Node* node, int app_id = 0)
+      : KVWorkerBase(node, app_id, DataTypeOf<V>::value) {}
+
+  /// Pushes vals for keys (lens: values per key, for variable-length values).
+  int Push(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens = {},
+           const Callback& cb = nullptr) {
+    detail::KVRequest r;
+    r.push = true;
+    r.keys = keys;
+    r.vals = SArray<char>(vals);
+    r.lens = lens;
+    r.callback = cb;
+    return Submit(std::move(r));
+  }
+
+  /// Pulls the values of keys into *vals. Missing keys read as zeros. With lens == nullptr the
+  /// values are fixed width: vals->size() / keys.size() if *vals is pre-sized to a multiple of
+  /// keys.size(), else the width the servers hold (1 if no key exists). With lens, each key's
+  /// own count is returned in *lens (0 for a missing key).
+  int Pull(const SArray<Key>& keys, SArray<V>* vals, SArray<int>* lens = nullptr,
+           const Callback& cb = nullptr) {
+    detail::KVRequest r;
+    r.pull = true;
+    r.keys = keys;
+    SetOutput(&r, keys.size(), vals, lens);
+    r.callback = cb;
+    return Submit(std::move(r));
+  }
+
+  /// Push then pull of the same keys in one round trip: *outs receives the values after the
+  /// push was applied, laid out like vals.
+  int PushPull(const SArray<Key>& keys, const SArray<V>& vals, SArray<V>* outs,
+               const SArray<int>& lens = {}, const Callback& cb = nullptr) {
+    detail::KVRequest r;
+    r.push = r.pull = true;
+    r.keys = keys;
+    r.vals = SArray<char>(vals);
+    r.lens = lens;
+    r.pull_width = lens.empty() && !keys.empty() ? static_cast<int>(vals.size() / keys.size())
+                                                 : 0;
+    r.want_lens = !lens.empty();
+    r.set_vals = [outs](const SArray<char>& b) { *outs = SArray<V>(b); };
+    r.callback = cb;
+    return Submit(std::move(r));
+  }
+
+  /// Pulls every stored key in range r: its keys, values and values per key, in key order.
+  int PullRange(Range r, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
+                const Callback& cb = nullptr) {
+    detail::KVRequest q;
+    q.op = detail::KVRequest::kRangePull;
+    q.pull = true;
+    q.range = r;
+    q.want_lens = true;
+    q.out_keys = keys;
+    q.out_lens = lens;
+    q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
+    q.callback = cb;
+    return Submit(std::move(q));
+  }
+
+  /// Dense push over a key range: key r.begin + i receives values [i*w, (i+1)*w) where
+  /// w = vals.size() / r.size(). No keys travel on the wire.
+  int PushRange(Range r, const SArray<V>& vals, const Callback& cb = nullptr) {
+    detail::KVRequest q;
+    q.op = detail::KVRequest::kDensePush;
+    q.push = true;
+    q.range = r;
+    q.vals = SArray<char>(vals);
+    q.callback = cb;
+    return Submit(std::move(q));
+  }
+
+ private:
+  static void SetOutput(detail::KVRequest* r, size_t nkeys, SArray<V>* vals, SArray<int>* lens) {
+    r->out_lens = lens;
+    r->want_lens = lens != nullptr;
+    if (!lens && nkeys && !vals->empty() && vals->size() % nkeys == 0) {
+      r->pull_width = static_cast<int>(vals->size() / nkeys);
+      r->out_view = SArray<char>(*vals);
+    }
+    r->set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
+  }
+};
+
+}  // namespace ps
+
+#endif  // PS_KV_WORKER_H_

@@ -1,0 +1,99 @@
+// A node of a ps job: the scheduler, a server or a worker.
+#ifndef PS_NODE_H_
+#define PS_NODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/base.h"
+#include "ps/config.h"
+
+namespace ps {
+
+/// One entry of the node table that the scheduler broadcasts.
+struct NodeInfo {
+  int id = -1;
+  Role role = Role::kWorker;
+  int rank = -1;
+  std::string host;
+  int port = 0;
+};
+
+/// Traffic and health counters of one node.
+struct NodeStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  /// Frames or messages dropped because they were malformed (garbage on the port).
+  uint64_t malformed_dropped = 0;
+};
+
+/// Groups for Barrier(): any union of them.
+enum BarrierGroup : int {
+  kSchedulerGroup = 1,
+  kServerGroup = 2,
+  kWorkerGroup = 4,
+  kAllGroups = 7,
+};
+
+/// A node object. Several can live in one process (each owns its transport and threads); no
+/// state is global. Typical use:
+///
+///   ps::Node node(ps::Config::FromEnv());
+///   node.Start();                 // joins the job; blocks until every node is known
+///   ... KVWorker / KVServer work ...
+///   node.Finalize();              // waits for every node, then stops
+class Node {
+ public:
+  /// Takes the configuration; Validate() is called and may throw ps::Error.
+  explicit Node(Config config);
+  /// Stops the node if it is still running (without waiting for the others).
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  /// Binds the transport, registers with the scheduler (or, on the scheduler, waits for the
+  /// expected servers and workers) and returns once the node table and ring are known.
+  /// Throws ps::Error after Config::register_timeout_ms with what was missing.
+  void Start();
+
+  /// Blocks until every live node of the groups (a BarrierGroup union that includes this
+  /// node's own group) has called Barrier with the same groups. Each call has its own sequence
+  /// number, so a late message of one barrier never releases the next one. Throws ps::Error
+  /// after Config::barrier_timeout_ms.
+  void Barrier(int groups);
+
+  /// Barrier over all nodes, then stops the transport and threads. Safe to call once.
+  void Finalize();
+
+  /// This node's role, id (scheduler is 0) and rank among its role (0-based).
+  Role role() const;
+  int id() const;
+  int rank() const;
+  int num_servers() const;
+  int num_workers() const;
+  /// A copy of the node table (valid after Start()).
+  std::vector<NodeInfo> nodes() const;
+  /// Epoch of the ring this node knows (grows with every membership change).
+  uint64_t ring_epoch() const;
+  /// The configuration the node runs with.
+  const Config& config() const;
+  /// Counters of this node.
+  NodeStats stats() const;
+  /// The counters as one JSON object (one line).
+  std::string StatsJson() const;
+
+  /// Internal runtime (used by KVWorker/KVServer; not part of the stable API).
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ps
+
+#endif  // PS_NODE_H_

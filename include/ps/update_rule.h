@@ -1,0 +1,115 @@
+// Update rules: how a server applies pushed values to the values it stores.
+#ifndef PS_UPDATE_RULE_H_
+#define PS_UPDATE_RULE_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ps/base.h"
+
+namespace ps {
+
+/// How a server turns pushes into stored values. The framework owns the store; a rule only
+/// sees one key's slot at a time: `n` values and `n * StateWidth()` values of private state
+/// (for example AdaGrad's running sum of squares). Rules run on the server's receive thread,
+/// one call at a time, so they need no locking. A pull of a key that was never pushed returns
+/// zeros without calling the rule.
+template <typename V>
+class UpdateRule {
+ public:
+  virtual ~UpdateRule() = default;
+  /// Values of private state kept per stored value.
+  virtual int StateWidth() const { return 0; }
+  /// Initialises a new slot before its first Apply. Default: zero value and state.
+  virtual void Init(Key key, V* val, V* state, int n) const {
+    std::fill(val, val + n, V(0));
+    std::fill(state, state + n * StateWidth(), V(0));
+  }
+  /// Applies the pushed values to the slot.
+  virtual void Apply(Key key, const V* pushed, V* val, V* state, int n) const = 0;
+  /// Writes what a pull returns for the slot. Default: the stored values.
+  virtual void Read(Key key, const V* val, const V* state, V* out, int n) const {
+    std::memcpy(out, val, sizeof(V) * n);
+  }
+};
+
+/// val += pushed (the default: aggregation of gradients or counts).
+template <typename V>
+class SumRule : public UpdateRule<V> {
+ public:
+  void Apply(Key, const V* pushed, V* val, V*, int n) const override {
+    for (int i = 0; i < n; ++i) val[i] += pushed[i];
+  }
+};
+
+/// val = pushed (last writer wins; per worker-server link the order is the push order).
+template <typename V>
+class AssignRule : public UpdateRule<V> {
+ public:
+  void Apply(Key, const V* pushed, V* val, V*, int n) const override {
+    std::memcpy(val, pushed, sizeof(V) * n);
+  }
+};
+
+/// val -= lr * pushed: plain SGD on pushed gradients.
+template <typename V>
+class SgdRule : public UpdateRule<V> {
+ public:
+  explicit SgdRule(double lr) : lr_(lr) {}
+  void Apply(Key, const V* g, V* val, V*, int n) const override {
+    for (int i = 0; i < n; ++i) val[i] -= static_cast<V>(lr_ * g[i]);
+  }
+
+ private:
+  double lr_;
+};
+
+/// AdaGrad: state += g^2; val -= lr * g / (sqrt(state) + eps).
+template <typename V>
+class AdaGradRule : public UpdateRule<V> {
+ public:
+  AdaGradRule(double lr, double eps = 1e-8) : lr_(lr), eps_(eps) {}
+  int StateWidth() const override { return 1; }
+  void Apply(Key, const V* g, V* val, V* state, int n) const override {
+    for (int i = 0; i < n; ++i) {
+      double gi = static_cast<double>(g[i]);
+      double s = static_cast<double>(state[i]) + gi * gi;
+      state[i] = static_cast<V>(s);
+      val[i] -= static_cast<V>(lr_ * gi / (std::sqrt(s) + eps_));
+    }
+  }
+
+ private:
+  double lr_, eps_;
+};
+
+/// val = max(val, pushed); a new key starts at its first pushed value.
+template <typename V>
+class MaxRule : public UpdateRule<V> {
+ public:
+  int StateWidth() const override { return 1; }  // 0 until the first push, then 1
+  void Apply(Key, const V* p, V* val, V* seen, int n) const override {
+    for (int i = 0; i < n; ++i) {
+      val[i] = seen[i] ? std::max(val[i], p[i]) : p[i];
+      seen[i] = V(1);
+    }
+  }
+};
+
+/// val = min(val, pushed); a new key starts at its first pushed value.
+template <typename V>
+class MinRule : public UpdateRule<V> {
+ public:
+  int StateWidth() const override { return 1; }
+  void Apply(Key, const V* p, V* val, V* seen, int n) const override {
+    for (int i = 0; i < n; ++i) {
+      val[i] = seen[i] ? std::min(val[i], p[i]) : p[i];
+      seen[i] = V(1);
+    }
+  }
+};
+
+}  // namespace ps
+
+#endif  // PS_UPDATE_RULE_H_

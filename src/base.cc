@@ -1,0 +1,37 @@
+#include "ps/base.h"
+
+namespace ps {
+
+Key HashKey(uint64_t id) {
+  // splitmix64 finalizer: bijective, so no two ids share a key.
+  uint64_t z = id + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kScheduler:
+      return "scheduler";
+    case Role::kServer:
+      return "server";
+    case Role::kWorker:
+      return "worker";
+  }
+  return "unknown";
+}
+
+int DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kFloat:
+    case DataType::kInt32:
+      return 4;
+    case DataType::kDouble:
+    case DataType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+}  // namespace ps

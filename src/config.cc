@@ -1,0 +1,111 @@
+#include "ps/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/inproc_van.h"
+
+extern char** environ;
+
+namespace ps {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+// Returns the value of the first name present; *used gets the name for error messages.
+bool Lookup(const Env& env, std::initializer_list<const char*> names, std::string* value,
+            std::string* used) {
+  for (const char* n : names) {
+    auto it = env.find(n);
+    if (it != env.end() && !it->second.empty()) {
+      *value = it->second;
+      *used = n;
+      return true;
+    }
+  }
+  return false;
+}
+
+void ReadInt(const Env& env, std::initializer_list<const char*> names, int lo, int hi, int* out) {
+  std::string v, name;
+  if (!Lookup(env, names, &v, &name)) return;
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (errno != 0 || end == v.c_str() || *end != '\0' || x < lo || x > hi) {
+    throw Error(name + "='" + v + "': expected an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  }
+  *out = static_cast<int>(x);
+}
+
+void ReadString(const Env& env, std::initializer_list<const char*> names, std::string* out) {
+  std::string v, name;
+  if (Lookup(env, names, &v, &name)) *out = v;
+}
+
+}  // namespace
+
+Config Config::FromMap(const Env& env) {
+  Config c;
+  std::string role, name;
+  if (Lookup(env, {"PS_ROLE", "DMLC_ROLE"}, &role, &name)) {
+    if (role == "scheduler") {
+      c.role = Role::kScheduler;
+    } else if (role == "server") {
+      c.role = Role::kServer;
+    } else if (role == "worker") {
+      c.role = Role::kWorker;
+    } else {
+      throw Error(name + "='" + role + "': expected scheduler, server or worker");
+    }
+  } else {
+    throw Error("PS_ROLE (or DMLC_ROLE) is not set: expected scheduler, server or worker");
+  }
+  ReadString(env, {"PS_SCHEDULER_HOST", "DMLC_PS_ROOT_URI"}, &c.scheduler_host);
+  ReadInt(env, {"PS_SCHEDULER_PORT", "DMLC_PS_ROOT_PORT"}, 0, 65535, &c.scheduler_port);
+  ReadInt(env, {"PS_NUM_SERVERS", "DMLC_NUM_SERVER"}, 1, 1 << 20, &c.num_servers);
+  ReadInt(env, {"PS_NUM_WORKERS", "DMLC_NUM_WORKER"}, 1, 1 << 20, &c.num_workers);
+  ReadString(env, {"PS_NODE_HOST", "DMLC_NODE_HOST"}, &c.host);
+  ReadInt(env, {"PS_PORT", "DMLC_PORT"}, 0, 65535, &c.port);
+  ReadInt(env, {"PS_VNODES"}, 1, 1 << 16, &c.vnodes);
+  ReadInt(env, {"PS_RANK"}, -1, 1 << 20, &c.rank_hint);
+  ReadInt(env, {"PS_HEARTBEAT_INTERVAL_MS"}, 1, 1 << 30, &c.heartbeat_interval_ms);
+  ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
+  ReadInt(env, {"PS_REGISTER_TIMEOUT_MS"}, 1, 1 << 30, &c.register_timeout_ms);
+  ReadInt(env, {"PS_REQUEST_TIMEOUT_MS"}, 1, 1 << 30, &c.request_timeout_ms);
+  ReadInt(env, {"PS_BARRIER_TIMEOUT_MS"}, 1, 1 << 30, &c.barrier_timeout_ms);
+  ReadString(env, {"PS_SCHEDULER_PORT_FILE"}, &c.scheduler_port_file);
+  c.Validate();
+  return c;
+}
+
+Config Config::FromEnv() {
+  Env env;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    std::string k(*e, eq - *e);
+    if (k.rfind("PS_", 0) == 0 || k.rfind("DMLC_", 0) == 0) env[k] = eq + 1;
+  }
+  return FromMap(env);
+}
+
+void Config::Validate() const {
+  if (!inproc && role != Role::kScheduler && scheduler_port <= 0) {
+    throw Error("PS_SCHEDULER_PORT (or DMLC_PS_ROOT_PORT) must be set to the scheduler's port");
+  }
+  if (num_servers < 1) throw Error("PS_NUM_SERVERS must be at least 1");
+  if (num_workers < 1) throw Error("PS_NUM_WORKERS must be at least 1");
+  if (vnodes < 1) throw Error("PS_VNODES must be at least 1");
+  if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
+    throw Error("PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
+  }
+  if (host.empty()) throw Error("PS_NODE_HOST must not be empty");
+}
+
+InprocNetwork::InprocNetwork() : hub_(new Hub()) {}
+InprocNetwork::~InprocNetwork() = default;
+
+}  // namespace ps

@@ -1,0 +1,134 @@
+#include "control/membership.h"
+
+#include <algorithm>
+
+namespace ps {
+
+bool InGroups(Role role, int groups) {
+  switch (role) {
+    case Role::kScheduler:
+      return groups & kSchedulerGroup;
+    case Role::kServer:
+      return groups & kServerGroup;
+    case Role::kWorker:
+      return groups & kWorkerGroup;
+  }
+  return false;
+}
+
+Membership::Membership(int num_servers, int num_workers, const std::string& scheduler_host,
+                       int scheduler_port)
+    : num_servers_(num_servers), num_workers_(num_workers) {
+  NodeInfo s;
+  s.id = 0;
+  s.role = Role::kScheduler;
+  s.rank = 0;
+  s.host = scheduler_host;
+  s.port = scheduler_port;
+  nodes_.push_back(s);
+}
+
+Membership::RegisterResult Membership::Register(const Registration& r, std::string* why) {
+  if (r.role == Role::kScheduler) {
+    *why = "a second scheduler tried to register from " + r.host + ":" + std::to_string(r.port);
+    return RegisterResult::kRejected;
+  }
+  for (const auto& p : pending_) {
+    if (p.first.host == r.host && p.first.port == r.port) return RegisterResult::kDuplicate;
+  }
+  int have = 0;
+  for (const auto& p : pending_) have += p.first.role == r.role;
+  int want = r.role == Role::kServer ? num_servers_ : num_workers_;
+  if (complete_ || have >= want) {
+    *why = std::string("the job already has its ") + std::to_string(want) + " " +
+           RoleName(r.role) + "s (PS_NUM_SERVERS/PS_NUM_WORKERS)";
+    return RegisterResult::kRejected;
+  }
+  pending_.emplace_back(r, static_cast<int>(pending_.size()));
+  int servers = 0, workers = 0;
+  for (const auto& p : pending_) (p.first.role == Role::kServer ? servers : workers)++;
+  if (servers < num_servers_ || workers < num_workers_) return RegisterResult::kPending;
+
+  // Ranks: launcher hints first when valid and unique, then arrival order. Servers take ids
+  // 1..S and workers S+1..S+W in rank order.
+  int next_id = 1;
+  for (Role role : {Role::kServer, Role::kWorker}) {
+    std::vector<std::pair<Registration, int>> group;
+    for (const auto& p : pending_) {
+      if (p.first.role == role) group.push_back(p);
+    }
+    int n = static_cast<int>(group.size());
+    std::vector<int> hint_count(n, 0);
+    for (const auto& g : group) {
+      if (g.first.rank_hint >= 0 && g.first.rank_hint < n) hint_count[g.first.rank_hint]++;
+    }
+    auto key = [&](const std::pair<Registration, int>& g) {
+      int h = g.first.rank_hint;
+      bool good = h >= 0 && h < n && hint_count[h] == 1;
+      return std::make_pair(good ? h : n, g.second);
+    };
+    std::sort(group.begin(), group.end(),
+              [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    for (int i = 0; i < n; ++i) {
+      NodeInfo info;
+      info.id = next_id++;
+      info.role = role;
+      info.rank = i;
+      info.host = group[i].first.host;
+      info.port = group[i].first.port;
+      nodes_.push_back(info);
+    }
+  }
+  complete_ = true;
+  epoch_ = 1;
+  return RegisterResult::kComplete;
+}
+
+std::vector<int> Membership::ServerIds() const {
+  std::vector<int> ids;
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kServer) ids.push_back(n.id);
+  }
+  return ids;
+}
+
+std::string Membership::Missing() const {
+  int servers = 0, workers = 0;
+  for (const auto& p : pending_) (p.first.role == Role::kServer ? servers : workers)++;
+  return std::to_string(servers) + " of " + std::to_string(num_servers_) + " servers and " +
+         std::to_string(workers) + " of " + std::to_string(num_workers_) +
+         " workers registered";
+}
+
+void Membership::Heartbeat(int id, int64_t now_ms) { last_seen_[id] = now_ms; }
+
+std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
+  std::vector<int> out;
+  for (const auto& n : nodes_) {
+    if (n.id == 0) continue;
+    auto it = last_seen_.find(n.id);
+    if (it != last_seen_.end() && now_ms - it->second > timeout_ms) out.push_back(n.id);
+  }
+  return out;
+}
+
+std::vector<int> Membership::EnterBarrier(int id, int groups, uint64_t seq) {
+  const NodeInfo* me = nullptr;
+  for (const auto& n : nodes_) {
+    if (n.id == id) me = &n;
+  }
+  if (!me || !InGroups(me->role, groups)) return {};
+  auto& arrived = barriers_[{groups, seq}];
+  arrived.insert(id);
+  std::vector<int> members;
+  for (const auto& n : nodes_) {
+    if (InGroups(n.role, groups)) members.push_back(n.id);
+  }
+  for (int m : members) {
+    if (!arrived.count(m)) return {};
+  }
+  barriers_.erase({groups, seq});
+  return members;
+}
+
+}  // namespace ps

@@ -1,0 +1,75 @@
+// The scheduler's membership bookkeeping: registration, ids, liveness, barriers.
+// Pure logic: inputs are calls with the current time, outputs are return values.
+#ifndef PS_CONTROL_MEMBERSHIP_H_
+#define PS_CONTROL_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ps/node.h"
+
+namespace ps {
+
+/// What a node says when it registers.
+struct Registration {
+  Role role = Role::kWorker;
+  std::string host;
+  int port = 0;
+  int rank_hint = -1;
+};
+
+class Membership {
+ public:
+  /// The scheduler itself is node 0 at scheduler_host:scheduler_port.
+  Membership(int num_servers, int num_workers, const std::string& scheduler_host,
+             int scheduler_port);
+
+  enum class RegisterResult {
+    kPending,    // recorded; still waiting for others
+    kComplete,   // this registration completed the table: ids and ranks are assigned
+    kDuplicate,  // the same host:port registered before (a resend); ignored
+    kRejected,   // the job is full or the role is not server/worker; *why says which
+  };
+  RegisterResult Register(const Registration& r, std::string* why);
+
+  /// True once every expected node has registered and ids are assigned.
+  bool complete() const { return complete_; }
+  /// The node table (scheduler first), valid once complete.
+  const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  /// Server ids in rank order.
+  std::vector<int> ServerIds() const;
+  /// Ring epoch: 1 for the first table, and it only grows.
+  uint64_t epoch() const { return epoch_; }
+  /// Who is still missing, for the timeout message ("1 of 2 servers, 0 of 4 workers").
+  std::string Missing() const;
+
+  /// Records a heartbeat (or any message) from id at now_ms.
+  void Heartbeat(int id, int64_t now_ms);
+  /// Ids of nodes silent for longer than timeout_ms at now_ms (the scheduler excluded).
+  std::vector<int> Silent(int64_t now_ms, int64_t timeout_ms) const;
+
+  /// Records that node id entered barrier (groups, seq). Returns the ids to release (every
+  /// member of the groups) when this arrival completes the barrier, else nothing. Arrivals of
+  /// a node that is not a member of the groups are ignored.
+  std::vector<int> EnterBarrier(int id, int groups, uint64_t seq);
+
+ private:
+  int num_servers_, num_workers_;
+  bool complete_ = false;
+  uint64_t epoch_ = 0;
+  std::vector<std::pair<Registration, int>> pending_;  // with arrival order
+  std::vector<NodeInfo> nodes_;
+  std::map<int, int64_t> last_seen_;
+  std::map<std::pair<int, uint64_t>, std::set<int>> barriers_;
+};
+
+/// True if a node of this role belongs to a union of BarrierGroup bits.
+bool InGroups(Role role, int groups);
+
+}  // namespace ps
+
+#endif  // PS_CONTROL_MEMBERSHIP_H_

@@ -1,0 +1,456 @@
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "control/node_impl.h"
+
+namespace ps {
+namespace {
+
+constexpr size_t kMaxParked = 100000;
+constexpr int kRecvPollMs = 100;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void WritePortFile(const std::string& path, int port) {
+  // Write then rename, so a launcher polling the file never reads half a number.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << port << "\n";
+    if (!f) throw Error("PS_SCHEDULER_PORT_FILE: cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error("PS_SCHEDULER_PORT_FILE: cannot rename " + tmp + " to " + path);
+  }
+}
+
+}  // namespace
+
+// ---- Node (public facade) ----
+
+Node::Node(Config config) {
+  config.Validate();
+  impl_ = std::make_unique<Impl>(std::move(config));
+}
+Node::~Node() = default;
+void Node::Start() { impl_->Start(); }
+void Node::Barrier(int groups) { impl_->Barrier(groups); }
+void Node::Finalize() { impl_->Finalize(); }
+Role Node::role() const { return impl_->cfg.role; }
+int Node::id() const { return impl_->id(); }
+int Node::rank() const {
+  std::lock_guard<std::mutex> lk(impl_->mu_);
+  return impl_->my_rank_;
+}
+int Node::num_servers() const { return impl_->cfg.num_servers; }
+int Node::num_workers() const { return impl_->cfg.num_workers; }
+std::vector<NodeInfo> Node::nodes() const {
+  std::lock_guard<std::mutex> lk(impl_->mu_);
+  return impl_->nodes_;
+}
+uint64_t Node::ring_epoch() const {
+  auto r = impl_->ring();
+  return r ? r->epoch() : 0;
+}
+const Config& Node::config() const { return impl_->cfg; }
+
+NodeStats Node::stats() const {
+  NodeStats s;
+  if (!impl_->van) return s;
+  const auto& c = impl_->van->counters();
+  s.messages_sent = c.messages_sent;
+  s.messages_received = c.messages_received;
+  s.bytes_sent = c.bytes_sent;
+  s.bytes_received = c.bytes_received;
+  s.malformed_dropped = c.malformed_dropped;
+  return s;
+}
+
+std::string Node::StatsJson() const {
+  NodeStats s = stats();
+  std::ostringstream os;
+  os << "{\"role\":\"" << RoleName(role()) << "\",\"rank\":" << rank() << ",\"id\":" << id()
+     << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":"
+     << s.messages_received << ",\"bytes_sent\":" << s.bytes_sent
+     << ",\"bytes_received\":" << s.bytes_received
+     << ",\"malformed_dropped\":" << s.malformed_dropped << "}";
+  return os.str();
+}
+
+// ---- Node::Impl ----
+
+int Node::Impl::id() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return my_id_;
+}
+
+std::shared_ptr<const Ring> Node::Impl::ring() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ring_;
+}
+
+void Node::Impl::Start() {
+  if (running_) throw Error("Node::Start called twice");
+  van = MakeVan(cfg);
+  const bool scheduler = cfg.role == Role::kScheduler;
+  port_ = van->Bind(scheduler ? cfg.scheduler_host : cfg.host,
+                    scheduler ? cfg.scheduler_port : cfg.port);
+  if (scheduler) {
+    std::lock_guard<std::mutex> lk(mu_);
+    my_id_ = 0;
+    my_rank_ = 0;
+    membership_ = std::make_unique<Membership>(cfg.num_servers, cfg.num_workers,
+                                               cfg.scheduler_host, port_);
+    if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
+  } else {
+    van->Connect(0, cfg.scheduler_host, cfg.scheduler_port);
+  }
+  running_ = true;
+  recv_thread_ = std::thread([this] { RecvLoop(); });
+  pb::Control reg;
+  if (!scheduler) {
+    reg.set_cmd(pb::Control::REGISTER);
+    auto* e = reg.add_nodes();
+    e->set_role(static_cast<int>(cfg.role));
+    e->set_host(cfg.host);
+    e->set_port(port_);
+    e->set_rank_hint(cfg.rank_hint);
+  }
+  // Registration is repeated until the table arrives: the scheduler may bind after us, and
+  // the in-process van does not queue for an address nobody holds yet. Repeats are
+  // recognised by host:port and ignored.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.register_timeout_ms);
+  std::unique_lock<std::mutex> lk(mu_);
+  bool ok = false;
+  auto backoff = std::chrono::milliseconds(20);
+  for (;;) {
+    if (!scheduler) {
+      lk.unlock();
+      SendControl(0, reg, /*quiet=*/true);
+      lk.lock();
+    }
+    auto next = std::min(deadline, std::chrono::steady_clock::now() + backoff);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(1));
+    ok = cv_.wait_until(lk, next, [this] { return ready_ || !reject_.empty(); });
+    if (ok || std::chrono::steady_clock::now() >= deadline) break;
+  }
+  if (!reject_.empty()) {
+    std::string why = reject_;
+    lk.unlock();
+    Stop();
+    throw Error("registration rejected by the scheduler: " + why);
+  }
+  if (!ok) {
+    std::string what =
+        scheduler ? "scheduler: " + membership_->Missing()
+                  : std::string(RoleName(cfg.role)) + ": no node table from the scheduler at " +
+                        cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port);
+    lk.unlock();
+    Stop();
+    throw Error(what + " after " + std::to_string(cfg.register_timeout_ms) +
+                " ms (PS_REGISTER_TIMEOUT_MS)");
+  }
+  lk.unlock();
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
+  Message m;
+  m.meta.set_receiver(to);
+  *m.meta.mutable_control() = std::move(control);
+  if (!Send(m) && !quiet) LOG(WARNING) << "cannot send control message to node " << to;
+}
+
+bool Node::Impl::Send(Message& msg) {
+  msg.meta.set_magic(kMagic);
+  int to = msg.meta.receiver();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    msg.meta.set_sender(my_id_);
+  }
+  if (!van->Connected(to)) {
+    std::lock_guard<std::mutex> ck(connect_mu_);
+    if (!van->Connected(to)) {
+      NodeInfo target;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (const auto& n : nodes_) {
+          if (n.id == to) target = n;
+        }
+      }
+      if (target.id < 0) return false;
+      van->Connect(to, target.host, target.port);
+    }
+  }
+  return van->Send(msg);
+}
+
+void Node::Impl::RecvLoop() {
+  Message msg;
+  while (running_) {
+    if (!van->Recv(&msg, kRecvPollMs)) continue;
+    if (msg.meta.has_control()) {
+      HandleControl(msg);
+    } else {
+      Dispatch(msg);
+    }
+  }
+}
+
+void Node::Impl::HandleControl(const Message& msg) {
+  const pb::Control& c = msg.meta.control();
+  const int from = msg.meta.sender();
+  const bool scheduler = cfg.role == Role::kScheduler;
+  if (scheduler) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (from > 0) membership_->Heartbeat(from, NowMs());
+    if (c.cmd() == pb::Control::REGISTER && c.nodes_size() == 1) {
+      const auto& e = c.nodes(0);
+      Registration r;
+      r.role = static_cast<Role>(e.role());
+      r.host = e.host();
+      r.port = e.port();
+      r.rank_hint = e.rank_hint();
+      if (e.role() < 0 || e.role() > 2 || e.port() <= 0) return;
+      std::string why;
+      auto res = membership_->Register(r, &why);
+      if (res == Membership::RegisterResult::kRejected) {
+        LOG(WARNING) << "rejected registration: " << why;
+        lk.unlock();
+        // Reply on a temporary path: the node has no id yet.
+        van->Connect(-2, r.host, r.port);
+        Message m;
+        m.meta.set_magic(kMagic);
+        m.meta.set_receiver(-2);
+        m.meta.mutable_control()->set_cmd(pb::Control::REJECT);
+        m.meta.mutable_control()->set_barrier_seq(0);
+        auto* n = m.meta.mutable_control()->add_nodes();
+        n->set_host(why);
+        van->Send(m);
+        return;
+      }
+      if (res == Membership::RegisterResult::kComplete) {
+        nodes_ = membership_->nodes();
+        ring_ = std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes, 0,
+                                       membership_->epoch());
+        for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
+        lk.unlock();
+        BroadcastTable();
+        lk.lock();
+        ready_ = true;
+        cv_.notify_all();
+      }
+    } else if (c.cmd() == pb::Control::BARRIER) {
+      auto release = membership_->EnterBarrier(from, c.barrier_groups(), c.barrier_seq());
+      lk.unlock();
+      ReleaseBarrier(release, c.barrier_groups(), c.barrier_seq());
+    }
+    return;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (from != 0) return;  // only the scheduler sends control messages to nodes
+  switch (c.cmd()) {
+    case pb::Control::NODE_TABLE: {
+      if (ready_) break;
+      nodes_.clear();
+      for (const auto& e : c.nodes()) {
+        NodeInfo n;
+        n.id = e.id();
+        n.role = static_cast<Role>(e.role());
+        n.rank = e.rank();
+        n.host = e.host();
+        n.port = e.port();
+        nodes_.push_back(n);
+        if (n.id == c.your_id()) my_rank_ = n.rank;
+      }
+      my_id_ = c.your_id();
+      std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
+      ring_ = std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
+                                     c.ring().epoch());
+      ready_ = true;
+      cv_.notify_all();
+      break;
+    }
+    case pb::Control::BARRIER_DONE: {
+      uint64_t& done = barrier_done_[c.barrier_groups()];
+      done = std::max<uint64_t>(done, c.barrier_seq());
+      cv_.notify_all();
+      break;
+    }
+    case pb::Control::REJECT:
+      reject_ = c.nodes_size() ? c.nodes(0).host() : "rejected";
+      cv_.notify_all();
+      break;
+    default:
+      break;
+  }
+}
+
+void Node::Impl::BroadcastTable() {
+  pb::Control c;
+  c.set_cmd(pb::Control::NODE_TABLE);
+  std::vector<NodeInfo> nodes;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    nodes = nodes_;
+    for (const auto& n : nodes_) {
+      auto* e = c.add_nodes();
+      e->set_id(n.id);
+      e->set_role(static_cast<int>(n.role));
+      e->set_rank(n.rank);
+      e->set_host(n.host);
+      e->set_port(n.port);
+    }
+    auto* r = c.mutable_ring();
+    r->set_epoch(ring_->epoch());
+    r->set_vnodes(ring_->vnodes());
+    r->set_replicas(ring_->replicas());
+    for (int s : ring_->servers()) r->add_servers(s);
+  }
+  for (const auto& n : nodes) {
+    if (n.id == 0) continue;
+    c.set_your_id(n.id);
+    SendControl(n.id, c);
+  }
+}
+
+void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq) {
+  for (int id : ids) {
+    if (id == 0) {
+      std::lock_guard<std::mutex> lk(mu_);
+      uint64_t& done = barrier_done_[groups];
+      done = std::max(done, seq);
+      cv_.notify_all();
+      continue;
+    }
+    pb::Control c;
+    c.set_cmd(pb::Control::BARRIER_DONE);
+    c.set_barrier_groups(groups);
+    c.set_barrier_seq(seq);
+    SendControl(id, c);
+  }
+}
+
+void Node::Impl::Dispatch(Message& msg) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  auto it = customers_.find(msg.meta.app_id());
+  if (it != customers_.end()) {
+    it->second->Process(msg);
+    return;
+  }
+  // A worker may be faster than the server's KVServer constructor: keep the message.
+  if (parked_count_ >= kMaxParked) {
+    LOG(WARNING) << "dropping message for unknown app " << msg.meta.app_id();
+    return;
+  }
+  parked_[msg.meta.app_id()].push_back(std::move(msg));
+  parked_count_++;
+}
+
+void Node::Impl::AddCustomer(int app_id, Customer* c) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
+  customers_[app_id] = c;
+  auto it = parked_.find(app_id);
+  if (it == parked_.end()) return;
+  for (auto& m : it->second) c->Process(m);
+  parked_count_ -= it->second.size();
+  parked_.erase(it);
+}
+
+void Node::Impl::RemoveCustomer(int app_id) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  customers_.erase(app_id);
+}
+
+void Node::Impl::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (running_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(cfg.heartbeat_interval_ms));
+    if (!running_) break;
+    if (cfg.role == Role::kScheduler) {
+      // Acting on silent nodes comes with failure handling; for now they are reported once.
+      for (int id : membership_->Silent(NowMs(), cfg.heartbeat_timeout_ms)) {
+        if (std::find(reported_silent_.begin(), reported_silent_.end(), id) !=
+            reported_silent_.end()) {
+          continue;
+        }
+        reported_silent_.push_back(id);
+        LOG(WARNING) << "node " << id << " silent for more than " << cfg.heartbeat_timeout_ms
+                     << " ms";
+      }
+    } else {
+      lk.unlock();
+      pb::Control c;
+      c.set_cmd(pb::Control::HEARTBEAT);
+      SendControl(0, c);
+      lk.lock();
+    }
+  }
+}
+
+void Node::Impl::Barrier(int groups) {
+  if (!InGroups(cfg.role, groups)) {
+    throw Error("Barrier: this node's role is not in the barrier groups");
+  }
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!ready_) throw Error("Barrier called before Start");
+    seq = ++barrier_sent_[groups];
+  }
+  if (cfg.role == Role::kScheduler) {
+    std::vector<int> release;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      release = membership_->EnterBarrier(0, groups, seq);
+    }
+    ReleaseBarrier(release, groups, seq);
+  } else {
+    pb::Control c;
+    c.set_cmd(pb::Control::BARRIER);
+    c.set_barrier_groups(groups);
+    c.set_barrier_seq(seq);
+    SendControl(0, c);
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
+                    [&] { return barrier_done_[groups] >= seq; })) {
+    throw Error("barrier " + std::to_string(seq) + " (groups " + std::to_string(groups) +
+                ") not released within " + std::to_string(cfg.barrier_timeout_ms) +
+                " ms (PS_BARRIER_TIMEOUT_MS)");
+  }
+}
+
+void Node::Impl::Finalize() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (finalized_) return;
+    finalized_ = true;
+  }
+  Barrier(kAllGroups);
+  Stop();
+}
+
+void Node::Impl::Stop() {
+  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    running_ = false;
+    cv_.notify_all();
+  }
+  if (recv_thread_.joinable()) recv_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  if (van) van->Stop();
+}
+
+}  // namespace ps

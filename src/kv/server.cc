@@ -1,0 +1,152 @@
+#include <glog/logging.h>
+
+#include <atomic>
+
+#include "control/node_impl.h"
+#include "ps/kv_server.h"
+#include "store/store.h"
+
+namespace ps {
+
+struct KVServerBase::Impl : public Customer {
+  Impl(Node* n, int a, DataType t, std::shared_ptr<StoreBase> s)
+      : rt(n->impl()), app(a), dtype(t), esize(DataTypeSize(t)), store(std::move(s)) {}
+
+  void Process(Message& msg) override;
+  // Runs the request against the store; returns "" or why it was rejected.
+  std::string Handle(const Message& req, Message* reply);
+
+  Node::Impl* rt;
+  int app;
+  DataType dtype;
+  size_t esize;
+  std::shared_ptr<StoreBase> store;
+  std::atomic<uint64_t> rejected{0};
+};
+
+KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype,
+                           std::shared_ptr<StoreBase> store)
+    : impl_(new Impl(node, app_id, dtype, std::move(store))) {
+  if (node->role() != Role::kServer) throw Error("KVServer needs a server node");
+  node->impl()->AddCustomer(app_id, impl_.get());
+}
+
+KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
+
+size_t KVServerBase::NumKeys() const { return impl_->store->size(); }
+uint64_t KVServerBase::RejectedRequests() const { return impl_->rejected; }
+
+template <typename V>
+std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule) {
+  if (!rule) throw Error("KVServer: update rule must not be null");
+  return std::make_shared<Store<V>>(std::move(rule));
+}
+template std::shared_ptr<StoreBase> KVServerBase::MakeStore<float>(
+    std::shared_ptr<const UpdateRule<float>>);
+template std::shared_ptr<StoreBase> KVServerBase::MakeStore<double>(
+    std::shared_ptr<const UpdateRule<double>>);
+template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int32_t>(
+    std::shared_ptr<const UpdateRule<int32_t>>);
+template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int64_t>(
+    std::shared_ptr<const UpdateRule<int64_t>>);
+
+void KVServerBase::Impl::Process(Message& msg) {
+  if (!msg.meta.request()) return;
+  Message reply;
+  reply.meta.set_receiver(msg.meta.sender());
+  reply.meta.set_app_id(app);
+  reply.meta.set_timestamp(msg.meta.timestamp());
+  reply.meta.set_part(msg.meta.part());
+  reply.meta.set_request(false);
+  reply.meta.set_push(msg.meta.push());
+  reply.meta.set_pull(msg.meta.pull());
+  reply.meta.set_op(msg.meta.op());
+  reply.meta.set_dtype(msg.meta.dtype());
+  std::string err = Handle(msg, &reply);
+  if (!err.empty()) {
+    rejected++;
+    reply.data.clear();
+    reply.meta.set_error(err);
+    VLOG(1) << "rejected request from node " << msg.meta.sender() << ": " << err;
+  }
+  if (!rt->Send(reply)) VLOG(1) << "cannot reply to node " << msg.meta.sender();
+}
+
+std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
+  const auto& m = req.meta;
+  if (m.dtype() != static_cast<int>(dtype)) return "value type differs from the server's";
+  if (!m.push() && !m.pull()) return "neither push nor pull";
+  if (m.op() == pb::Meta::RANGE_PULL) {
+    if (m.range_end() <= m.range_begin()) return "empty range";
+    SArray<Key> keys;
+    SArray<char> vals;
+    SArray<int> lens;
+    store->PullRange(Range(m.range_begin(), m.range_end()), &keys, &vals, &lens);
+    reply->data = {SArray<char>(keys), vals, SArray<char>(lens)};
+    return "";
+  }
+  if (m.op() == pb::Meta::DENSE_PUSH) {
+    uint64_t n = m.range_end() > m.range_begin() ? m.range_end() - m.range_begin() : 0;
+    if (n == 0 || req.data.size() != 1 || m.width() <= 0) return "malformed dense push";
+    if (req.data[0].size() != n * m.width() * esize) return "dense push size mismatch";
+    if (n > (1u << 28)) return "dense range too large";
+    SArray<Key> keys(n);
+    for (uint64_t i = 0; i < n; ++i) keys[i] = m.range_begin() + i;
+    return store->Push(keys.data(), n, req.data[0].data(), n * m.width(), nullptr);
+  }
+  // Explicit keys: frames are keys, then (push) values, then (push with lens) lens.
+  const size_t want_frames = m.push() ? (m.has_lens() ? 3 : 2) : 1;
+  if (req.data.size() != want_frames) return "wrong number of frames";
+  const SArray<char>& kf = req.data[0];
+  if (kf.size() % sizeof(Key)) return "keys frame size";
+  const size_t n = kf.size() / sizeof(Key);
+  const Key* keys = reinterpret_cast<const Key*>(kf.data());
+  for (size_t i = 1; i < n; ++i) {
+    if (keys[i] <= keys[i - 1]) return "keys not sorted and unique";
+  }
+  const bool part = m.val_total() > 0;
+  if (part && n != 1) return "a value part carries one key";
+  if (m.push()) {
+    const SArray<char>& vf = req.data[1];
+    if (vf.size() % esize) return "values frame size";
+    const size_t nvals = vf.size() / esize;
+    std::string err;
+    if (part) {
+      if (nvals != m.val_count()) return "value part size";
+      err = store->PushPart(keys[0], m.val_offset(), m.val_total(), vf.data(), nvals);
+    } else if (m.has_lens()) {
+      const SArray<char>& lf = req.data[2];
+      if (lf.size() != n * sizeof(int)) return "lens frame size";
+      const int* lens = reinterpret_cast<const int*>(lf.data());
+      uint64_t sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (lens[i] < 0) return "negative length";
+        sum += lens[i];
+      }
+      if (sum != nvals) return "lens do not add up to the values";
+      err = store->Push(keys, n, vf.data(), nvals, lens);
+    } else {
+      if (n == 0 ? nvals != 0 : nvals % n != 0) return "values not a multiple of keys";
+      err = store->Push(keys, n, vf.data(), nvals, nullptr);
+    }
+    if (!err.empty()) return err;
+  }
+  if (m.pull()) {
+    SArray<char> vals;
+    SArray<int> lens;
+    std::string err;
+    if (part) {
+      if (m.val_count() > (64u << 20)) return "value part too large";
+      err = store->PullPart(keys[0], m.val_offset(), m.val_count(), m.val_total(), &vals);
+      reply->data = {vals};
+    } else {
+      err = store->Pull(keys, n, m.width(), &vals, &lens);
+      reply->data = {vals};
+      if (m.width() == 0) reply->data.push_back(SArray<char>(lens));
+    }
+    return err;
+  }
+  return "";
+}
+
+}  // namespace ps

@@ -1,0 +1,2 @@
+// PlanParts is a template (header only); this file keeps the build list stable.
+#include "kv/slicer.h"

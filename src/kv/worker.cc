@@ -1,0 +1,397 @@
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <unordered_map>
+
+#include "control/node_impl.h"
+#include "kv/slicer.h"
+#include "ps/kv_worker.h"
+
+namespace ps {
+namespace {
+
+// Values of one message are bounded so that large values stream in pieces: the receiver
+// never needs one huge allocation and sender and receiver overlap.
+constexpr uint64_t kMaxPartBytes = 4 << 20;
+
+SArray<char> Gather(const SArray<char>& src, const std::vector<std::pair<size_t, size_t>>& runs,
+                    size_t unit, const std::vector<uint64_t>* prefix) {
+  auto begin = [&](size_t i) { return prefix ? (*prefix)[i] * unit : i * unit; };
+  if (runs.size() == 1) return src.Segment(begin(runs[0].first), begin(runs[0].second));
+  size_t total = 0;
+  for (auto r : runs) total += begin(r.second) - begin(r.first);
+  SArray<char> out(total);
+  size_t at = 0;
+  for (auto r : runs) {
+    size_t b = begin(r.first), e = begin(r.second);
+    std::memcpy(out.data() + at, src.data() + b, e - b);
+    at += e - b;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct KVWorkerBase::Impl : public Customer {
+  struct Pending {
+    detail::KVRequest req;
+    std::vector<RequestPart> parts;
+    std::vector<RingSegment> segs;
+    std::vector<uint64_t> prefix;  // value offsets per key when lens are given
+    std::vector<Message> replies;
+    std::vector<bool> got;
+    size_t received = 0;
+    std::string error;
+    int ts = -1;
+  };
+
+  Impl(Node* n, int a, DataType t)
+      : node(n), rt(n->impl()), app(a), dtype(t), esize(DataTypeSize(t)) {}
+
+  void Process(Message& msg) override;
+  void Finish(Pending* p);
+  void Assemble(Pending* p);
+  int Submit(detail::KVRequest req);
+  void Fail(int ts, size_t part, const std::string& why);
+
+  Node* node;
+  Node::Impl* rt;
+  int app;
+  DataType dtype;
+  size_t esize;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int next_ts = 0;
+  std::unordered_map<int, std::unique_ptr<Pending>> pending;
+  std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
+};
+
+KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
+    : impl_(new Impl(node, app_id, dtype)) {
+  if (node->role() != Role::kWorker) throw Error("KVWorker needs a worker node");
+  node->impl()->AddCustomer(app_id, impl_.get());
+}
+
+KVWorkerBase::~KVWorkerBase() { impl_->rt->RemoveCustomer(impl_->app); }
+
+int KVWorkerBase::Submit(detail::KVRequest req) { return impl_->Submit(std::move(req)); }
+
+int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
+  auto p = std::make_unique<Pending>();
+  const size_t n = req.keys.size();
+  auto ring = rt->ring();
+  if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
+  std::vector<Message> msgs;
+  auto base_meta = [&](int server, size_t part) {
+    Message m;
+    m.meta.set_receiver(server);
+    m.meta.set_app_id(app);
+    m.meta.set_request(true);
+    m.meta.set_push(req.push);
+    m.meta.set_pull(req.pull);
+    m.meta.set_dtype(static_cast<int>(dtype));
+    m.meta.set_epoch(ring->epoch());
+    m.meta.set_part(static_cast<int>(part));
+    return m;
+  };
+
+  if (req.op == detail::KVRequest::kData) {
+    for (size_t i = 0; i < n; ++i) {
+      if (req.keys[i] == kMaxKey || (i && req.keys[i] <= req.keys[i - 1])) {
+        throw Error("keys must be sorted, unique and below kMaxKey (key index " +
+                    std::to_string(i) + ")");
+      }
+    }
+    const size_t nvals = req.vals.size() / esize;
+    int width = 0;
+    if (!req.lens.empty()) {
+      if (req.lens.size() != n) throw Error("lens.size() must equal keys.size()");
+      p->prefix.resize(n + 1, 0);
+      for (size_t i = 0; i < n; ++i) {
+        if (req.lens[i] < 0) throw Error("lens must not be negative");
+        p->prefix[i + 1] = p->prefix[i] + req.lens[i];
+      }
+      if (req.push && p->prefix[n] != nvals) {
+        throw Error("the sum of lens must equal vals.size()");
+      }
+    } else if (req.push) {
+      if (n == 0 ? nvals != 0 : nvals % n != 0) {
+        throw Error("vals.size() must be a multiple of keys.size()");
+      }
+      width = n ? static_cast<int>(nvals / n) : 0;
+    } else {
+      width = req.pull_width;
+    }
+    const bool known = !p->prefix.empty() || width > 0;
+    const uint64_t max_vals = known ? kMaxPartBytes / esize : 0;
+    if (!p->prefix.empty()) {
+      const auto& pre = p->prefix;
+      PlanParts(*ring, req.keys.data(), n, [&pre](size_t i) { return pre[i]; }, max_vals,
+                &p->parts);
+    } else {
+      const uint64_t w = width;
+      PlanParts(*ring, req.keys.data(), n, [w](size_t i) { return i * w; }, max_vals,
+                &p->parts);
+    }
+    SArray<char> key_bytes(req.keys);
+    const std::vector<uint64_t>* pre = p->prefix.empty() ? nullptr : &p->prefix;
+    for (size_t k = 0; k < p->parts.size(); ++k) {
+      const RequestPart& part = p->parts[k];
+      Message m = base_meta(part.server, k);
+      m.meta.set_op(pb::Meta::DATA);
+      m.meta.set_width(pre ? 0 : width);
+      m.data.push_back(Gather(key_bytes, part.runs, sizeof(Key), nullptr));
+      if (part.value_part) {
+        m.meta.set_val_offset(part.val_offset);
+        m.meta.set_val_total(part.val_total);
+        m.meta.set_val_count(part.val_count);
+      }
+      if (req.push) {
+        if (part.value_part) {
+          size_t b = ((pre ? (*pre)[part.runs[0].first] : part.runs[0].first * width) +
+                      part.val_offset) * esize;
+          m.data.push_back(req.vals.Segment(b, b + part.val_count * esize));
+        } else {
+          m.data.push_back(Gather(req.vals, part.runs, pre ? esize : width * esize, pre));
+        }
+        if (pre && !part.value_part) {
+          m.meta.set_has_lens(true);
+          m.data.push_back(Gather(SArray<char>(req.lens), part.runs, sizeof(int), nullptr));
+        }
+      } else if (pre && !part.value_part) {
+        // A pull with lens (PushPull only reaches here with push set): ask for lengths.
+        m.meta.set_width(0);
+      }
+      msgs.push_back(std::move(m));
+    }
+  } else {
+    if (req.range.size() == 0) throw Error("empty key range");
+    if (req.range.end == kMaxKey && req.range.begin == kMaxKey) throw Error("bad key range");
+    ring->SliceRange(req.range, &p->segs);
+    uint64_t w = 0;
+    if (req.op == detail::KVRequest::kDensePush) {
+      uint64_t nvals = req.vals.size() / esize;
+      if (nvals % req.range.size() != 0) {
+        throw Error("vals.size() must be a multiple of the range size");
+      }
+      w = nvals / req.range.size();
+    }
+    for (size_t k = 0; k < p->segs.size(); ++k) {
+      const RingSegment& s = p->segs[k];
+      Message m = base_meta(s.server, k);
+      m.meta.set_op(req.op == detail::KVRequest::kRangePull ? pb::Meta::RANGE_PULL
+                                                             : pb::Meta::DENSE_PUSH);
+      m.meta.set_range_begin(s.range.begin);
+      m.meta.set_range_end(s.range.end);
+      if (w) {
+        size_t b = (s.range.begin - req.range.begin) * w * esize;
+        m.data.push_back(req.vals.Segment(b, b + s.range.size() * w * esize));
+        m.meta.set_width(static_cast<int>(w));
+      }
+      msgs.push_back(std::move(m));
+    }
+  }
+
+  const size_t nparts = msgs.size();
+  p->replies.resize(nparts);
+  p->got.assign(nparts, false);
+  p->req = std::move(req);
+  int ts;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    ts = next_ts++;
+    p->ts = ts;
+    if (nparts == 0) {
+      Pending* raw = p.get();
+      pending[ts] = std::move(p);
+      // Nothing to send (no keys): complete at once.
+      Finish(raw);
+      return ts;
+    }
+    pending[ts] = std::move(p);
+  }
+  for (size_t k = 0; k < nparts; ++k) {
+    msgs[k].meta.set_timestamp(ts);
+    int server = msgs[k].meta.receiver();
+    if (!rt->Send(msgs[k])) Fail(ts, k, "cannot send to server node " + std::to_string(server));
+  }
+  return ts;
+}
+
+void KVWorkerBase::Impl::Fail(int ts, size_t part, const std::string& why) {
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = pending.find(ts);
+  if (it == pending.end() || it->second->got[part]) return;
+  Pending* p = it->second.get();
+  p->got[part] = true;
+  if (p->error.empty()) p->error = why;
+  if (++p->received == p->replies.size()) Finish(p);
+}
+
+void KVWorkerBase::Impl::Process(Message& msg) {
+  if (msg.meta.request()) return;  // workers serve nothing
+  std::unique_lock<std::mutex> lk(mu);
+  auto it = pending.find(msg.meta.timestamp());
+  if (it == pending.end()) return;
+  Pending* p = it->second.get();
+  size_t part = static_cast<size_t>(msg.meta.part());
+  if (part >= p->replies.size() || p->got[part]) return;
+  p->got[part] = true;
+  if (!msg.meta.error().empty() && p->error.empty()) {
+    p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
+  }
+  p->replies[part] = std::move(msg);
+  if (++p->received == p->replies.size()) Finish(p);
+}
+
+// Called with mu held once every part has answered.
+void KVWorkerBase::Impl::Finish(Pending* p) {
+  if (p->error.empty() && p->req.pull) Assemble(p);
+  const int ts = p->ts;
+  auto cb = std::move(p->req.callback);
+  if (!p->error.empty()) failed[ts] = p->error;
+  pending.erase(ts);
+  // The callback runs before Wait returns; it must not call Wait itself.
+  if (cb) {
+    mu.unlock();
+    cb();
+    mu.lock();
+  }
+  cv.notify_all();
+}
+
+void KVWorkerBase::Impl::Assemble(Pending* p) {
+  auto& req = p->req;
+  auto bad = [&](const std::string& what) { p->error = "malformed reply: " + what; };
+  if (req.op == detail::KVRequest::kRangePull) {
+    SArray<Key> keys;
+    SArray<int> lens;
+    SArray<char> vals;
+    for (auto& r : p->replies) {
+      if (r.data.size() != 3) return bad("range pull reply needs 3 frames");
+      keys.append(SArray<Key>(r.data[0]));
+      vals.append(r.data[1]);
+      lens.append(SArray<int>(r.data[2]));
+    }
+    if (req.out_keys) *req.out_keys = keys;
+    if (req.out_lens) *req.out_lens = lens;
+    if (req.set_vals) req.set_vals(vals);
+    return;
+  }
+  const size_t n = req.keys.size();
+  int width = req.pull_width;
+  if (width > 0 && p->prefix.empty()) {
+    const size_t row = width * esize, total = n * row;
+    // One reply covering every key in order: hand its buffer over without copying.
+    if (p->replies.size() == 1 && !p->parts[0].value_part && req.out_view.size() != total &&
+        p->replies[0].data.size() >= 1 && p->replies[0].data[0].size() == total) {
+      req.set_vals(p->replies[0].data[0]);
+      return;
+    }
+    SArray<char> out = req.out_view.size() == total ? req.out_view : SArray<char>(total);
+    for (size_t k = 0; k < p->parts.size(); ++k) {
+      const RequestPart& part = p->parts[k];
+      const auto& r = p->replies[k];
+      size_t want = part.value_part ? part.val_count * esize : part.num_keys * row;
+      if (r.data.empty() || r.data[0].size() != want) return bad("value size");
+      if (part.value_part) {
+        std::memcpy(out.data() + part.runs[0].first * row + part.val_offset * esize,
+                    r.data[0].data(), want);
+        continue;
+      }
+      size_t at = 0;
+      for (auto run : part.runs) {
+        size_t bytes = (run.second - run.first) * row;
+        std::memcpy(out.data() + run.first * row, r.data[0].data() + at, bytes);
+        at += bytes;
+      }
+    }
+    if (out.data() != req.out_view.data()) req.set_vals(out);
+    return;
+  }
+  // Lengths come from the servers (variable-length values, or a width nobody told us).
+  std::vector<int> lens(n, 0);
+  std::vector<const char*> src(n, nullptr);
+  for (size_t k = 0; k < p->parts.size(); ++k) {
+    const RequestPart& part = p->parts[k];
+    const auto& r = p->replies[k];
+    if (r.data.size() != 2 || r.data[1].size() != part.num_keys * sizeof(int)) {
+      return bad("lens frame");
+    }
+    const int* rl = reinterpret_cast<const int*>(r.data[1].data());
+    size_t j = 0, at = 0;
+    for (auto run : part.runs) {
+      for (size_t i = run.first; i < run.second; ++i, ++j) {
+        if (rl[j] < 0) return bad("negative length");
+        lens[i] = rl[j];
+        src[i] = r.data[0].data() + at;
+        at += static_cast<size_t>(rl[j]) * esize;
+        if (at > r.data[0].size()) return bad("values shorter than lens");
+      }
+    }
+  }
+  int w = 0;
+  if (!req.want_lens) {
+    for (int l : lens) {
+      if (l && w && l != w) {
+        p->error = "keys hold different numbers of values; pull with lens";
+        return;
+      }
+      if (l) w = l;
+    }
+    if (w == 0) w = 1;  // nothing stored: one zero per key
+  }
+  size_t total = 0;
+  for (int l : lens) total += req.want_lens ? l : w;
+  SArray<char> out(total * esize);
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t bytes = static_cast<size_t>(req.want_lens ? lens[i] : w) * esize;
+    if (lens[i]) {
+      std::memcpy(out.data() + at, src[i], bytes);
+    } else {
+      std::memset(out.data() + at, 0, bytes);
+    }
+    at += bytes;
+  }
+  if (req.out_lens) *req.out_lens = SArray<int>(lens);
+  req.set_vals(out);
+}
+
+void KVWorkerBase::Wait(int ts) {
+  auto* d = impl_.get();
+  std::unique_lock<std::mutex> lk(d->mu);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+  while (d->pending.count(ts)) {
+    if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout && d->pending.count(ts)) {
+      const auto& p = d->pending[ts];
+      std::ostringstream os;
+      os << "request " << ts << " of app " << d->app << " not answered within "
+         << d->rt->cfg.request_timeout_ms << " ms (PS_REQUEST_TIMEOUT_MS); waiting for server";
+      for (size_t k = 0; k < p->got.size(); ++k) {
+        if (!p->got[k]) {
+          os << " node "
+             << (p->parts.empty() ? p->segs[k].server : p->parts[k].server);
+          break;
+        }
+      }
+      throw Error(os.str());
+    }
+  }
+  auto f = d->failed.find(ts);
+  if (f != d->failed.end()) {
+    std::string why = f->second;
+    d->failed.erase(f);
+    throw Error("request " + std::to_string(ts) + " failed: " + why);
+  }
+}
+
+bool KVWorkerBase::IsDone(int ts) const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return ts < impl_->next_ts && !impl_->pending.count(ts);
+}
+
+}  // namespace ps

@@ -1,0 +1,48 @@
+#include "message/message.h"
+
+#include <sstream>
+
+namespace ps {
+
+std::string Message::DebugString() const {
+  std::ostringstream os;
+  os << "msg{" << meta.sender() << "->" << meta.receiver();
+  if (meta.has_control()) {
+    os << " control=" << meta.control().cmd();
+  } else {
+    os << " app=" << meta.app_id() << " ts=" << meta.timestamp()
+       << (meta.request() ? " req" : " reply") << (meta.push() ? " push" : "")
+       << (meta.pull() ? " pull" : "") << " op=" << meta.op();
+  }
+  os << " frames=" << data.size() << " bytes=" << DataBytes() << "}";
+  return os.str();
+}
+
+bool EncodeMeta(const pb::Meta& meta, std::string* out) { return meta.SerializeToString(out); }
+
+bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why) {
+  if (size == 0 || size > (1u << 24)) {
+    *why = "bad meta size " + std::to_string(size);
+    return false;
+  }
+  if (!meta->ParseFromArray(data, static_cast<int>(size))) {
+    *why = "meta does not parse";
+    return false;
+  }
+  if (meta->magic() != kMagic) {
+    *why = "bad magic";
+    return false;
+  }
+  if (!pb::Meta_Op_IsValid(meta->op()) || meta->dtype() < 0 || meta->dtype() > 3 ||
+      meta->width() < 0 || meta->sender() < -1 || meta->receiver() < -1) {
+    *why = "meta fields out of range";
+    return false;
+  }
+  if (meta->has_control() && !pb::Control_Command_IsValid(meta->control().cmd())) {
+    *why = "unknown control command";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ps

@@ -1,0 +1,38 @@
+// In-memory message: protobuf Meta plus zero-copy data frames.
+#ifndef PS_MESSAGE_MESSAGE_H_
+#define PS_MESSAGE_MESSAGE_H_
+
+#include <string>
+#include <vector>
+
+#include "meta.pb.h"
+#include "ps/sarray.h"
+
+namespace ps {
+
+/// First field of every Meta; anything else on the port is garbage.
+constexpr uint32_t kMagic = 0x70730001;
+
+struct Message {
+  pb::Meta meta;
+  std::vector<SArray<char>> data;
+
+  /// Total bytes of the data frames.
+  size_t DataBytes() const {
+    size_t n = 0;
+    for (const auto& d : data) n += d.size();
+    return n;
+  }
+  /// One line for logs.
+  std::string DebugString() const;
+};
+
+/// Serialises meta (frame 0). Returns false if it cannot be encoded.
+bool EncodeMeta(const pb::Meta& meta, std::string* out);
+/// Parses and checks frame 0 of a received message. On failure returns false and sets *why;
+/// the caller drops the message and counts it.
+bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why);
+
+}  // namespace ps
+
+#endif  // PS_MESSAGE_MESSAGE_H_

@@ -1,0 +1,130 @@
+#include "ring/ring.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ps {
+
+Key Ring::Position(int server, int v) {
+  Key p = HashKey((static_cast<uint64_t>(server) << 32) ^ static_cast<uint32_t>(v) ^
+                  0x7073726e67ULL);
+  return p == kMaxKey ? kMaxKey - 1 : p;
+}
+
+Ring::Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch)
+    : servers_(std::move(server_ids)), vnodes_(vnodes), replicas_(replicas), epoch_(epoch) {
+  std::vector<std::pair<Key, int>> pos;
+  pos.reserve(servers_.size() * vnodes);
+  for (int s : servers_) {
+    for (int v = 0; v < vnodes; ++v) pos.emplace_back(Position(s, v), s);
+  }
+  // Ties (astronomically rare) are broken by server id so every node builds the same ring.
+  std::sort(pos.begin(), pos.end());
+  pos.erase(std::unique(pos.begin(), pos.end(),
+                        [](const auto& a, const auto& b) { return a.first == b.first; }),
+            pos.end());
+  if (pos.empty()) return;
+  auto add = [this](Key b, Key e, int s) {
+    if (b >= e) return;
+    if (!segments_.empty() && segments_.back().server == s) {
+      segments_.back().range.end = e;
+    } else {
+      segments_.push_back(RingSegment{Range(b, e), s});
+    }
+  };
+  add(0, pos[0].first, pos.back().second);  // wrap-around part of the last position
+  for (size_t i = 0; i < pos.size(); ++i) {
+    Key end = i + 1 < pos.size() ? pos[i + 1].first : kMaxKey;
+    add(pos[i].first, end, pos[i].second);
+  }
+}
+
+size_t Ring::SegmentOf(Key k) const {
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), k,
+                             [](Key key, const RingSegment& s) { return key < s.range.begin; });
+  return static_cast<size_t>(it - segments_.begin()) - 1;
+}
+
+std::vector<int> Ring::Chain(size_t segment) const {
+  std::vector<int> chain;
+  if (segments_.empty()) return chain;
+  const size_t want = std::min<size_t>(replicas_ + 1, servers_.size());
+  for (size_t i = 0; i < segments_.size() && chain.size() < want; ++i) {
+    int s = segments_[(segment + i) % segments_.size()].server;
+    if (std::find(chain.begin(), chain.end(), s) == chain.end()) chain.push_back(s);
+  }
+  return chain;
+}
+
+std::vector<Range> Ring::RangesOf(int server) const {
+  std::vector<Range> out;
+  for (const auto& s : segments_) {
+    if (s.server == server) out.push_back(s.range);
+  }
+  return out;
+}
+
+namespace {
+
+// First index in [lo, hi) whose value is >= target, by exponential then binary search from lo;
+// costs O(log(distance)) comparisons, counted in *steps.
+template <typename T, typename Get>
+size_t Gallop(size_t lo, size_t hi, Key target, Get get, size_t* steps) {
+  size_t step = 1, prev = lo, cur = lo;
+  while (cur < hi && get(cur) < target) {
+    ++*steps;
+    prev = cur + 1;
+    cur = lo + step;
+    step *= 2;
+  }
+  if (cur > hi) cur = hi;
+  while (prev < cur) {  // answer in [prev, cur]
+    ++*steps;
+    size_t mid = prev + (cur - prev) / 2;
+    if (get(mid) < target) {
+      prev = mid + 1;
+    } else {
+      cur = mid;
+    }
+  }
+  return prev;
+}
+
+}  // namespace
+
+void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out,
+                     size_t* steps) const {
+  out->clear();
+  size_t dummy = 0;
+  size_t* st = steps ? steps : &dummy;
+  *st = 0;
+  if (n == 0 || segments_.empty()) return;
+  size_t seg = SegmentOf(keys[0]);
+  size_t i = 0;
+  const size_t nseg = segments_.size();
+  while (i < n) {
+    Key end = segments_[seg].range.end;
+    size_t j = Gallop<Key>(i, n, end, [keys](size_t x) { return keys[x]; }, st);
+    out->push_back(KeySlice{segments_[seg].server, seg, i, j});
+    i = j;
+    if (i == n) break;
+    // The segment holding keys[i] is the last one whose begin is <= keys[i].
+    Key k = keys[i];
+    size_t next = Gallop<Key>(seg + 1, nseg, k == kMaxKey ? k : k + 1,
+                              [this](size_t x) { return segments_[x].range.begin; }, st);
+    seg = next - 1;
+  }
+}
+
+void Ring::SliceRange(Range r, std::vector<RingSegment>* out) const {
+  out->clear();
+  if (r.size() == 0 || segments_.empty()) return;
+  for (size_t seg = SegmentOf(r.begin); seg < segments_.size(); ++seg) {
+    const Range& s = segments_[seg].range;
+    if (s.begin >= r.end) break;
+    out->push_back(RingSegment{Range(std::max(s.begin, r.begin), std::min(s.end, r.end)),
+                               segments_[seg].server});
+  }
+}
+
+}  // namespace ps

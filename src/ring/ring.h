@@ -1,0 +1,74 @@
+// Consistent-hash ring with virtual nodes. Pure logic: no I/O, no threads.
+#ifndef PS_RING_RING_H_
+#define PS_RING_RING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ps/base.h"
+
+namespace ps {
+
+/// One contiguous key range and the server that masters it.
+struct RingSegment {
+  Range range;
+  int server = -1;
+};
+
+/// A run of sorted keys [begin, end) that falls in one ring segment.
+struct KeySlice {
+  int server = -1;
+  size_t segment = 0;
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+/// The ring of one epoch. Each server sits at `vnodes` pseudo-random positions on the key
+/// circle; a key belongs to the closest position at or before it (keys below the first
+/// position wrap to the last one). Keys are not rehashed, so a key range maps to a few
+/// contiguous segments. Immutable once built; a membership change builds a new Ring.
+class Ring {
+ public:
+  Ring() = default;
+  /// server_ids must be distinct; replicas is k, the number of successors in a chain.
+  Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch);
+
+  uint64_t epoch() const { return epoch_; }
+  int vnodes() const { return vnodes_; }
+  int replicas() const { return replicas_; }
+  const std::vector<int>& servers() const { return servers_; }
+  /// Segments sorted by key, covering [0, kMaxKey); neighbours have different owners.
+  const std::vector<RingSegment>& segments() const { return segments_; }
+
+  /// Index of the segment that holds key k (O(log segments)).
+  size_t SegmentOf(Key k) const;
+  /// The master of key k.
+  int Owner(Key k) const { return segments_[SegmentOf(k)].server; }
+  /// Master of the segment followed by up to k distinct successors clockwise.
+  std::vector<int> Chain(size_t segment) const;
+  /// The key ranges a server masters, in key order.
+  std::vector<Range> RangesOf(int server) const;
+
+  /// Splits sorted keys into runs by segment, in key order. Galloping over both keys and
+  /// segments makes it O(keys + segments) in the worst case and O(log) for a single key.
+  /// When steps is not null it receives the number of comparisons (for complexity tests).
+  void SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out,
+                 size_t* steps = nullptr) const;
+  /// Splits a key range into the parts owned by each segment, in key order.
+  void SliceRange(Range r, std::vector<RingSegment>* out) const;
+
+  /// Position of virtual node v of server s (documented so tools can reproduce the ring).
+  static Key Position(int server, int v);
+
+ private:
+  std::vector<int> servers_;
+  int vnodes_ = 0;
+  int replicas_ = 0;
+  uint64_t epoch_ = 0;
+  std::vector<RingSegment> segments_;
+};
+
+}  // namespace ps
+
+#endif  // PS_RING_RING_H_

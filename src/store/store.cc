@@ -1,0 +1,235 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ps {
+namespace {
+
+std::string LenError(Key k, int have, uint64_t want) {
+  return "key " + std::to_string(k) + " holds " + std::to_string(have) +
+         " values, the request has " + std::to_string(want);
+}
+
+}  // namespace
+
+template <typename V>
+typename Store<V>::Found Store<V>::Find(Key k, size_t* cursor) {
+  const size_t n = keys_.size(), base = *cursor;
+  // Exponential search forward from the cursor, then binary search in the last doubling.
+  size_t bound = 1;
+  while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
+  size_t lo = base + bound / 2, hi = std::min(n, base + bound);
+  size_t i = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
+  *cursor = i;
+  Found f;
+  const int mult = 1 + sw_;
+  if (i < n && keys_[i] == k) {
+    f.slot = data_.data() + off_[i];
+    f.len = static_cast<int>((off_[i + 1] - off_[i]) / mult);
+    *cursor = i + 1;
+    return f;
+  }
+  if (!side_.empty()) {
+    auto it = side_.find(k);
+    if (it != side_.end()) {
+      f.slot = it->second.data();
+      f.len = static_cast<int>(it->second.size() / mult);
+    }
+  }
+  return f;
+}
+
+template <typename V>
+std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t val_count,
+                           const int* lens) {
+  const V* vals = reinterpret_cast<const V*>(raw);
+  const int w = lens || n == 0 ? 0 : static_cast<int>(val_count / n);
+  // Validate first so a bad request changes nothing. A fixed-width push into a store whose
+  // slots all have that width cannot mismatch, so the common case skips this pass.
+  if (lens || (uniform_ != 0 && uniform_ != w)) {
+    size_t cur = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Found f = Find(keys[i], &cur);
+      int want = lens ? lens[i] : w;
+      if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
+    }
+  }
+  std::vector<std::pair<Key, std::vector<V>>> fresh;
+  size_t cur = 0, pos = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int len = lens ? lens[i] : w;
+    Found f = Find(keys[i], &cur);
+    if (f.slot) {
+      rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
+    } else {
+      std::vector<V> slot(static_cast<size_t>(len) * (1 + sw_));
+      rule_->Init(keys[i], slot.data(), slot.data() + len, len);
+      rule_->Apply(keys[i], vals + pos, slot.data(), slot.data() + len, len);
+      fresh.emplace_back(keys[i], std::move(slot));
+    }
+    pos += len;
+  }
+  if (!fresh.empty()) Insert(fresh);
+  return "";
+}
+
+template <typename V>
+std::string Store<V>::PushPart(Key key, uint64_t offset, uint64_t total, const char* raw,
+                               size_t count) {
+  const V* vals = reinterpret_cast<const V*>(raw);
+  if (offset + count > total || total > (1ull << 31)) return "bad value part";
+  size_t cur = 0;
+  Found f = Find(key, &cur);
+  if (f.slot) {
+    if (static_cast<uint64_t>(f.len) != total) return LenError(key, f.len, total);
+    rule_->Apply(key, vals, f.slot + offset, f.slot + total + offset * sw_,
+                 static_cast<int>(count));
+    return "";
+  }
+  std::vector<std::pair<Key, std::vector<V>>> fresh(1);
+  fresh[0].first = key;
+  auto& slot = fresh[0].second;
+  slot.resize(total * (1 + sw_));
+  rule_->Init(key, slot.data(), slot.data() + total, static_cast<int>(total));
+  rule_->Apply(key, vals, slot.data() + offset, slot.data() + total + offset * sw_,
+               static_cast<int>(count));
+  Insert(fresh);
+  return "";
+}
+
+template <typename V>
+void Store<V>::Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh) {
+  const int mult = 1 + sw_;
+  for (const auto& f : fresh) NoteWidth(static_cast<int>(f.second.size() / mult));
+  size_t limit = std::max<size_t>(1024, keys_.size() / 8);
+  if (fresh.size() + side_.size() > limit || fresh.size() * 32 > keys_.size()) {
+    auto copy = fresh;
+    MergeSide(&copy);
+    return;
+  }
+  for (const auto& f : fresh) side_.emplace(f.first, f.second);
+}
+
+template <typename V>
+void Store<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
+  // Three sorted, disjoint sources: main arrays, side table, fresh slots.
+  for (auto& s : side_) fresh->emplace_back(s.first, std::move(s.second));
+  side_.clear();
+  std::sort(fresh->begin(), fresh->end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t extra = 0;
+  for (const auto& f : *fresh) extra += f.second.size();
+  std::vector<Key> keys;
+  std::vector<uint64_t> off;
+  std::vector<V> data;
+  keys.reserve(keys_.size() + fresh->size());
+  off.reserve(keys_.size() + fresh->size() + 1);
+  data.reserve(data_.size() + extra);
+  off.push_back(0);
+  size_t i = 0, j = 0;
+  while (i < keys_.size() || j < fresh->size()) {
+    if (j == fresh->size() || (i < keys_.size() && keys_[i] < (*fresh)[j].first)) {
+      keys.push_back(keys_[i]);
+      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      ++i;
+    } else {
+      keys.push_back((*fresh)[j].first);
+      data.insert(data.end(), (*fresh)[j].second.begin(), (*fresh)[j].second.end());
+      ++j;
+    }
+    off.push_back(data.size());
+  }
+  keys_.swap(keys);
+  off_.swap(off);
+  data_.swap(data);
+}
+
+template <typename V>
+std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* out_vals,
+                           SArray<int>* out_lens) {
+  std::vector<Found> found(n);
+  size_t cur = 0, total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    found[i] = Find(keys[i], &cur);
+    if (width > 0 && found[i].slot && found[i].len != width) {
+      return LenError(keys[i], found[i].len, width);
+    }
+    total += width > 0 ? width : found[i].len;
+  }
+  SArray<V> vals(total);
+  V* out = vals.data();
+  if (width == 0) out_lens->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Found& f = found[i];
+    int len = width > 0 ? width : f.len;
+    if (f.slot) {
+      rule_->Read(keys[i], f.slot, f.slot + f.len, out, len);
+    } else {
+      std::fill(out, out + len, V(0));
+    }
+    if (width == 0) (*out_lens)[i] = len;
+    out += len;
+  }
+  *out_vals = SArray<char>(vals);
+  return "";
+}
+
+template <typename V>
+std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
+                               SArray<char>* out_vals) {
+  if (offset + count > total) return "bad value part";
+  SArray<V> vals(count);
+  size_t cur = 0;
+  Found f = Find(key, &cur);
+  if (!f.slot) {
+    std::fill(vals.begin(), vals.end(), V(0));
+  } else if (static_cast<uint64_t>(f.len) != total) {
+    return LenError(key, f.len, total);
+  } else {
+    rule_->Read(key, f.slot + offset, f.slot + f.len + offset * sw_, vals.data(),
+                static_cast<int>(count));
+  }
+  *out_vals = SArray<char>(vals);
+  return "";
+}
+
+template <typename V>
+void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
+                         SArray<int>* out_lens) {
+  const int mult = 1 + sw_;
+  SArray<Key> keys;
+  SArray<int> lens;
+  SArray<V> vals;
+  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
+  auto it = side_.lower_bound(r.begin);
+  auto emit = [&](Key k, const V* slot, int len) {
+    keys.push_back(k);
+    lens.push_back(len);
+    size_t at = vals.size();
+    vals.resize(at + len);
+    rule_->Read(k, slot, slot + len, vals.data() + at, len);
+  };
+  for (;;) {
+    bool main_ok = i < keys_.size() && keys_[i] < r.end;
+    bool side_ok = it != side_.end() && it->first < r.end;
+    if (!main_ok && !side_ok) break;
+    if (main_ok && (!side_ok || keys_[i] < it->first)) {
+      emit(keys_[i], data_.data() + off_[i], static_cast<int>((off_[i + 1] - off_[i]) / mult));
+      ++i;
+    } else {
+      emit(it->first, it->second.data(), static_cast<int>(it->second.size() / mult));
+      ++it;
+    }
+  }
+  *out_keys = keys;
+  *out_lens = lens;
+  *out_vals = SArray<char>(vals);
+}
+
+template class Store<float>;
+template class Store<double>;
+template class Store<int32_t>;
+template class Store<int64_t>;
+
+}  // namespace ps

@@ -1,0 +1,91 @@
+// The server's parameter store: framework-owned slots updated by an UpdateRule.
+#ifndef PS_STORE_STORE_H_
+#define PS_STORE_STORE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ps/base.h"
+#include "ps/sarray.h"
+#include "ps/update_rule.h"
+
+namespace ps {
+
+/// Type-erased store so the request handling code is written once for every value type.
+/// Every method returns "" on success or an error text; a rejected request changes nothing.
+class StoreBase {
+ public:
+  virtual ~StoreBase() = default;
+  /// Applies pushed values to n sorted unique keys. lens == nullptr: every key has
+  /// val_count / n values; else key i has lens[i] values.
+  virtual std::string Push(const Key* keys, size_t n, const char* vals, size_t val_count,
+                           const int* lens) = 0;
+  /// Applies values [offset, offset + count) of a key whose slot holds `total` values.
+  virtual std::string PushPart(Key key, uint64_t offset, uint64_t total, const char* vals,
+                               size_t count) = 0;
+  /// Reads n sorted keys. width > 0: width values per key, zeros for missing keys. width == 0:
+  /// each key's own length goes to *lens (0 for missing keys).
+  virtual std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals,
+                           SArray<int>* lens) = 0;
+  /// Reads values [offset, offset + count) of a key whose slot holds `total` values.
+  virtual std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
+                               SArray<char>* vals) = 0;
+  /// Every stored key in r with its values and lengths, in key order.
+  virtual void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) = 0;
+  /// Number of stored keys.
+  virtual size_t size() const = 0;
+};
+
+/// Sorted arrays plus a small sorted side table. Pushes arrive with sorted keys, so lookups
+/// gallop forward through the main arrays (a repeated key list costs O(keys)); new keys go to
+/// the side table, which is merged into the main arrays when it grows past 1/8 of them, so a
+/// stream of inserts costs O(1) amortised copies per key.
+template <typename V>
+class Store : public StoreBase {
+ public:
+  explicit Store(std::shared_ptr<const UpdateRule<V>> rule)
+      : rule_(std::move(rule)), sw_(rule_->StateWidth()) {}
+
+  std::string Push(const Key* keys, size_t n, const char* vals, size_t val_count,
+                   const int* lens) override;
+  std::string PushPart(Key key, uint64_t offset, uint64_t total, const char* vals,
+                       size_t count) override;
+  std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals,
+                   SArray<int>* lens) override;
+  std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
+                       SArray<char>* vals) override;
+  void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) override;
+  size_t size() const override { return keys_.size() + side_.size(); }
+
+ private:
+  struct Found {
+    V* slot = nullptr;
+    int len = 0;
+  };
+  // Looks up k, galloping in the main arrays from *cursor (advanced past k).
+  Found Find(Key k, size_t* cursor);
+  // Creates the slot of a new key (Init, then the caller applies); merges when needed.
+  void Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh);
+  void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
+  void NoteWidth(int len) {
+    if (uniform_ == 0) {
+      uniform_ = len;
+    } else if (uniform_ != len) {
+      uniform_ = -1;
+    }
+  }
+
+  std::shared_ptr<const UpdateRule<V>> rule_;
+  const int sw_;
+  std::vector<Key> keys_;
+  std::vector<uint64_t> off_{0};  // slot i is data_[off_[i], off_[i+1])
+  std::vector<V> data_;
+  std::map<Key, std::vector<V>> side_;
+  int uniform_ = 0;  // 0: empty; >0: every slot holds this many values; -1: mixed
+};
+
+}  // namespace ps
+
+#endif  // PS_STORE_STORE_H_

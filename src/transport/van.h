@@ -1,0 +1,57 @@
+// The transport interface: how a node sends and receives messages.
+#ifndef PS_TRANSPORT_VAN_H_
+#define PS_TRANSPORT_VAN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "message/message.h"
+#include "ps/config.h"
+
+namespace ps {
+
+/// Counters every van keeps; read by Node::stats().
+struct VanCounters {
+  std::atomic<uint64_t> messages_sent{0};
+  std::atomic<uint64_t> messages_received{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> malformed_dropped{0};
+};
+
+/// One van per node: one bound endpoint for receiving, one send path per peer. Send may be
+/// called from any thread; Recv from one thread only (the node's receive loop).
+class Van {
+ public:
+  virtual ~Van() = default;
+  /// Binds the receive endpoint at host:port (0 = any free port) and returns the bound port.
+  /// Throws ps::Error when the address cannot be bound.
+  virtual int Bind(const std::string& host, int port) = 0;
+  /// Creates the send path to node id at host:port (replacing an earlier one).
+  virtual void Connect(int id, const std::string& host, int port) = 0;
+  /// True if Connect(id, ...) was called.
+  virtual bool Connected(int id) const = 0;
+  /// Sends msg to msg.meta.receiver without copying its data frames. Returns false when there
+  /// is no path to the receiver or the transport failed.
+  virtual bool Send(const Message& msg) = 0;
+  /// Waits up to timeout_ms for the next well-formed message. Malformed ones are dropped and
+  /// counted. Returns false on timeout or after Stop().
+  virtual bool Recv(Message* msg, int timeout_ms) = 0;
+  /// Closes every socket; wakes Recv. Messages already queued for sending are flushed for a
+  /// short grace period.
+  virtual void Stop() = 0;
+
+  const VanCounters& counters() const { return counters_; }
+
+ protected:
+  VanCounters counters_;
+};
+
+/// The van selected by the configuration: in-process when config.inproc is set, else ZeroMQ.
+std::unique_ptr<Van> MakeVan(const Config& config);
+
+}  // namespace ps
+
+#endif  // PS_TRANSPORT_VAN_H_

@@ -1,0 +1,226 @@
+#include "transport/zmq_van.h"
+
+#include <glog/logging.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace ps {
+namespace {
+
+constexpr size_t kMaxDataFrames = 8;
+
+// Keeps the SArray alive until ZeroMQ has sent the bytes.
+void FreeSArray(void* /*data*/, void* hint) { delete static_cast<SArray<char>*>(hint); }
+
+void CloseMsg(zmq_msg_t* m) {
+  zmq_msg_close(m);
+  delete m;
+}
+
+}  // namespace
+
+ZmqVan::ZmqVan() {
+  context_ = zmq_ctx_new();
+  zmq_ctx_set(context_, ZMQ_MAX_SOCKETS, 65536);
+}
+
+ZmqVan::~ZmqVan() {
+  Stop();
+  if (context_) zmq_ctx_term(context_);
+}
+
+int ZmqVan::Bind(const std::string& host, int port) {
+  receiver_ = zmq_socket(context_, ZMQ_ROUTER);
+  int zero = 0;
+  zmq_setsockopt(receiver_, ZMQ_RCVHWM, &zero, sizeof(zero));
+  zmq_setsockopt(receiver_, ZMQ_LINGER, &zero, sizeof(zero));
+  std::string addr = "tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*"));
+  if (zmq_bind(receiver_, addr.c_str()) != 0) {
+    throw Error("cannot bind " + addr + ": " + zmq_strerror(zmq_errno()) +
+                " (set PS_NODE_HOST/PS_PORT)");
+  }
+  char endpoint[256];
+  size_t len = sizeof(endpoint);
+  zmq_getsockopt(receiver_, ZMQ_LAST_ENDPOINT, endpoint, &len);
+  const char* colon = std::strrchr(endpoint, ':');
+  return colon ? std::atoi(colon + 1) : port;
+}
+
+void ZmqVan::Connect(int id, const std::string& host, int port) {
+  auto peer = std::make_shared<Peer>();
+  peer->socket = zmq_socket(context_, ZMQ_DEALER);
+  int zero = 0;
+  zmq_setsockopt(peer->socket, ZMQ_SNDHWM, &zero, sizeof(zero));
+  // Pending messages (a barrier release, the last replies) get a grace period at shutdown.
+  int linger = 2000;
+  zmq_setsockopt(peer->socket, ZMQ_LINGER, &linger, sizeof(linger));
+  std::string addr = "tcp://" + host + ":" + std::to_string(port);
+  if (zmq_connect(peer->socket, addr.c_str()) != 0) {
+    std::string err = zmq_strerror(zmq_errno());
+    zmq_close(peer->socket);
+    throw Error("cannot connect to " + addr + ": " + err);
+  }
+  std::shared_ptr<Peer> old;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    old = peers_[id];
+    peers_[id] = peer;
+  }
+  if (old) {
+    std::lock_guard<std::mutex> lk(old->mu);
+    zmq_close(old->socket);
+    old->socket = nullptr;
+  }
+}
+
+bool ZmqVan::Connected(int id) const { return GetPeer(id) != nullptr; }
+
+std::shared_ptr<ZmqVan::Peer> ZmqVan::GetPeer(int id) const {
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  auto it = peers_.find(id);
+  return it == peers_.end() ? nullptr : it->second;
+}
+
+bool ZmqVan::Send(const Message& msg) {
+  auto peer = GetPeer(msg.meta.receiver());
+  if (!peer) return false;
+  std::string meta;
+  if (!EncodeMeta(msg.meta, &meta)) return false;
+  std::lock_guard<std::mutex> lk(peer->mu);
+  if (!peer->socket) return false;
+  size_t n = msg.data.size();
+  zmq_msg_t m;
+  zmq_msg_init_size(&m, meta.size());
+  std::memcpy(zmq_msg_data(&m), meta.data(), meta.size());
+  if (zmq_msg_send(&m, peer->socket, n ? ZMQ_SNDMORE : 0) < 0) {
+    zmq_msg_close(&m);
+    return false;
+  }
+  size_t bytes = meta.size();
+  for (size_t i = 0; i < n; ++i) {
+    const SArray<char>& d = msg.data[i];
+    if (d.empty()) {
+      zmq_msg_init(&m);
+    } else {
+      auto* hold = new SArray<char>(d);
+      zmq_msg_init_data(&m, d.data(), d.size(), FreeSArray, hold);
+    }
+    // ZeroMQ owns the message after a successful send; on failure it is ours to close.
+    if (zmq_msg_send(&m, peer->socket, i + 1 < n ? ZMQ_SNDMORE : 0) < 0) {
+      zmq_msg_close(&m);
+      return false;
+    }
+    bytes += d.size();
+  }
+  counters_.messages_sent++;
+  counters_.bytes_sent += bytes;
+  return true;
+}
+
+void ZmqVan::DrainParts() {
+  int more = 1;
+  size_t len = sizeof(more);
+  while (zmq_getsockopt(receiver_, ZMQ_RCVMORE, &more, &len) == 0 && more) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, receiver_, 0) < 0) {
+      zmq_msg_close(&m);
+      break;
+    }
+    counters_.bytes_received += zmq_msg_size(&m);
+    zmq_msg_close(&m);
+  }
+}
+
+bool ZmqVan::Recv(Message* msg, int timeout_ms) {
+  if (!receiver_ || stopped_) return false;
+  if (timeout_ms != recv_timeout_ms_) {
+    zmq_setsockopt(receiver_, ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+    recv_timeout_ms_ = timeout_ms;
+  }
+  for (;;) {
+    // Frame 0 is the routing id that ROUTER prepends; we do not use it.
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    if (zmq_msg_recv(&id, receiver_, 0) < 0) {
+      zmq_msg_close(&id);
+      return false;
+    }
+    zmq_msg_close(&id);
+    zmq_msg_t head;
+    zmq_msg_init(&head);
+    if (zmq_msg_recv(&head, receiver_, ZMQ_DONTWAIT) < 0) {
+      // A lone routing id: a peer sent an empty message. Garbage.
+      zmq_msg_close(&head);
+      counters_.malformed_dropped++;
+      continue;
+    }
+    std::string why;
+    msg->data.clear();
+    bool ok = DecodeMeta(zmq_msg_data(&head), zmq_msg_size(&head), &msg->meta, &why);
+    size_t bytes = zmq_msg_size(&head);
+    bool has_more = zmq_msg_more(&head);
+    zmq_msg_close(&head);
+    while (ok && has_more) {
+      if (msg->data.size() == kMaxDataFrames) {
+        ok = false;
+        why = "too many frames";
+        break;
+      }
+      auto* m = new zmq_msg_t;
+      zmq_msg_init(m);
+      if (zmq_msg_recv(m, receiver_, 0) < 0) {
+        CloseMsg(m);
+        ok = false;
+        why = "truncated multipart";
+        break;
+      }
+      has_more = zmq_msg_more(m);
+      size_t size = zmq_msg_size(m);
+      bytes += size;
+      char* data = static_cast<char*>(zmq_msg_data(m));
+      if (reinterpret_cast<uintptr_t>(data) % 8 != 0) {
+        // Small frames may sit unaligned inside ZeroMQ's shared receive buffer; typed access
+        // needs alignment, so those (and only those) are copied.
+        SArray<char> copy;
+        copy.CopyFrom(data, size);
+        msg->data.push_back(copy);
+        CloseMsg(m);
+      } else {
+        msg->data.emplace_back(data, size, std::shared_ptr<void>(m, CloseMsg));
+      }
+    }
+    if (!ok) {
+      if (has_more) DrainParts();
+      counters_.malformed_dropped++;
+      counters_.bytes_received += bytes;
+      VLOG(1) << "dropped malformed message: " << why;
+      continue;
+    }
+    counters_.messages_received++;
+    counters_.bytes_received += bytes;
+    return true;
+  }
+}
+
+void ZmqVan::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  std::unordered_map<int, std::shared_ptr<Peer>> peers;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    peers.swap(peers_);
+  }
+  for (auto& p : peers) {
+    std::lock_guard<std::mutex> lk(p.second->mu);
+    if (p.second->socket) zmq_close(p.second->socket);
+    p.second->socket = nullptr;
+  }
+  if (receiver_) zmq_close(receiver_);
+  receiver_ = nullptr;
+}
+
+}  // namespace ps

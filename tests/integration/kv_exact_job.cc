@@ -1,0 +1,273 @@
+// The job that the integration tests launch through tracker/ps-launch: every role runs this
+// program. Workers push seeded random data, pull it back and compare with an exact reference
+// computed locally from the same seeds; any difference exits non-zero.
+//
+//   kv_exact_job --scenario sum|range|varlen|garbage|fail|hang [--universe U] [--keys K]
+//                [--rounds R] [--seed S]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "ps/ps.h"
+
+namespace {
+
+struct Options {
+  std::string scenario = "sum";
+  size_t universe = 1000000;
+  size_t keys = 100000;
+  int rounds = 20;
+  uint64_t seed = 2026;
+};
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--scenario") {
+      o.scenario = v;
+    } else if (k == "--universe") {
+      o.universe = std::stoull(v);
+    } else if (k == "--keys") {
+      o.keys = std::stoull(v);
+    } else if (k == "--rounds") {
+      o.rounds = std::stoi(v);
+    } else if (k == "--seed") {
+      o.seed = std::stoull(v);
+    } else {
+      std::cerr << "unknown option " << k << "\n";
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// The sorted key universe: distinct keys spread over the whole key space.
+std::vector<ps::Key> Universe(const Options& o) {
+  std::vector<ps::Key> u(o.universe);
+  for (size_t i = 0; i < u.size(); ++i) u[i] = ps::HashKey(o.seed * 1000003 + i);
+  std::sort(u.begin(), u.end());
+  u.erase(std::unique(u.begin(), u.end()), u.end());
+  return u;
+}
+
+// Indices into the universe that worker w pushes in round t (sorted, distinct), and values.
+void Draw(const Options& o, size_t usize, int w, int t, std::vector<uint32_t>* idx,
+          std::vector<int64_t>* vals, std::vector<int>* lens) {
+  std::mt19937_64 rng(o.seed ^ (static_cast<uint64_t>(w) << 40) ^ (static_cast<uint64_t>(t) << 20));
+  size_t want = std::min(o.keys, usize);
+  std::vector<char> taken(usize, 0);
+  idx->clear();
+  while (idx->size() < want) {
+    uint32_t i = static_cast<uint32_t>(rng() % usize);
+    if (!taken[i]) {
+      taken[i] = 1;
+      idx->push_back(i);
+    }
+  }
+  std::sort(idx->begin(), idx->end());
+  vals->clear();
+  lens->clear();
+  for (size_t j = 0; j < idx->size(); ++j) {
+    int len = 1;
+    if (o.scenario == "varlen") len = static_cast<int>((*idx)[j] % 5);  // 0..4 values
+    lens->push_back(len);
+    for (int l = 0; l < len; ++l) {
+      vals->push_back(static_cast<int64_t>(rng() % (1ull << 41)) - (1ll << 40));
+    }
+  }
+}
+
+void SendGarbage(const std::vector<ps::NodeInfo>& nodes, uint64_t seed, int frames) {
+  std::mt19937_64 rng(seed);
+  void* ctx = zmq_ctx_new();
+  for (const auto& n : nodes) {
+    if (n.role != ps::Role::kServer) continue;
+    std::string addr = "tcp://" + n.host + ":" + std::to_string(n.port);
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 5000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+    zmq_connect(s, addr.c_str());
+    for (int i = 0; i < frames; ++i) {
+      std::string junk(1 + rng() % 200, '\0');
+      for (auto& c : junk) c = static_cast<char>(rng());
+      if (i % 50 == 0) {
+        // Now and then a frame that starts like a real meta (magic field tag + value).
+        junk[0] = 0x0d;
+      }
+      zmq_send(s, junk.data(), junk.size(), rng() % 4 == 0 ? ZMQ_SNDMORE : 0);
+    }
+    zmq_send(s, "end", 3, 0);
+    zmq_close(s);
+    // Raw bytes that are not even ZMTP.
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(n.port);
+    inet_pton(AF_INET, n.host.c_str(), &sa.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+      std::string junk(65536, '\0');
+      for (auto& c : junk) c = static_cast<char>(rng());
+      ssize_t ignored = write(fd, junk.data(), junk.size());
+      (void)ignored;
+    }
+    close(fd);
+  }
+  zmq_ctx_term(ctx);
+}
+
+int RunWorker(ps::Node* node, const Options& o) {
+  const int rank = node->rank(), W = node->num_workers();
+  if (o.scenario == "fail" && rank == W - 1) {
+    std::cerr << "worker " << rank << " fails on purpose\n";
+    return 3;
+  }
+  if (o.scenario == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
+  const auto universe = Universe(o);
+  const size_t U = universe.size();
+  ps::KVWorker<int64_t> kv(node);
+  std::thread garbage;
+  if (o.scenario == "garbage" && rank == 0) {
+    garbage = std::thread([&] { SendGarbage(node->nodes(), o.seed, 10000); });
+  }
+  // Push: round t's push is in flight while round t+1's is prepared.
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint32_t> idx;
+  std::vector<int64_t> vals;
+  std::vector<int> lens;
+  int last = -1;
+  for (int t = 0; t < o.rounds; ++t) {
+    Draw(o, U, rank, t, &idx, &vals, &lens);
+    ps::SArray<ps::Key> keys(idx.size());
+    for (size_t j = 0; j < idx.size(); ++j) keys[j] = universe[idx[j]];
+    ps::SArray<int64_t> v(vals);
+    ps::SArray<int> l = o.scenario == "varlen" ? ps::SArray<int>(lens) : ps::SArray<int>();
+    if (last >= 0) kv.Wait(last);
+    last = kv.Push(keys, v, l);
+  }
+  kv.Wait(last);
+  if (garbage.joinable()) garbage.join();
+  double push_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  node->Barrier(ps::kWorkerGroup);
+
+  // The exact reference, from every worker's seeds.
+  std::vector<std::vector<int64_t>> ref(U);
+  std::vector<char> pushed(U, 0);
+  for (int w = 0; w < W; ++w) {
+    for (int t = 0; t < o.rounds; ++t) {
+      Draw(o, U, w, t, &idx, &vals, &lens);
+      size_t at = 0;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        auto& r = ref[idx[j]];
+        pushed[idx[j]] = 1;
+        r.resize(lens[j], 0);
+        for (int l = 0; l < lens[j]; ++l) r[l] += vals[at++];
+      }
+    }
+  }
+  ps::SArray<ps::Key> all(universe);
+  size_t checked = 0;
+  if (o.scenario == "varlen") {
+    ps::SArray<int64_t> out;
+    ps::SArray<int> out_lens;
+    kv.Wait(kv.Pull(all, &out, &out_lens));
+    size_t at = 0;
+    for (size_t i = 0; i < U; ++i) {
+      if (static_cast<size_t>(out_lens[i]) != ref[i].size()) {
+        std::cerr << "MISMATCH len of key " << universe[i] << ": " << out_lens[i] << " vs "
+                  << ref[i].size() << " (seed " << o.seed << ")\n";
+        return 1;
+      }
+      for (int64_t want : ref[i]) {
+        if (out[at++] != want) {
+          std::cerr << "MISMATCH value of key " << universe[i] << " (seed " << o.seed << ")\n";
+          return 1;
+        }
+        ++checked;
+      }
+    }
+  } else {
+    ps::SArray<int64_t> out;
+    kv.Wait(kv.Pull(all, &out));
+    if (out.size() != U) {
+      std::cerr << "MISMATCH: pulled " << out.size() << " values for " << U << " keys\n";
+      return 1;
+    }
+    for (size_t i = 0; i < U; ++i) {
+      int64_t want = ref[i].empty() ? 0 : ref[i][0];
+      if (out[i] != want) {
+        std::cerr << "MISMATCH key " << universe[i] << ": got " << out[i] << " want " << want
+                  << " (seed " << o.seed << ")\n";
+        return 1;
+      }
+      ++checked;
+    }
+  }
+  if (o.scenario == "range") {
+    std::mt19937_64 rng(o.seed + rank);
+    for (int q = 0; q < 20; ++q) {
+      ps::Key a = rng() % ps::kMaxKey, b = rng() % ps::kMaxKey;
+      ps::Range r = q == 0 ? ps::Range::All() : ps::Range(std::min(a, b), std::max(a, b) + 1);
+      ps::SArray<ps::Key> rk;
+      ps::SArray<int64_t> rv;
+      ps::SArray<int> rl;
+      kv.Wait(kv.PullRange(r, &rk, &rv, &rl));
+      size_t j = 0;
+      for (size_t i = std::lower_bound(universe.begin(), universe.end(), r.begin) -
+                      universe.begin();
+           i < U && universe[i] < r.end; ++i) {
+        if (!pushed[i]) continue;
+        if (j >= rk.size() || rk[j] != universe[i] || rv[j] != ref[i][0] || rl[j] != 1) {
+          std::cerr << "MISMATCH range pull at key " << universe[i] << " (seed " << o.seed
+                    << ")\n";
+          return 1;
+        }
+        ++j;
+      }
+      if (j != rk.size()) {
+        std::cerr << "MISMATCH range pull returned " << rk.size() << " keys, want " << j << "\n";
+        return 1;
+      }
+      checked += j;
+    }
+  }
+  std::cout << "OK worker " << rank << " checked " << checked << " values; push phase "
+            << push_s << " s; " << node->StatsJson() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  try {
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    int rc = 0;
+    if (node.role() == ps::Role::kServer) {
+      ps::KVServer<int64_t> server(&node);
+      node.Finalize();
+      std::cout << "STATS " << node.StatsJson() << " keys=" << server.NumKeys()
+                << " rejected=" << server.RejectedRequests() << std::endl;
+      return 0;
+    }
+    if (node.role() == ps::Role::kWorker) rc = RunWorker(&node, o);
+    if (rc != 0) return rc;
+    node.Finalize();
+    return 0;
+  } catch (const ps::Error& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Behaviour of tracker/ps-launch: failure propagation, timeout, Ctrl-C, dry run, bad config.
+Every process the launcher starts must be gone afterwards (checked by PID)."""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def pids_of(text):
+    return [int(p) for p in re.findall(r"started \w+ \d+ pid (\d+)", text)]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120, **kw)
+    return r.returncode, r.stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    a = p.parse_args()
+    L = [sys.executable, a.launcher]
+    small = ["--universe", "1000", "--keys", "100", "--rounds", "2"]
+
+    rc, out = run(L + ["-s", "1", "-w", "2", "--", a.job, "--scenario", "fail"] + small)
+    check(rc != 0, "a failing worker makes ps-launch exit non-zero (rc=%d)" % rc)
+    check(re.search(r"worker 1 \(pid \d+\) exited with code 3", out) is not None,
+          "the message names the failed process and its exit code")
+    pids = pids_of(out)
+    check(len(pids) == 4, "four processes were started (%d)" % len(pids))
+    check(not any(alive(x) for x in pids), "no process survives a failed job")
+
+    rc, out = run(L + ["-s", "1", "-w", "1", "--timeout", "3", "--", a.job, "--scenario",
+                       "hang"] + small)
+    check(rc == 124, "--timeout stops a hanging job with exit code 124 (rc=%d)" % rc)
+    check(not any(alive(x) for x in pids_of(out)), "no process survives a timeout")
+
+    proc = subprocess.Popen(L + ["-s", "1", "-w", "1", "--", a.job, "--scenario", "hang"] + small,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    deadline = time.time() + 30
+    while len(pids_of(seen)) < 3 and time.time() < deadline:
+        seen += proc.stdout.readline()
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    seen += rest
+    check(proc.returncode == 130, "Ctrl-C stops the job with exit code 130 (rc=%s)"
+          % proc.returncode)
+    check(len(pids_of(seen)) == 3 and not any(alive(x) for x in pids_of(seen)),
+          "no process survives Ctrl-C")
+
+    rc, out = run(L + ["-s", "2", "-w", "3", "--dry-run", "--", a.job, "--scenario", "sum"])
+    lines = [l for l in out.splitlines() if l.startswith("PS_ROLE=")]
+    check(rc == 0 and len(lines) == 6, "--dry-run prints one command per process")
+
+    rc, out = run(L + ["-s", "1", "-w", "1", "--env", "PS_VNODES=zero", "--", a.job] + small)
+    check(rc != 0 and "PS_VNODES='zero'" in out,
+          "bad configuration fails the job with the option's name")
+
+    rc, out = run(L + ["-s", "1", "-w", "1", "--env", "DMLC_NUM_WORKER=1", "--", a.job,
+                       "--scenario", "sum"] + small)
+    check(rc == 0 and re.search(r"^\[worker 0\] OK", out, re.M) is not None,
+          "a small job passes and its lines carry the [role rank] prefix")
+
+    if failures:
+        print("FAILED: %d checks" % len(failures))
+        return 1
+    print("PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

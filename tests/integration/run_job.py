@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Runs one kv_exact_job scenario through ps-launch over loopback and checks its output."""
+import argparse
+import re
+import subprocess
+import sys
+
+SCENARIOS = {
+    # (servers, workers, job arguments)
+    "sum": (3, 4, ["--universe", "1000000", "--keys", "100000", "--rounds", "20"]),
+    "range": (3, 2, ["--universe", "200000", "--keys", "50000", "--rounds", "3"]),
+    "varlen": (2, 2, ["--universe", "100000", "--keys", "30000", "--rounds", "4"]),
+    "garbage": (2, 2, ["--universe", "200000", "--keys", "50000", "--rounds", "5"]),
+}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    p.add_argument("--seed", default="2026")
+    a = p.parse_args()
+    s, w, job_args = SCENARIOS[a.scenario]
+    cmd = [sys.executable, a.launcher, "-s", str(s), "-w", str(w), "--timeout", "500", "--",
+           a.job, "--scenario", a.scenario, "--seed", a.seed] + job_args
+    print("running:", " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(r.stdout)
+    failures = []
+    if r.returncode != 0:
+        failures.append("ps-launch exited with %d" % r.returncode)
+    ok = re.findall(r"^\[worker (\d+)\] OK worker", r.stdout, re.M)
+    if sorted(set(ok)) != [str(i) for i in range(w)]:
+        failures.append("expected an OK line from each of %d workers, got %s" % (w, ok))
+    stats = re.findall(r"^\[server \d+\] STATS .*\"malformed_dropped\":(\d+)", r.stdout, re.M)
+    if len(stats) != s:
+        failures.append("expected STATS from %d servers, got %d" % (s, len(stats)))
+    if a.scenario == "garbage" and stats and min(int(x) for x in stats) == 0:
+        failures.append("a server reports no dropped garbage: %s" % stats)
+    if failures:
+        print("FAILED (seed %s): %s" % (a.seed, "; ".join(failures)))
+        return 1
+    print("PASSED %s: servers dropped %s malformed messages" % (a.scenario, stats))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

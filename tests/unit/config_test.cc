@@ -1,0 +1,54 @@
+#include <gtest/gtest.h>
+
+#include "ps/config.h"
+
+namespace ps {
+namespace {
+
+TEST(ConfigTest, ReadsPsNamesAndDmlcAliases) {
+  Config c = Config::FromMap({{"DMLC_ROLE", "server"},
+                              {"DMLC_PS_ROOT_URI", "10.0.0.1"},
+                              {"DMLC_PS_ROOT_PORT", "9091"},
+                              {"DMLC_NUM_SERVER", "3"},
+                              {"PS_NUM_WORKERS", "4"},
+                              {"PS_VNODES", "64"}});
+  EXPECT_EQ(c.role, Role::kServer);
+  EXPECT_EQ(c.scheduler_host, "10.0.0.1");
+  EXPECT_EQ(c.scheduler_port, 9091);
+  EXPECT_EQ(c.num_servers, 3);
+  EXPECT_EQ(c.num_workers, 4);
+  EXPECT_EQ(c.vnodes, 64);
+}
+
+TEST(ConfigTest, PsNameWinsOverAlias) {
+  Config c = Config::FromMap(
+      {{"PS_ROLE", "worker"}, {"PS_SCHEDULER_PORT", "1"}, {"DMLC_PS_ROOT_PORT", "2"}});
+  EXPECT_EQ(c.scheduler_port, 1);
+}
+
+TEST(ConfigTest, ErrorsNameTheOption) {
+  auto message = [](std::map<std::string, std::string> env) {
+    try {
+      Config::FromMap(env);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{"PS_ROLE", "boss"}}).find("PS_ROLE"), std::string::npos);
+  EXPECT_NE(message({}).find("PS_ROLE"), std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "worker"}, {"PS_SCHEDULER_PORT", "x1"}})
+                .find("PS_SCHEDULER_PORT='x1'"),
+            std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "worker"}}).find("PS_SCHEDULER_PORT"), std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VNODES", "0"}}).find("PS_VNODES"),
+            std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "scheduler"},
+                     {"PS_HEARTBEAT_INTERVAL_MS", "500"},
+                     {"PS_HEARTBEAT_TIMEOUT_MS", "100"}})
+                .find("PS_HEARTBEAT_TIMEOUT_MS"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,222 @@
+// Whole jobs inside one process: scheduler, servers and workers as Node objects. Proves that
+// nothing is global, and drives the same KV code that runs in real processes.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "ps/ps.h"
+
+namespace ps {
+namespace {
+
+struct Job {
+  // Starts scheduler, S servers and W workers; runs body(worker node, rank) on each worker.
+  template <typename Body>
+  static void Run(bool inproc, int S, int W, Body body) {
+    static int next_port = 7000;
+    auto net = std::make_shared<InprocNetwork>();
+    Config base;
+    base.num_servers = S;
+    base.num_workers = W;
+    base.vnodes = 16;
+    base.register_timeout_ms = 20000;
+    base.request_timeout_ms = 20000;
+    base.barrier_timeout_ms = 20000;
+    if (inproc) {
+      base.inproc = net;
+      base.scheduler_port = next_port++;
+    }
+    Config sc = base;
+    sc.role = Role::kScheduler;
+    std::string port_file;
+    if (!inproc) {
+      // Real sockets: the scheduler binds any free port and tells us through a file.
+      port_file = ::testing::TempDir() + "ps_sched_" + std::to_string(getpid()) + "_" +
+                  std::to_string(next_port++) + ".port";
+      std::remove(port_file.c_str());
+      sc.scheduler_port_file = port_file;
+    }
+    Node scheduler(sc);
+    std::vector<std::thread> threads;
+    std::exception_ptr failure;
+    std::mutex fail_mu;
+    auto guard = [&](auto fn) {
+      return [&, fn] {
+        try {
+          fn();
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(fail_mu);
+          failure = std::current_exception();
+        }
+      };
+    };
+    threads.emplace_back(guard([&] {
+      scheduler.Start();
+      scheduler.Finalize();
+    }));
+    if (!inproc) {
+      int port = 0;
+      for (int i = 0; i < 500 && port == 0; ++i) {
+        std::ifstream f(port_file);
+        if (!(f >> port)) {
+          port = 0;
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+      EXPECT_GT(port, 0) << "scheduler did not write " << port_file;
+      base.scheduler_port = port;
+    }
+    for (int s = 0; s < S; ++s) {
+      threads.emplace_back(guard([&, base] {
+        Config c = base;
+        c.role = Role::kServer;
+        Node node(c);
+        node.Start();
+        KVServer<int64_t> server(&node);
+        node.Finalize();
+      }));
+    }
+    for (int w = 0; w < W; ++w) {
+      threads.emplace_back(guard([&, base, w] {
+        Config c = base;
+        c.role = Role::kWorker;
+        c.rank_hint = w;
+        Node node(c);
+        node.Start();
+        body(&node, node.rank());
+        node.Finalize();
+      }));
+    }
+    for (auto& t : threads) t.join();
+    if (failure) std::rethrow_exception(failure);
+  }
+};
+
+class KVInprocTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KVInprocTest, PushesSumExactlyAcrossServers) {
+  const uint64_t seed = 1234;
+  const int W = 3;
+  std::mt19937_64 gen(seed);
+  std::vector<Key> universe(3000);
+  for (auto& k : universe) k = gen() % kMaxKey;
+  std::sort(universe.begin(), universe.end());
+  universe.erase(std::unique(universe.begin(), universe.end()), universe.end());
+  std::map<Key, int64_t> ref;
+  std::vector<std::pair<std::vector<Key>, std::vector<int64_t>>> pushes(W);
+  for (int w = 0; w < W; ++w) {
+    for (Key k : universe) {
+      if (gen() % 2) {
+        int64_t v = static_cast<int64_t>(gen() % 1000) - 300;
+        pushes[w].first.push_back(k);
+        pushes[w].second.push_back(v);
+        ref[k] += v;
+      }
+    }
+  }
+  std::atomic<int> checked{0};
+  Job::Run(GetParam(), 2, W, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    kv.Wait(kv.Push(pushes[rank].first, pushes[rank].second));
+    node->Barrier(kWorkerGroup);
+    SArray<int64_t> vals;
+    kv.Wait(kv.Pull(universe, &vals));
+    ASSERT_EQ(vals.size(), universe.size());
+    for (size_t i = 0; i < universe.size(); ++i) {
+      auto it = ref.find(universe[i]);
+      ASSERT_EQ(vals[i], it == ref.end() ? 0 : it->second) << "seed " << seed;
+    }
+    // Range pull returns exactly the stored keys in the range.
+    Range r(universe[100], universe[2000]);
+    SArray<Key> rk;
+    SArray<int64_t> rv;
+    SArray<int> rl;
+    kv.Wait(kv.PullRange(r, &rk, &rv, &rl));
+    auto lo = ref.lower_bound(r.begin), hi = ref.lower_bound(r.end);
+    ASSERT_EQ(rk.size(), static_cast<size_t>(std::distance(lo, hi)));
+    size_t i = 0;
+    for (auto it = lo; it != hi; ++it, ++i) {
+      ASSERT_EQ(rk[i], it->first);
+      ASSERT_EQ(rv[i], it->second);
+      ASSERT_EQ(rl[i], 1);
+    }
+    checked++;
+  });
+  EXPECT_EQ(checked.load(), W);
+}
+
+TEST_P(KVInprocTest, VariableLengthLargeValuesAndCallbacks) {
+  Job::Run(GetParam(), 2, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    SArray<Key> keys{HashKey(1), HashKey(2), HashKey(3)};
+    std::sort(keys.begin(), keys.end());
+    SArray<int> lens{2, 0, 3};
+    SArray<int64_t> vals{1, 2, 3, 4, 5};
+    std::atomic<bool> called{false};
+    kv.Wait(kv.Push(keys, vals, lens, [&] { called = true; }));
+    EXPECT_TRUE(called.load());
+    SArray<int64_t> out;
+    SArray<int> out_lens;
+    kv.Wait(kv.Pull(keys, &out, &out_lens));
+    EXPECT_EQ(out_lens.ToVector(), lens.ToVector());
+    EXPECT_EQ(out.ToVector(), vals.ToVector());
+    // A key with 3M values travels in 4 MB parts and comes back whole.
+    SArray<Key> big{HashKey(77)};
+    SArray<int64_t> bv(3 << 20);
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<int64_t>(i);
+    kv.Wait(kv.Push(big, bv));
+    SArray<int64_t> bo(bv.size());
+    kv.Wait(kv.PushPull(big, bv, &bo));
+    ASSERT_EQ(bo.size(), bv.size());
+    for (size_t i = 0; i < bv.size(); i += 4099) ASSERT_EQ(bo[i], 2 * bv[i]) << i;
+    // A mismatching push is rejected with an error, not applied.
+    SArray<int64_t> wrong{1};
+    EXPECT_THROW(kv.Wait(kv.Push(big, wrong)), Error);
+  });
+}
+
+TEST_P(KVInprocTest, DenseRangePush) {
+  Job::Run(GetParam(), 3, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    Range r(kMaxKey / 3, kMaxKey / 3 + 1000);
+    SArray<int64_t> vals(2000);
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = static_cast<int64_t>(i);
+    kv.Wait(kv.PushRange(r, vals));
+    SArray<Key> rk;
+    SArray<int64_t> rv;
+    SArray<int> rl;
+    kv.Wait(kv.PullRange(r, &rk, &rv, &rl));
+    ASSERT_EQ(rk.size(), 1000u);
+    EXPECT_EQ(rk[999], r.begin + 999);
+    EXPECT_EQ(rv.ToVector(), vals.ToVector());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Vans, KVInprocTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Inproc" : "ZeroMQ"; });
+
+TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
+  Config c;
+  c.role = Role::kScheduler;
+  c.num_servers = 2;
+  c.inproc = std::make_shared<InprocNetwork>();
+  c.scheduler_port = 5;
+  c.register_timeout_ms = 200;
+  Node node(c);
+  try {
+    node.Start();
+    FAIL() << "Start should time out";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("0 of 2 servers"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("PS_REGISTER_TIMEOUT_MS"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,81 @@
+#include "control/membership.h"
+
+#include <gtest/gtest.h>
+
+namespace ps {
+namespace {
+
+Registration Reg(Role role, int port, int hint = -1) {
+  Registration r;
+  r.role = role;
+  r.host = "127.0.0.1";
+  r.port = port;
+  r.rank_hint = hint;
+  return r;
+}
+
+TEST(MembershipTest, AssignsIdsOnceAllExpectedNodesArrive) {
+  Membership m(2, 1, "127.0.0.1", 9000);
+  std::string why;
+  EXPECT_EQ(m.Register(Reg(Role::kWorker, 1), &why), Membership::RegisterResult::kPending);
+  EXPECT_EQ(m.Register(Reg(Role::kServer, 2), &why), Membership::RegisterResult::kPending);
+  EXPECT_FALSE(m.complete());
+  EXPECT_EQ(m.Missing(), "1 of 2 servers and 1 of 1 workers registered");
+  EXPECT_EQ(m.Register(Reg(Role::kServer, 3), &why), Membership::RegisterResult::kComplete);
+  ASSERT_TRUE(m.complete());
+  EXPECT_EQ(m.epoch(), 1u);
+  ASSERT_EQ(m.nodes().size(), 4u);
+  EXPECT_EQ(m.nodes()[0].role, Role::kScheduler);
+  EXPECT_EQ(m.ServerIds(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(m.nodes()[3].role, Role::kWorker);
+  EXPECT_EQ(m.nodes()[3].id, 3);
+}
+
+TEST(MembershipTest, RankHintsWinOverArrivalOrder) {
+  Membership m(3, 1, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10, 2), &why);
+  m.Register(Reg(Role::kServer, 11, 0), &why);
+  m.Register(Reg(Role::kServer, 12, 1), &why);
+  m.Register(Reg(Role::kWorker, 13), &why);
+  ASSERT_TRUE(m.complete());
+  EXPECT_EQ(m.nodes()[1].port, 11);
+  EXPECT_EQ(m.nodes()[2].port, 12);
+  EXPECT_EQ(m.nodes()[3].port, 10);
+}
+
+TEST(MembershipTest, DuplicatesAreIgnoredAndExtrasRejected) {
+  Membership m(1, 1, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  EXPECT_EQ(m.Register(Reg(Role::kServer, 10), &why), Membership::RegisterResult::kDuplicate);
+  EXPECT_EQ(m.Register(Reg(Role::kServer, 11), &why), Membership::RegisterResult::kRejected);
+  EXPECT_NE(why.find("PS_NUM_SERVERS"), std::string::npos);
+}
+
+TEST(MembershipTest, BarrierReleasesOnlyWhenEveryMemberArrived) {
+  Membership m(1, 2, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  m.Register(Reg(Role::kWorker, 12), &why);
+  EXPECT_TRUE(m.EnterBarrier(2, kWorkerGroup, 1).empty());
+  EXPECT_TRUE(m.EnterBarrier(1, kWorkerGroup, 1).empty()) << "a server is not a worker member";
+  // The same worker entering the next barrier does not complete this one.
+  EXPECT_TRUE(m.EnterBarrier(2, kWorkerGroup, 2).empty());
+  EXPECT_EQ(m.EnterBarrier(3, kWorkerGroup, 1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(m.EnterBarrier(3, kWorkerGroup, 2), (std::vector<int>{2, 3}));
+}
+
+TEST(MembershipTest, SilentNodesAreReported) {
+  Membership m(1, 1, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  m.Heartbeat(1, 1000);
+  m.Heartbeat(2, 5000);
+  EXPECT_EQ(m.Silent(6000, 2000), (std::vector<int>{1}));
+}
+
+}  // namespace
+}  // namespace ps
