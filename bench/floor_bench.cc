@@ -1,0 +1,202 @@
+// The floor under ps, measured between two processes on loopback: a bare ZeroMQ DEALER/ROUTER
+// ping-pong, a bare ZeroMQ stream of 4 MB messages, a raw TCP ping-pong, and memcpy. Prints
+// one JSON line per measurement. bench/run_kv_bench.py runs it beside kv_bench so that every
+// ps number is reported as a ratio to a floor of the same run.
+//
+//   floor_bench [--iters N]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+double Pct(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+void NoFree(void*, void*) {}
+
+// Child: ROUTER that echoes every message (ping-pong) or acks every message (stream).
+void ZmqServer(int port, int total, bool ack_only) {
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_ROUTER);
+  std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+  zmq_bind(s, addr.c_str());
+  for (int i = 0; i < total; ++i) {
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    zmq_msg_recv(&id, s, 0);
+    zmq_msg_recv(&body, s, 0);
+    zmq_msg_send(&id, s, ZMQ_SNDMORE);
+    if (ack_only) {
+      zmq_msg_close(&body);
+      zmq_msg_init_size(&body, 1);
+    }
+    zmq_msg_send(&body, s, 0);
+  }
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+}
+
+void ZmqPingPong(int iters) {
+  int port = FreePort();
+  const int warm = 1000;
+  pid_t pid = fork();
+  if (pid == 0) {
+    ZmqServer(port, iters + warm, false);
+    _exit(0);
+  }
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+  zmq_connect(s, addr.c_str());
+  std::vector<double> lat;
+  char buf[64];
+  for (int i = 0; i < iters + warm; ++i) {
+    auto t = Clock::now();
+    zmq_send(s, "ping-ping-ping-p", 16, 0);
+    zmq_recv(s, buf, sizeof(buf), 0);
+    if (i >= warm) lat.push_back(Us(Clock::now() - t));
+  }
+  printf("{\"bench\":\"floor\",\"op\":\"zmq_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
+         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  waitpid(pid, nullptr, 0);
+}
+
+// 4 MB messages with `window` in flight, each acked by the receiver: the same shape as a
+// pipelined push, without any parameter-server work.
+void ZmqStream(size_t bytes, int count, int window) {
+  int port = FreePort();
+  pid_t pid = fork();
+  if (pid == 0) {
+    ZmqServer(port, count + 2, true);
+    _exit(0);
+  }
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_DEALER);
+  std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+  zmq_connect(s, addr.c_str());
+  std::vector<char> data(bytes, 1);
+  char ack[8];
+  for (int i = 0; i < 2; ++i) {  // warm-up
+    zmq_msg_t m;
+    zmq_msg_init_data(&m, data.data(), bytes, NoFree, nullptr);
+    zmq_msg_send(&m, s, 0);
+    zmq_recv(s, ack, sizeof(ack), 0);
+  }
+  auto t = Clock::now();
+  int sent = 0, acked = 0;
+  while (acked < count) {
+    while (sent < count && sent - acked < window) {
+      zmq_msg_t m;
+      zmq_msg_init_data(&m, data.data(), bytes, NoFree, nullptr);
+      zmq_msg_send(&m, s, 0);
+      ++sent;
+    }
+    zmq_recv(s, ack, sizeof(ack), 0);
+    ++acked;
+  }
+  double sec = Us(Clock::now() - t) / 1e6;
+  printf("{\"bench\":\"floor\",\"op\":\"zmq_stream\",\"bytes\":%zu,\"window\":%d,\"MBps\":%.1f}\n",
+         bytes, window, count * bytes / sec / 1e6);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  waitpid(pid, nullptr, 0);
+}
+
+void TcpPingPong(int iters) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  listen(lfd, 1);
+  socklen_t len = sizeof(sa);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
+  const int warm = 1000;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int c = accept(lfd, nullptr, nullptr);
+    int one = 1;
+    setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char b[16];
+    for (int i = 0; i < iters + warm; ++i) {
+      if (read(c, b, 16) != 16 || write(c, b, 16) != 16) break;
+    }
+    _exit(0);
+  }
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  std::vector<double> lat;
+  char b[16] = "ping";
+  for (int i = 0; i < iters + warm; ++i) {
+    auto t = Clock::now();
+    if (write(fd, b, 16) != 16 || read(fd, b, 16) != 16) break;
+    if (i >= warm) lat.push_back(Us(Clock::now() - t));
+  }
+  printf("{\"bench\":\"floor\",\"op\":\"tcp_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
+         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  close(fd);
+  close(lfd);
+  waitpid(pid, nullptr, 0);
+}
+
+void Memcpy() {
+  const size_t n = 64 << 20;
+  std::vector<char> a(n, 1), b(n, 2);
+  auto t = Clock::now();
+  for (int i = 0; i < 10; ++i) std::memcpy(b.data(), a.data(), n);
+  double sec = Us(Clock::now() - t) / 1e6;
+  printf("{\"bench\":\"floor\",\"op\":\"memcpy\",\"bytes\":%zu,\"MBps\":%.1f,\"check\":%d}\n", n,
+         10.0 * n / sec / 1e6, b[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 20000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--iters") iters = std::atoi(argv[i + 1]);
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  ZmqPingPong(iters);
+  TcpPingPong(iters);
+  ZmqStream(4 << 20, 200, 1);
+  ZmqStream(4 << 20, 200, 4);
+  Memcpy();
+  return 0;
+}

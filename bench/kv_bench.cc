@@ -1,0 +1,183 @@
+// Push/pull benchmark, run as a ps job (every role runs this program):
+//   tracker/ps-launch -s 1 -w 1 -- build/bench/kv_bench
+// Each worker prints one JSON line per measurement; with several workers they run each phase
+// at the same time (barriers between phases). bench/run_kv_bench.py runs it together with the
+// floor measurements and prints ratios.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "ps/ps.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Sec(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double Pct(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
+struct Bench {
+  ps::Node* node;
+  ps::KVWorker<float>* kv;
+  int rank, S, W;
+  double scale;
+
+  void Emit(const std::string& op, const std::string& fields) {
+    printf("{\"bench\":\"kv\",\"servers\":%d,\"workers\":%d,\"worker\":%d,\"op\":\"%s\",%s}\n", S,
+           W, rank, op.c_str(), fields.c_str());
+    fflush(stdout);
+  }
+
+  void Latency(int iters) {
+    ps::SArray<ps::Key> key{ps::HashKey(1)};
+    ps::SArray<float> val{1.0f}, out(1);
+    std::vector<double> pp, push, pull;
+    for (int i = 0; i < iters + 500; ++i) {
+      auto t = Clock::now();
+      kv->Wait(kv->PushPull(key, val, &out));
+      if (i >= 500) pp.push_back(Sec(Clock::now() - t) * 1e6);
+    }
+    for (int i = 0; i < iters / 2; ++i) {
+      auto t = Clock::now();
+      kv->Wait(kv->Push(key, val));
+      push.push_back(Sec(Clock::now() - t) * 1e6);
+      t = Clock::now();
+      kv->Wait(kv->Pull(key, &out));
+      pull.push_back(Sec(Clock::now() - t) * 1e6);
+    }
+    char buf[256];
+    snprintf(buf, sizeof(buf),
+             "\"pushpull_p50_us\":%.1f,\"pushpull_p99_us\":%.1f,\"push_p50_us\":%.1f,"
+             "\"pull_p50_us\":%.1f,\"iters\":%d",
+             Pct(pp, 0.5), Pct(pp, 0.99), Pct(push, 0.5), Pct(pull, 0.5), iters);
+    Emit("rtt_1key", buf);
+  }
+
+  void Sparse(size_t n) {
+    ps::SArray<ps::Key> keys(n);
+    for (size_t i = 0; i < n; ++i) keys[i] = ps::HashKey(i);
+    std::sort(keys.begin(), keys.end());
+    ps::SArray<float> vals(n, 0.5f), out(n);
+    kv->Wait(kv->Push(keys, vals));  // inserts: not timed
+    node->Barrier(ps::kWorkerGroup);
+    const int reps = std::max(5, std::min(3000, static_cast<int>(scale * 2e7 / n)));
+    const double mb = n * sizeof(float) / 1e6 * reps;
+    char buf[256];
+    auto t = Clock::now();
+    for (int r = 0; r < reps; ++r) kv->Wait(kv->Push(keys, vals));
+    double push = mb / Sec(Clock::now() - t);
+    t = Clock::now();
+    for (int r = 0; r < reps; ++r) kv->Wait(kv->Pull(keys, &out));
+    double pull = mb / Sec(Clock::now() - t);
+    t = Clock::now();
+    for (int r = 0; r < reps; ++r) kv->Wait(kv->PushPull(keys, vals, &out));
+    double pushpull = mb / Sec(Clock::now() - t);
+    snprintf(buf, sizeof(buf),
+             "\"keys\":%zu,\"push_MBps\":%.1f,\"pull_MBps\":%.1f,\"pushpull_MBps\":%.1f,\"reps\":%d",
+             n, push, pull, pushpull, reps);
+    Emit("sparse", buf);
+    node->Barrier(ps::kWorkerGroup);
+  }
+
+  void Dense(size_t bytes, int window) {
+    const size_t per_key = bytes / 2 / sizeof(float);
+    ps::SArray<ps::Key> keys{ps::HashKey(100 + bytes), ps::HashKey(200 + bytes)};
+    std::sort(keys.begin(), keys.end());
+    ps::SArray<float> vals(2 * per_key, 0.25f), out(2 * per_key);
+    kv->Wait(kv->Push(keys, vals));
+    node->Barrier(ps::kWorkerGroup);
+    const int reps = std::max(4, static_cast<int>(scale * (800 << 20) / bytes));
+    auto t = Clock::now();
+    std::deque<int> inflight;
+    for (int r = 0; r < reps; ++r) {
+      if (static_cast<int>(inflight.size()) == window) {
+        kv->Wait(inflight.front());
+        inflight.pop_front();
+      }
+      inflight.push_back(kv->Push(keys, vals));
+    }
+    for (int ts : inflight) kv->Wait(ts);
+    double push = bytes * reps / 1e6 / Sec(Clock::now() - t);
+    double pull = 0;
+    if (window == 1) {
+      t = Clock::now();
+      for (int r = 0; r < reps; ++r) kv->Wait(kv->Pull(keys, &out));
+      pull = bytes * reps / 1e6 / Sec(Clock::now() - t);
+    }
+    char buf[256];
+    snprintf(buf, sizeof(buf),
+             "\"bytes\":%zu,\"window\":%d,\"push_MBps\":%.1f,\"pull_MBps\":%.1f,\"reps\":%d", bytes,
+             window, push, pull, reps);
+    Emit("dense", buf);
+    node->Barrier(ps::kWorkerGroup);
+  }
+
+  void InFlight(int window, int total) {
+    ps::SArray<ps::Key> key{ps::HashKey(7)};
+    ps::SArray<float> val{1.0f};
+    std::deque<int> q;
+    auto t = Clock::now();
+    for (int i = 0; i < total; ++i) {
+      if (static_cast<int>(q.size()) == window) {
+        kv->Wait(q.front());
+        q.pop_front();
+      }
+      q.push_back(kv->Push(key, val));
+    }
+    for (int ts : q) kv->Wait(ts);
+    double rate = total / Sec(Clock::now() - t);
+    char buf[128];
+    snprintf(buf, sizeof(buf), "\"window\":%d,\"requests_per_s\":%.0f,\"total\":%d", window, rate,
+             total);
+    Emit("inflight_1key_push", buf);
+    node->Barrier(ps::kWorkerGroup);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double scale = 1.0;
+  std::string only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--scale") scale = std::stod(argv[i + 1]);
+    if (k == "--only") only = argv[i + 1];
+  }
+  try {
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    if (node.role() == ps::Role::kServer) {
+      ps::KVServer<float> server(&node);
+      node.Finalize();
+      return 0;
+    }
+    if (node.role() == ps::Role::kWorker) {
+      ps::KVWorker<float> kv(&node);
+      Bench b{&node, &kv, node.rank(), node.num_servers(), node.num_workers(), scale};
+      auto want = [&](const char* what) { return only.empty() || only == what; };
+      if (want("rtt")) b.Latency(static_cast<int>(20000 * scale));
+      if (want("sparse")) {
+        for (size_t n : {1000u, 100000u, 1000000u}) b.Sparse(n);
+      }
+      if (want("dense")) {
+        b.Dense(4 << 20, 1);
+        b.Dense(4 << 20, 4);
+        b.Dense(64 << 20, 1);
+      }
+      if (want("inflight")) b.InFlight(64, static_cast<int>(200000 * scale));
+    }
+    node.Finalize();
+  } catch (const ps::Error& e) {
+    fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
