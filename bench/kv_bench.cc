@@ -3,6 +3,13 @@
 // Each worker prints one JSON line per measurement; with several workers they run each phase
 // at the same time (barriers between phases). bench/run_kv_bench.py runs it together with the
 // floor measurements and prints ratios.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,11 +30,79 @@ double Pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
+// A bare ZeroMQ echo (ROUTER) in a child process, forked before any thread exists. The worker
+// alternates blocks of bare ping-pongs to it with blocks of ps round trips, so both see the
+// same machine noise and their ratio is meaningful on a noisy host.
+struct Echo {
+  pid_t pid = -1;
+  int port = 0;
+  void* ctx = nullptr;
+  void* sock = nullptr;
+
+  void Start() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+    socklen_t len = sizeof(sa);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    close(fd);
+    port = ntohs(sa.sin_port);
+    pid = fork();
+    if (pid == 0) {
+      void* c = zmq_ctx_new();
+      void* r = zmq_socket(c, ZMQ_ROUTER);
+      std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+      zmq_bind(r, addr.c_str());
+      for (;;) {
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        zmq_msg_recv(&id, r, 0);
+        zmq_msg_recv(&body, r, 0);
+        bool stop = zmq_msg_size(&body) == 4 && memcmp(zmq_msg_data(&body), "stop", 4) == 0;
+        zmq_msg_send(&id, r, ZMQ_SNDMORE);
+        zmq_msg_send(&body, r, 0);
+        if (stop) break;
+      }
+      zmq_close(r);
+      zmq_ctx_term(c);
+      _exit(0);
+    }
+  }
+  double PingPong() {
+    if (!sock) {
+      ctx = zmq_ctx_new();
+      sock = zmq_socket(ctx, ZMQ_DEALER);
+      std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+      zmq_connect(sock, addr.c_str());
+    }
+    char buf[64];
+    auto t = Clock::now();
+    zmq_send(sock, "ping-ping-ping-p", 16, 0);
+    zmq_recv(sock, buf, sizeof(buf), 0);
+    return Sec(Clock::now() - t) * 1e6;
+  }
+  void Stop() {
+    if (pid <= 0) return;
+    char buf[8];
+    if (!sock) PingPong();
+    zmq_send(sock, "stop", 4, 0);
+    zmq_recv(sock, buf, sizeof(buf), 0);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+};
+
 struct Bench {
   ps::Node* node;
   ps::KVWorker<float>* kv;
   int rank, S, W;
   double scale;
+  Echo* echo;
 
   void Emit(const std::string& op, const std::string& fields) {
     printf("{\"bench\":\"kv\",\"servers\":%d,\"workers\":%d,\"worker\":%d,\"op\":\"%s\",%s}\n", S,
@@ -38,25 +113,36 @@ struct Bench {
   void Latency(int iters) {
     ps::SArray<ps::Key> key{ps::HashKey(1)};
     ps::SArray<float> val{1.0f}, out(1);
-    std::vector<double> pp, push, pull;
-    for (int i = 0; i < iters + 500; ++i) {
-      auto t = Clock::now();
+    std::vector<double> pp, push, pull, bare;
+    for (int i = 0; i < 500; ++i) {
       kv->Wait(kv->PushPull(key, val, &out));
-      if (i >= 500) pp.push_back(Sec(Clock::now() - t) * 1e6);
+      echo->PingPong();
     }
-    for (int i = 0; i < iters / 2; ++i) {
-      auto t = Clock::now();
-      kv->Wait(kv->Push(key, val));
-      push.push_back(Sec(Clock::now() - t) * 1e6);
-      t = Clock::now();
-      kv->Wait(kv->Pull(key, &out));
-      pull.push_back(Sec(Clock::now() - t) * 1e6);
+    // Interleaved blocks: bare ZeroMQ, then ps, ten times over.
+    const int block = std::max(1, iters / 10);
+    for (int b = 0; b < 10; ++b) {
+      for (int i = 0; i < block; ++i) bare.push_back(echo->PingPong());
+      for (int i = 0; i < block; ++i) {
+        auto t = Clock::now();
+        kv->Wait(kv->PushPull(key, val, &out));
+        pp.push_back(Sec(Clock::now() - t) * 1e6);
+      }
+      for (int i = 0; i < block / 2; ++i) {
+        auto t = Clock::now();
+        kv->Wait(kv->Push(key, val));
+        push.push_back(Sec(Clock::now() - t) * 1e6);
+        t = Clock::now();
+        kv->Wait(kv->Pull(key, &out));
+        pull.push_back(Sec(Clock::now() - t) * 1e6);
+      }
     }
-    char buf[256];
+    char buf[384];
     snprintf(buf, sizeof(buf),
              "\"pushpull_p50_us\":%.1f,\"pushpull_p99_us\":%.1f,\"push_p50_us\":%.1f,"
-             "\"pull_p50_us\":%.1f,\"iters\":%d",
-             Pct(pp, 0.5), Pct(pp, 0.99), Pct(push, 0.5), Pct(pull, 0.5), iters);
+             "\"pull_p50_us\":%.1f,\"bare_zmq_p50_us\":%.1f,\"bare_zmq_p99_us\":%.1f,"
+             "\"ratio_pushpull_to_bare_p50\":%.3f,\"iters\":%d",
+             Pct(pp, 0.5), Pct(pp, 0.99), Pct(push, 0.5), Pct(pull, 0.5), Pct(bare, 0.5),
+             Pct(bare, 0.99), Pct(pp, 0.5) / Pct(bare, 0.5), iters);
     Emit("rtt_1key", buf);
   }
 
@@ -151,6 +237,9 @@ int main(int argc, char** argv) {
     if (k == "--scale") scale = std::stod(argv[i + 1]);
     if (k == "--only") only = argv[i + 1];
   }
+  Echo echo;
+  const char* role = getenv("PS_ROLE");
+  if (role && std::string(role) == "worker") echo.Start();  // before any thread exists
   try {
     ps::Node node(ps::Config::FromEnv());
     node.Start();
@@ -161,7 +250,7 @@ int main(int argc, char** argv) {
     }
     if (node.role() == ps::Role::kWorker) {
       ps::KVWorker<float> kv(&node);
-      Bench b{&node, &kv, node.rank(), node.num_servers(), node.num_workers(), scale};
+      Bench b{&node, &kv, node.rank(), node.num_servers(), node.num_workers(), scale, &echo};
       auto want = [&](const char* what) { return only.empty() || only == what; };
       if (want("rtt")) b.Latency(static_cast<int>(20000 * scale));
       if (want("sparse")) {
@@ -175,8 +264,10 @@ int main(int argc, char** argv) {
       if (want("inflight")) b.InFlight(64, static_cast<int>(200000 * scale));
     }
     node.Finalize();
+    echo.Stop();
   } catch (const ps::Error& e) {
     fprintf(stderr, "error: %s\n", e.what());
+    echo.Stop();
     return 1;
   }
   return 0;

@@ -194,16 +194,62 @@ bool Node::Impl::Send(Message& msg) {
   return van->Send(msg);
 }
 
-void Node::Impl::RecvLoop() {
+void Node::Impl::PollOnce(int timeout_ms) {
   Message msg;
-  while (running_) {
-    if (!van->Recv(&msg, kRecvPollMs)) continue;
-    if (msg.meta.has_control()) {
-      HandleControl(msg);
-    } else {
-      Dispatch(msg);
-    }
+  if (!van->Recv(&msg, timeout_ms)) return;
+  if (msg.meta.has_control()) {
+    HandleControl(msg);
+  } else {
+    Dispatch(msg);
   }
+}
+
+void Node::Impl::RecvLoop() {
+  constexpr auto kGrace = std::chrono::milliseconds(2);
+  while (running_) {
+    {
+      std::unique_lock<std::mutex> g(token_mu_);
+      auto free_now = [this, kGrace] {
+        return holder_ == Holder::kNone && !want_ &&
+               std::chrono::steady_clock::now() - user_released_ >= kGrace;
+      };
+      token_cv_.wait_for(g, kGrace, [&] { return !running_ || free_now(); });
+      if (!running_) break;
+      if (!free_now()) continue;
+      holder_ = Holder::kBackground;
+    }
+    PollOnce(kRecvPollMs);
+    {
+      std::lock_guard<std::mutex> g(token_mu_);
+      holder_ = Holder::kNone;
+    }
+    token_cv_.notify_all();
+  }
+}
+
+bool Node::Impl::AcquireReceiver() {
+  std::unique_lock<std::mutex> g(token_mu_);
+  if (!running_ || holder_ == Holder::kUser || want_) return false;
+  want_ = true;
+  while (holder_ == Holder::kBackground && running_) {
+    van->Interrupt();
+    token_cv_.wait_for(g, std::chrono::milliseconds(5));
+  }
+  want_ = false;
+  if (!running_ || holder_ != Holder::kNone) {
+    token_cv_.notify_all();
+    return false;
+  }
+  holder_ = Holder::kUser;
+  return true;
+}
+
+void Node::Impl::ReleaseReceiver() {
+  // No notify: the background thread looks again when its grace period ends, and waking it
+  // now would cost a context switch per request for nothing.
+  std::lock_guard<std::mutex> g(token_mu_);
+  holder_ = Holder::kNone;
+  user_released_ = std::chrono::steady_clock::now();
 }
 
 void Node::Impl::HandleControl(const Message& msg) {
@@ -448,6 +494,11 @@ void Node::Impl::Stop() {
     running_ = false;
     cv_.notify_all();
   }
+  {
+    std::lock_guard<std::mutex> g(token_mu_);
+    token_cv_.notify_all();
+  }
+  if (van) van->Interrupt();
   if (recv_thread_.joinable()) recv_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
   if (van) van->Stop();

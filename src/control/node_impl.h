@@ -3,6 +3,7 @@
 #define PS_CONTROL_NODE_IMPL_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -46,6 +47,15 @@ struct Node::Impl {
   int id() const;
   Role role() const { return cfg.role; }
 
+  /// The receive token. Whoever holds it receives and handles messages; by default the
+  /// background receive thread. A thread that waits for a reply takes it over (interrupting
+  /// the background thread) so the reply wakes the waiter directly, saving a thread hand-off
+  /// per round trip. Returns false if another thread holds or wants it (then wait normally).
+  bool AcquireReceiver();
+  void ReleaseReceiver();
+  /// Receives and handles at most one message; the caller holds the receive token.
+  void PollOnce(int timeout_ms);
+
   Config cfg;
   std::unique_ptr<Van> van;
 
@@ -58,6 +68,15 @@ struct Node::Impl {
   void BroadcastTable();
   void ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq);
   void SendControl(int to, pb::Control control, bool quiet = false);
+
+  enum class Holder { kNone, kBackground, kUser };
+  std::mutex token_mu_;
+  std::condition_variable token_cv_;
+  Holder holder_ = Holder::kNone;
+  bool want_ = false;
+  // When a waiting thread last gave the token back. The background thread leaves it alone for
+  // a short grace period, so a Push/Wait loop takes it back without interrupting anyone.
+  std::chrono::steady_clock::time_point user_released_{};
 
   std::atomic<bool> running_{false};
   std::atomic<bool> stopped_{false};

@@ -1,6 +1,8 @@
 #include <glog/logging.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
@@ -14,7 +16,7 @@ namespace {
 
 // Values of one message are bounded so that large values stream in pieces: the receiver
 // never needs one huge allocation and sender and receiver overlap.
-constexpr uint64_t kMaxPartBytes = 4 << 20;
+constexpr uint64_t kMaxPartBytes = 1 << 20;
 
 SArray<char> Gather(const SArray<char>& src, const std::vector<std::pair<size_t, size_t>>& runs,
                     size_t unit, const std::vector<uint64_t>* prefix) {
@@ -22,7 +24,7 @@ SArray<char> Gather(const SArray<char>& src, const std::vector<std::pair<size_t,
   if (runs.size() == 1) return src.Segment(begin(runs[0].first), begin(runs[0].second));
   size_t total = 0;
   for (auto r : runs) total += begin(r.second) - begin(r.first);
-  SArray<char> out(total);
+  auto out = SArray<char>::Uninitialized(total);
   size_t at = 0;
   for (auto r : runs) {
     size_t b = begin(r.first), e = begin(r.second);
@@ -45,6 +47,13 @@ struct KVWorkerBase::Impl : public Customer {
     size_t received = 0;
     std::string error;
     int ts = -1;
+    // Fixed-width pulls of several parts are assembled into `out` as replies arrive.
+    SArray<char> out;
+    std::string copy_error;
+    bool streams() const {
+      return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
+             prefix.empty() && parts.size() > 1;
+    }
   };
 
   Impl(Node* n, int a, DataType t)
@@ -53,6 +62,7 @@ struct KVWorkerBase::Impl : public Customer {
   void Process(Message& msg) override;
   void Finish(Pending* p);
   void Assemble(Pending* p);
+  void CopyPart(Pending* p, size_t k, const Message& r);
   int Submit(detail::KVRequest req);
   void Fail(int ts, size_t part, const std::string& why);
 
@@ -242,7 +252,11 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
   }
-  p->replies[part] = std::move(msg);
+  if (p->streams() && p->error.empty()) {
+    CopyPart(p, part, msg);  // copy now, so the receive buffer is freed (and reused) at once
+  } else {
+    p->replies[part] = std::move(msg);
+  }
   if (++p->received == p->replies.size()) Finish(p);
 }
 
@@ -260,6 +274,31 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
     mu.lock();
   }
   cv.notify_all();
+}
+
+void KVWorkerBase::Impl::CopyPart(Pending* p, size_t k, const Message& r) {
+  const auto& req = p->req;
+  const size_t row = req.pull_width * esize, total = req.keys.size() * row;
+  if (p->out.size() != total) {
+    p->out = req.out_view.size() == total ? req.out_view : SArray<char>::Uninitialized(total);
+  }
+  const RequestPart& part = p->parts[k];
+  size_t want = part.value_part ? part.val_count * esize : part.num_keys * row;
+  if (r.data.empty() || r.data[0].size() != want) {
+    p->copy_error = "value size";
+    return;
+  }
+  if (part.value_part) {
+    std::memcpy(p->out.data() + part.runs[0].first * row + part.val_offset * esize,
+                r.data[0].data(), want);
+    return;
+  }
+  size_t at = 0;
+  for (auto run : part.runs) {
+    size_t bytes = (run.second - run.first) * row;
+    std::memcpy(p->out.data() + run.first * row, r.data[0].data() + at, bytes);
+    at += bytes;
+  }
 }
 
 void KVWorkerBase::Impl::Assemble(Pending* p) {
@@ -290,25 +329,9 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
       req.set_vals(p->replies[0].data[0]);
       return;
     }
-    SArray<char> out = req.out_view.size() == total ? req.out_view : SArray<char>(total);
-    for (size_t k = 0; k < p->parts.size(); ++k) {
-      const RequestPart& part = p->parts[k];
-      const auto& r = p->replies[k];
-      size_t want = part.value_part ? part.val_count * esize : part.num_keys * row;
-      if (r.data.empty() || r.data[0].size() != want) return bad("value size");
-      if (part.value_part) {
-        std::memcpy(out.data() + part.runs[0].first * row + part.val_offset * esize,
-                    r.data[0].data(), want);
-        continue;
-      }
-      size_t at = 0;
-      for (auto run : part.runs) {
-        size_t bytes = (run.second - run.first) * row;
-        std::memcpy(out.data() + run.first * row, r.data[0].data() + at, bytes);
-        at += bytes;
-      }
-    }
-    if (out.data() != req.out_view.data()) req.set_vals(out);
+    // Parts were copied into p->out as they arrived (see Process).
+    if (!p->copy_error.empty()) return bad(p->copy_error);
+    if (p->out.data() != req.out_view.data()) req.set_vals(p->out);
     return;
   }
   // Lengths come from the servers (variable-length values, or a width nobody told us).
@@ -345,7 +368,7 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
   }
   size_t total = 0;
   for (int l : lens) total += req.want_lens ? l : w;
-  SArray<char> out(total * esize);
+  auto out = SArray<char>::Uninitialized(total * esize);
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
     size_t bytes = static_cast<size_t>(req.want_lens ? lens[i] : w) * esize;
@@ -362,9 +385,25 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
 
 void KVWorkerBase::Wait(int ts) {
   auto* d = impl_.get();
-  std::unique_lock<std::mutex> lk(d->mu);
-  auto deadline =
+  auto done = [d, ts] {
+    std::lock_guard<std::mutex> lk(d->mu);
+    return !d->pending.count(ts);
+  };
+  const auto limit =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+  // Receive on this thread while waiting: the reply then wakes us directly. Only when this is
+  // the one request in flight: with many in flight, the receive thread handling replies in
+  // parallel with this thread's sending is worth more than the saved wake-up.
+  auto alone = [d] {
+    std::lock_guard<std::mutex> lk(d->mu);
+    return d->pending.size() == 1;
+  };
+  if (!done() && alone() && d->rt->AcquireReceiver()) {
+    while (!done() && std::chrono::steady_clock::now() < limit) d->rt->PollOnce(100);
+    d->rt->ReleaseReceiver();
+  }
+  std::unique_lock<std::mutex> lk(d->mu);
+  const auto deadline = limit;
   while (d->pending.count(ts)) {
     if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout && d->pending.count(ts)) {
       const auto& p = d->pending[ts];

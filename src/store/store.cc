@@ -16,17 +16,23 @@ std::string LenError(Key k, int have, uint64_t want) {
 template <typename V>
 typename Store<V>::Found Store<V>::Find(Key k, size_t* cursor) {
   const size_t n = keys_.size(), base = *cursor;
+  Found f;
+  // Fast path: a key list pushed again walks the main arrays in step.
+  if (base < n && keys_[base] == k) {
+    f.slot = data_.data() + off_[base];
+    f.len = SlotLen(off_[base + 1] - off_[base]);
+    *cursor = base + 1;
+    return f;
+  }
   // Exponential search forward from the cursor, then binary search in the last doubling.
   size_t bound = 1;
   while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
   size_t lo = base + bound / 2, hi = std::min(n, base + bound);
   size_t i = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
   *cursor = i;
-  Found f;
-  const int mult = 1 + sw_;
   if (i < n && keys_[i] == k) {
     f.slot = data_.data() + off_[i];
-    f.len = static_cast<int>((off_[i + 1] - off_[i]) / mult);
+    f.len = SlotLen(off_[i + 1] - off_[i]);
     *cursor = i + 1;
     return f;
   }
@@ -34,7 +40,7 @@ typename Store<V>::Found Store<V>::Find(Key k, size_t* cursor) {
     auto it = side_.find(k);
     if (it != side_.end()) {
       f.slot = it->second.data();
-      f.len = static_cast<int>(it->second.size() / mult);
+      f.len = SlotLen(it->second.size());
     }
   }
   return f;
@@ -57,7 +63,21 @@ std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t va
   }
   std::vector<std::pair<Key, std::vector<V>>> fresh;
   size_t cur = 0, pos = 0;
-  for (size_t i = 0; i < n; ++i) {
+  const bool spans = contiguous() && !lens && uniform_ == w;
+  for (size_t i = 0; i < n;) {
+    if (spans) {
+      // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
+      // Apply covers the whole run.
+      size_t m = RunLength(keys + i, n - i, cur);
+      if (m > 1) {
+        rule_->Apply(keys[i], vals + pos, data_.data() + off_[cur], nullptr,
+                     static_cast<int>(m * w));
+        cur += m;
+        pos += m * w;
+        i += m;
+        continue;
+      }
+    }
     int len = lens ? lens[i] : w;
     Found f = Find(keys[i], &cur);
     if (f.slot) {
@@ -69,6 +89,7 @@ std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t va
       fresh.emplace_back(keys[i], std::move(slot));
     }
     pos += len;
+    ++i;
   }
   if (!fresh.empty()) Insert(fresh);
   return "";
@@ -100,8 +121,7 @@ std::string Store<V>::PushPart(Key key, uint64_t offset, uint64_t total, const c
 
 template <typename V>
 void Store<V>::Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh) {
-  const int mult = 1 + sw_;
-  for (const auto& f : fresh) NoteWidth(static_cast<int>(f.second.size() / mult));
+  for (const auto& f : fresh) NoteWidth(SlotLen(f.second.size()));
   size_t limit = std::max<size_t>(1024, keys_.size() / 8);
   if (fresh.size() + side_.size() > limit || fresh.size() * 32 > keys_.size()) {
     auto copy = fresh;
@@ -148,28 +168,50 @@ void Store<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
 template <typename V>
 std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* out_vals,
                            SArray<int>* out_lens) {
+  size_t cur = 0;
+  if (width > 0) {
+    auto vals = SArray<V>::Uninitialized(n * static_cast<size_t>(width));
+    V* out = vals.data();
+    const bool spans = contiguous() && uniform_ == width;
+    for (size_t i = 0; i < n; ++i, out += width) {
+      if (spans) {
+        size_t m = RunLength(keys + i, n - i, cur);
+        if (m > 1) {
+          rule_->Read(keys[i], data_.data() + off_[cur], nullptr, out,
+                      static_cast<int>(m * width));
+          cur += m;
+          i += m - 1;
+          out += (m - 1) * width;
+          continue;
+        }
+      }
+      Found f = Find(keys[i], &cur);
+      if (!f.slot) {
+        std::fill(out, out + width, V(0));
+      } else if (f.len != width) {
+        return LenError(keys[i], f.len, width);
+      } else {
+        rule_->Read(keys[i], f.slot, f.slot + f.len, out, width);
+      }
+    }
+    *out_vals = SArray<char>(vals);
+    return "";
+  }
+  // Lengths first, then values.
   std::vector<Found> found(n);
-  size_t cur = 0, total = 0;
+  size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     found[i] = Find(keys[i], &cur);
-    if (width > 0 && found[i].slot && found[i].len != width) {
-      return LenError(keys[i], found[i].len, width);
-    }
-    total += width > 0 ? width : found[i].len;
+    total += found[i].len;
   }
-  SArray<V> vals(total);
+  auto vals = SArray<V>::Uninitialized(total);
   V* out = vals.data();
-  if (width == 0) out_lens->resize(n);
+  out_lens->resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Found& f = found[i];
-    int len = width > 0 ? width : f.len;
-    if (f.slot) {
-      rule_->Read(keys[i], f.slot, f.slot + f.len, out, len);
-    } else {
-      std::fill(out, out + len, V(0));
-    }
-    if (width == 0) (*out_lens)[i] = len;
-    out += len;
+    if (f.slot) rule_->Read(keys[i], f.slot, f.slot + f.len, out, f.len);
+    (*out_lens)[i] = f.len;
+    out += f.len;
   }
   *out_vals = SArray<char>(vals);
   return "";
@@ -179,7 +221,7 @@ template <typename V>
 std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
                                SArray<char>* out_vals) {
   if (offset + count > total) return "bad value part";
-  SArray<V> vals(count);
+  auto vals = SArray<V>::Uninitialized(count);
   size_t cur = 0;
   Found f = Find(key, &cur);
   if (!f.slot) {
@@ -197,7 +239,6 @@ std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_
 template <typename V>
 void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
                          SArray<int>* out_lens) {
-  const int mult = 1 + sw_;
   SArray<Key> keys;
   SArray<int> lens;
   SArray<V> vals;
@@ -215,10 +256,10 @@ void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
     bool side_ok = it != side_.end() && it->first < r.end;
     if (!main_ok && !side_ok) break;
     if (main_ok && (!side_ok || keys_[i] < it->first)) {
-      emit(keys_[i], data_.data() + off_[i], static_cast<int>((off_[i + 1] - off_[i]) / mult));
+      emit(keys_[i], data_.data() + off_[i], SlotLen(off_[i + 1] - off_[i]));
       ++i;
     } else {
-      emit(it->first, it->second.data(), static_cast<int>(it->second.size() / mult));
+      emit(it->first, it->second.data(), SlotLen(it->second.size()));
       ++it;
     }
   }

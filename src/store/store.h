@@ -2,6 +2,7 @@
 #ifndef PS_STORE_STORE_H_
 #define PS_STORE_STORE_H_
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,6 +70,21 @@ class Store : public StoreBase {
   // Creates the slot of a new key (Init, then the caller applies); merges when needed.
   void Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh);
   void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
+  // Values in a slot of `size` entries. A 64-bit division costs ~40 cycles, more than the rest
+  // of a lookup, so the stateless case (most rules) skips it.
+  int SlotLen(uint64_t size) const {
+    return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_));
+  }
+  // Slots of neighbouring keys are adjacent and hold only values (no state, one width), and
+  // the rule allows calls that span keys.
+  bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
+  // How many of keys[0, n) equal keys_[cur, ...) one for one (capped for cache locality).
+  size_t RunLength(const Key* keys, size_t n, size_t cur) const {
+    size_t m = 0, limit = std::min(n, keys_.size() - std::min(cur, keys_.size()));
+    limit = std::min<size_t>(limit, 1 << 16);
+    while (m < limit && keys_[cur + m] == keys[m]) ++m;
+    return m;
+  }
   void NoteWidth(int len) {
     if (uniform_ == 0) {
       uniform_ = len;

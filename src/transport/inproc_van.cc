@@ -58,15 +58,29 @@ bool InprocVan::Recv(Message* msg, int timeout_ms) {
   if (!box_) return false;
   std::unique_lock<std::mutex> lk(box_->mu);
   if (!box_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms),
-                         [this] { return box_->stopped || !box_->queue.empty(); })) {
+                         [this] {
+                           return box_->stopped || box_->interrupted || !box_->queue.empty();
+                         })) {
     return false;
   }
-  if (box_->queue.empty()) return false;
+  if (box_->queue.empty()) {
+    box_->interrupted = false;
+    return false;
+  }
   *msg = std::move(box_->queue.front());
   box_->queue.pop_front();
   counters_.messages_received++;
   counters_.bytes_received += msg->DataBytes() + msg->meta.ByteSizeLong();
   return true;
+}
+
+void InprocVan::Interrupt() {
+  if (!box_) return;
+  {
+    std::lock_guard<std::mutex> lk(box_->mu);
+    box_->interrupted = true;
+  }
+  box_->cv.notify_all();
 }
 
 void InprocVan::Stop() {

@@ -19,6 +19,7 @@ struct InprocMailbox {
   std::condition_variable cv;
   std::deque<Message> queue;
   bool stopped = false;
+  bool interrupted = false;
 };
 
 /// The address book of an InprocNetwork: port -> mailbox.
@@ -39,6 +40,7 @@ class InprocVan : public Van {
   bool Connected(int id) const override;
   bool Send(const Message& msg) override;
   bool Recv(Message* msg, int timeout_ms) override;
+  void Interrupt() override;
   void Stop() override;
 
  private:

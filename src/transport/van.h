@@ -39,6 +39,8 @@ class Van {
   /// Waits up to timeout_ms for the next well-formed message. Malformed ones are dropped and
   /// counted. Returns false on timeout or after Stop().
   virtual bool Recv(Message* msg, int timeout_ms) = 0;
+  /// Makes a Recv in progress (or the next one) return false soon. Any thread may call it.
+  virtual void Interrupt() = 0;
   /// Closes every socket; wakes Recv. Messages already queued for sending are flushed for a
   /// short grace period.
   virtual void Stop() = 0;

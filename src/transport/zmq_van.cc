@@ -11,6 +11,8 @@ namespace ps {
 namespace {
 
 constexpr size_t kMaxDataFrames = 8;
+constexpr size_t kCopyBelow = 512;
+constexpr char kInterruptId[] = "\x01ps-interrupt";
 
 // Keeps the SArray alive until ZeroMQ has sent the bytes.
 void FreeSArray(void* /*data*/, void* hint) { delete static_cast<SArray<char>*>(hint); }
@@ -45,6 +47,12 @@ int ZmqVan::Bind(const std::string& host, int port) {
   char endpoint[256];
   size_t len = sizeof(endpoint);
   zmq_getsockopt(receiver_, ZMQ_LAST_ENDPOINT, endpoint, &len);
+  std::string self = "inproc://ps-interrupt-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  zmq_bind(receiver_, self.c_str());
+  interrupter_ = zmq_socket(context_, ZMQ_DEALER);
+  zmq_setsockopt(interrupter_, ZMQ_ROUTING_ID, kInterruptId, sizeof(kInterruptId) - 1);
+  zmq_setsockopt(interrupter_, ZMQ_LINGER, &zero, sizeof(zero));
+  zmq_connect(interrupter_, self.c_str());
   const char* colon = std::strrchr(endpoint, ':');
   return colon ? std::atoi(colon + 1) : port;
 }
@@ -102,8 +110,11 @@ bool ZmqVan::Send(const Message& msg) {
   size_t bytes = meta.size();
   for (size_t i = 0; i < n; ++i) {
     const SArray<char>& d = msg.data[i];
-    if (d.empty()) {
-      zmq_msg_init(&m);
+    if (d.size() <= kCopyBelow) {
+      // Small frames are copied: ZeroMQ keeps up to 33 bytes inside the message itself, and a
+      // copy of a few hundred bytes is cheaper than the bookkeeping of a zero-copy message.
+      zmq_msg_init_size(&m, d.size());
+      if (!d.empty()) std::memcpy(zmq_msg_data(&m), d.data(), d.size());
     } else {
       auto* hold = new SArray<char>(d);
       zmq_msg_init_data(&m, d.data(), d.size(), FreeSArray, hold);
@@ -149,14 +160,19 @@ bool ZmqVan::Recv(Message* msg, int timeout_ms) {
       zmq_msg_close(&id);
       return false;
     }
+    const bool interrupt = zmq_msg_size(&id) == sizeof(kInterruptId) - 1 &&
+                           std::memcmp(zmq_msg_data(&id), kInterruptId, zmq_msg_size(&id)) == 0;
     zmq_msg_close(&id);
     zmq_msg_t head;
     zmq_msg_init(&head);
     if (zmq_msg_recv(&head, receiver_, ZMQ_DONTWAIT) < 0) {
-      // A lone routing id: a peer sent an empty message. Garbage.
       zmq_msg_close(&head);
       counters_.malformed_dropped++;
       continue;
+    }
+    if (interrupt && zmq_msg_size(&head) == 0 && !zmq_msg_more(&head)) {
+      zmq_msg_close(&head);
+      return false;
     }
     std::string why;
     msg->data.clear();
@@ -170,26 +186,30 @@ bool ZmqVan::Recv(Message* msg, int timeout_ms) {
         why = "too many frames";
         break;
       }
-      auto* m = new zmq_msg_t;
-      zmq_msg_init(m);
-      if (zmq_msg_recv(m, receiver_, 0) < 0) {
-        CloseMsg(m);
+      zmq_msg_t part;
+      zmq_msg_init(&part);
+      if (zmq_msg_recv(&part, receiver_, 0) < 0) {
+        zmq_msg_close(&part);
         ok = false;
         why = "truncated multipart";
         break;
       }
-      has_more = zmq_msg_more(m);
-      size_t size = zmq_msg_size(m);
+      has_more = zmq_msg_more(&part);
+      size_t size = zmq_msg_size(&part);
       bytes += size;
-      char* data = static_cast<char*>(zmq_msg_data(m));
-      if (reinterpret_cast<uintptr_t>(data) % 8 != 0) {
-        // Small frames may sit unaligned inside ZeroMQ's shared receive buffer; typed access
-        // needs alignment, so those (and only those) are copied.
+      char* data = static_cast<char*>(zmq_msg_data(&part));
+      if (size <= kCopyBelow || reinterpret_cast<uintptr_t>(data) % 8 != 0) {
+        // Small frames are copied (cheaper than keeping the message alive), and so are frames
+        // that sit unaligned inside ZeroMQ's shared receive buffer: typed access needs
+        // alignment. Large frames are kept without a copy.
         SArray<char> copy;
         copy.CopyFrom(data, size);
         msg->data.push_back(copy);
-        CloseMsg(m);
+        zmq_msg_close(&part);
       } else {
+        auto* m = new zmq_msg_t;
+        zmq_msg_init(m);
+        zmq_msg_move(m, &part);
         msg->data.emplace_back(data, size, std::shared_ptr<void>(m, CloseMsg));
       }
     }
@@ -206,9 +226,19 @@ bool ZmqVan::Recv(Message* msg, int timeout_ms) {
   }
 }
 
+void ZmqVan::Interrupt() {
+  std::lock_guard<std::mutex> lk(interrupt_mu_);
+  if (interrupter_) zmq_send(interrupter_, "", 0, ZMQ_DONTWAIT);
+}
+
 void ZmqVan::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lk(interrupt_mu_);
+    if (interrupter_) zmq_close(interrupter_);
+    interrupter_ = nullptr;
+  }
   std::unordered_map<int, std::shared_ptr<Peer>> peers;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);

@@ -19,6 +19,7 @@ class ZmqVan : public Van {
   bool Connected(int id) const override;
   bool Send(const Message& msg) override;
   bool Recv(Message* msg, int timeout_ms) override;
+  void Interrupt() override;
   void Stop() override;
 
  private:
@@ -32,6 +33,9 @@ class ZmqVan : public Van {
 
   void* context_ = nullptr;
   void* receiver_ = nullptr;
+  // A DEALER connected to our own ROUTER over inproc: an empty frame from it interrupts Recv.
+  std::mutex interrupt_mu_;
+  void* interrupter_ = nullptr;
   int recv_timeout_ms_ = -2;
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
