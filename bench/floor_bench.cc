@@ -45,8 +45,11 @@ int FreePort() {
 
 void NoFree(void*, void*) {}
 
-// Child: ROUTER that echoes every message (ping-pong) or acks every message (stream).
-void ZmqServer(int port, int total, bool ack_only) {
+// Child: ROUTER that echoes every message (ping-pong) or acks every message (stream). With
+// `sum`, it first adds the received floats into an accumulator: the least work a
+// parameter server must do with a dense push.
+void ZmqServer(int port, int total, bool ack_only, bool sum = false) {
+  std::vector<float> acc;
   void* ctx = zmq_ctx_new();
   void* s = zmq_socket(ctx, ZMQ_ROUTER);
   std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
@@ -57,6 +60,12 @@ void ZmqServer(int port, int total, bool ack_only) {
     zmq_msg_init(&body);
     zmq_msg_recv(&id, s, 0);
     zmq_msg_recv(&body, s, 0);
+    if (sum) {
+      size_t n = zmq_msg_size(&body) / sizeof(float);
+      if (acc.size() < n) acc.resize(n, 0.0f);
+      const float* in = static_cast<const float*>(zmq_msg_data(&body));
+      for (size_t j = 0; j < n; ++j) acc[j] += in[j];
+    }
     zmq_msg_send(&id, s, ZMQ_SNDMORE);
     if (ack_only) {
       zmq_msg_close(&body);
@@ -148,11 +157,11 @@ void ZmqPingPongTwoSockets(int iters) {
 
 // 4 MB messages with `window` in flight, each acked by the receiver: the same shape as a
 // pipelined push, without any parameter-server work.
-void ZmqStream(size_t bytes, int count, int window) {
+void ZmqStream(size_t bytes, int count, int window, bool sum) {
   int port = FreePort();
   pid_t pid = fork();
   if (pid == 0) {
-    ZmqServer(port, count + 2, true);
+    ZmqServer(port, count + 2, true, sum);
     _exit(0);
   }
   void* ctx = zmq_ctx_new();
@@ -180,8 +189,8 @@ void ZmqStream(size_t bytes, int count, int window) {
     ++acked;
   }
   double sec = Us(Clock::now() - t) / 1e6;
-  printf("{\"bench\":\"floor\",\"op\":\"zmq_stream\",\"bytes\":%zu,\"window\":%d,\"MBps\":%.1f}\n",
-         bytes, window, count * bytes / sec / 1e6);
+  printf("{\"bench\":\"floor\",\"op\":\"%s\",\"bytes\":%zu,\"window\":%d,\"MBps\":%.1f}\n",
+         sum ? "zmq_stream_sum" : "zmq_stream", bytes, window, count * bytes / sec / 1e6);
   zmq_close(s);
   zmq_ctx_term(ctx);
   waitpid(pid, nullptr, 0);
@@ -251,8 +260,10 @@ int main(int argc, char** argv) {
   if (want("zmq_pingpong_two_sockets")) ZmqPingPongTwoSockets(iters);
   if (want("tcp_pingpong")) TcpPingPong(iters);
   if (want("zmq_stream")) {
-    ZmqStream(4 << 20, 200, 1);
-    ZmqStream(4 << 20, 200, 4);
+    ZmqStream(4 << 20, 200, 1, false);
+    ZmqStream(4 << 20, 200, 4, false);
+    ZmqStream(4 << 20, 200, 1, true);
+    ZmqStream(4 << 20, 200, 4, true);
   }
   if (want("memcpy")) Memcpy();
   return 0;

@@ -501,7 +501,10 @@ void Node::Impl::Stop() {
   if (van) van->Interrupt();
   if (recv_thread_.joinable()) recv_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
-  if (van) van->Stop();
+  // The scheduler's last messages (the release of the final barrier) must reach everyone;
+  // the other nodes' last messages were answered already, and anything still queued (a
+  // heartbeat to a scheduler that has exited) is dropped instead of delaying the exit.
+  if (van) van->Stop(cfg.role == Role::kScheduler ? 2000 : 0);
 }
 
 }  // namespace ps

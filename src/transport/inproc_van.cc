@@ -83,7 +83,7 @@ void InprocVan::Interrupt() {
   box_->cv.notify_all();
 }
 
-void InprocVan::Stop() {
+void InprocVan::Stop(int /*linger_ms: queued messages are already delivered*/) {
   if (!box_) return;
   {
     std::lock_guard<std::mutex> lk(box_->mu);

@@ -34,14 +34,14 @@ struct InprocNetwork::Hub {
 class InprocVan : public Van {
  public:
   explicit InprocVan(InprocNetwork::Hub* hub) : hub_(hub) {}
-  ~InprocVan() override { Stop(); }
+  ~InprocVan() override { Stop(0); }
   int Bind(const std::string& host, int port) override;
   void Connect(int id, const std::string& host, int port) override;
   bool Connected(int id) const override;
   bool Send(const Message& msg) override;
   bool Recv(Message* msg, int timeout_ms) override;
   void Interrupt() override;
-  void Stop() override;
+  void Stop(int linger_ms) override;
 
  private:
   InprocNetwork::Hub* hub_;

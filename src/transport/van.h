@@ -41,9 +41,9 @@ class Van {
   virtual bool Recv(Message* msg, int timeout_ms) = 0;
   /// Makes a Recv in progress (or the next one) return false soon. Any thread may call it.
   virtual void Interrupt() = 0;
-  /// Closes every socket; wakes Recv. Messages already queued for sending are flushed for a
-  /// short grace period.
-  virtual void Stop() = 0;
+  /// Closes every socket; wakes Recv. Messages still queued for sending get up to linger_ms
+  /// to leave (0 = drop them).
+  virtual void Stop(int linger_ms) = 0;
 
   const VanCounters& counters() const { return counters_; }
 

@@ -30,7 +30,7 @@ ZmqVan::ZmqVan() {
 }
 
 ZmqVan::~ZmqVan() {
-  Stop();
+  Stop(0);
   if (context_) zmq_ctx_term(context_);
 }
 
@@ -62,8 +62,7 @@ void ZmqVan::Connect(int id, const std::string& host, int port) {
   peer->socket = zmq_socket(context_, ZMQ_DEALER);
   int zero = 0;
   zmq_setsockopt(peer->socket, ZMQ_SNDHWM, &zero, sizeof(zero));
-  // Pending messages (a barrier release, the last replies) get a grace period at shutdown.
-  int linger = 2000;
+  int linger = 0;  // Stop() decides how long queued messages may linger
   zmq_setsockopt(peer->socket, ZMQ_LINGER, &linger, sizeof(linger));
   std::string addr = "tcp://" + host + ":" + std::to_string(port);
   if (zmq_connect(peer->socket, addr.c_str()) != 0) {
@@ -231,7 +230,7 @@ void ZmqVan::Interrupt() {
   if (interrupter_) zmq_send(interrupter_, "", 0, ZMQ_DONTWAIT);
 }
 
-void ZmqVan::Stop() {
+void ZmqVan::Stop(int linger_ms) {
   if (stopped_) return;
   stopped_ = true;
   {
@@ -246,7 +245,10 @@ void ZmqVan::Stop() {
   }
   for (auto& p : peers) {
     std::lock_guard<std::mutex> lk(p.second->mu);
-    if (p.second->socket) zmq_close(p.second->socket);
+    if (p.second->socket) {
+      zmq_setsockopt(p.second->socket, ZMQ_LINGER, &linger_ms, sizeof(linger_ms));
+      zmq_close(p.second->socket);
+    }
     p.second->socket = nullptr;
   }
   if (receiver_) zmq_close(receiver_);

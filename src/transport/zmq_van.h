@@ -20,7 +20,7 @@ class ZmqVan : public Van {
   bool Send(const Message& msg) override;
   bool Recv(Message* msg, int timeout_ms) override;
   void Interrupt() override;
-  void Stop() override;
+  void Stop(int linger_ms) override;
 
  private:
   struct Peer {

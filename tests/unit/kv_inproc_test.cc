@@ -17,8 +17,8 @@ namespace {
 
 struct Job {
   // Starts scheduler, S servers and W workers; runs body(worker node, rank) on each worker.
-  template <typename Body>
-  static void Run(bool inproc, int S, int W, Body body) {
+  template <typename Body, typename V = int64_t>
+  static void Run(bool inproc, int S, int W, Body body, V* = nullptr) {
     static int next_port = 7000;
     auto net = std::make_shared<InprocNetwork>();
     Config base;
@@ -78,7 +78,7 @@ struct Job {
         c.role = Role::kServer;
         Node node(c);
         node.Start();
-        KVServer<int64_t> server(&node);
+        KVServer<V> server(&node);
         node.Finalize();
       }));
     }
@@ -196,6 +196,52 @@ TEST_P(KVInprocTest, DenseRangePush) {
     EXPECT_EQ(rk[999], r.begin + 999);
     EXPECT_EQ(rv.ToVector(), vals.ToVector());
   });
+}
+
+// Per worker-server link, requests apply in the order issued: a pull issued right after a
+// push (no Wait in between) sees the push.
+TEST_P(KVInprocTest, PullIssuedAfterPushSeesIt) {
+  Job::Run(GetParam(), 3, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    SArray<Key> keys;
+    for (int i = 0; i < 500; ++i) keys.push_back(HashKey(i));
+    std::sort(keys.begin(), keys.end());
+    SArray<int64_t> ones(keys.size(), 1);
+    for (int round = 1; round <= 20; ++round) {
+      kv.Push(keys, ones);
+      SArray<int64_t> out;
+      kv.Wait(kv.Pull(keys, &out));
+      for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(out[i], round) << "round " << round;
+    }
+  });
+}
+
+template <typename V>
+void RoundTrip(bool inproc) {
+  Job::Run(
+      inproc, 2, 2,
+      [&](Node* node, int rank) {
+        KVWorker<V> kv(node);
+        SArray<Key> keys;
+        for (int i = 0; i < 1000; ++i) keys.push_back(HashKey(i));
+        std::sort(keys.begin(), keys.end());
+        SArray<V> vals(2 * keys.size());
+        for (size_t i = 0; i < vals.size(); ++i) vals[i] = static_cast<V>(i % 100) / 4;
+        kv.Wait(kv.Push(keys, vals));
+        node->Barrier(kWorkerGroup);
+        SArray<V> out;
+        kv.Wait(kv.Pull(keys, &out));
+        ASSERT_EQ(out.size(), vals.size());
+        for (size_t i = 0; i < vals.size(); ++i) ASSERT_EQ(out[i], vals[i] * 2) << i;
+      },
+      static_cast<V*>(nullptr));
+}
+
+TEST_P(KVInprocTest, EveryValueTypeRoundTrips) {
+  RoundTrip<float>(GetParam());
+  RoundTrip<double>(GetParam());
+  RoundTrip<int32_t>(GetParam());
+  RoundTrip<int64_t>(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Vans, KVInprocTest, ::testing::Values(true, false),
