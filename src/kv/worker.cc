@@ -329,7 +329,11 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
       req.set_vals(p->replies[0].data[0]);
       return;
     }
-    // Parts were copied into p->out as they arrived (see Process).
+    // Several parts were copied into p->out as they arrived (see Process); one part is
+    // copied here.
+    if (!p->streams()) {
+      for (size_t k = 0; k < p->parts.size(); ++k) CopyPart(p, k, p->replies[k]);
+    }
     if (!p->copy_error.empty()) return bad(p->copy_error);
     if (p->out.data() != req.out_view.data()) req.set_vals(p->out);
     return;

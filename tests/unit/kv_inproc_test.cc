@@ -216,6 +216,27 @@ TEST_P(KVInprocTest, PullIssuedAfterPushSeesIt) {
   });
 }
 
+// A pre-sized output is filled in place, whether the reply comes in one part or many.
+TEST_P(KVInprocTest, PullIntoPresizedOutput) {
+  Job::Run(GetParam(), 1, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    for (size_t n : {1u, 1000u, 600000u}) {  // 600000 values need several 1 MB parts
+      SArray<Key> keys(n);
+      for (size_t i = 0; i < n; ++i) keys[i] = HashKey(n * 7 + i);
+      std::sort(keys.begin(), keys.end());
+      SArray<int64_t> vals(n);
+      for (size_t i = 0; i < n; ++i) vals[i] = static_cast<int64_t>(i) * 3 - 7;
+      kv.Wait(kv.Push(keys, vals));
+      SArray<int64_t> out(n, -1);
+      int64_t* before = out.data();
+      kv.Wait(kv.Pull(keys, &out));
+      ASSERT_EQ(out.size(), n);
+      EXPECT_EQ(out.data(), before) << "filled in place";
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], vals[i]) << "n=" << n << " i=" << i;
+    }
+  });
+}
+
 template <typename V>
 void RoundTrip(bool inproc) {
   Job::Run(
