@@ -11,3 +11,4 @@ echo "== 2/3 build"
 echo "== 3/3 job: tracker/ps-launch -s 2 -w 2"
 python3 tracker/ps-launch -s 2 -w 2 --timeout 600 -- build/tests/kv_exact_job --scenario sum \
   --universe 1000000 --keys 100000 --rounds 20
+echo "quickstart: each [worker N] OK line above means every pulled value equalled the exact sum"
