@@ -20,28 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Pct(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
+using ps_bench::Clock;
+using ps_bench::FreePort;
+using ps_bench::Pct;
+using ps_bench::Us;
 
 void NoFree(void*, void*) {}
 
@@ -97,8 +83,10 @@ void ZmqPingPong(int iters) {
     zmq_recv(s, buf, sizeof(buf), 0);
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf("{\"bench\":\"floor\",\"op\":\"zmq_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
-         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  printf(
+      "{\"bench\":\"floor\",\"op\":\"zmq_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}"
+      "\n",
+      Pct(lat, 0.5), Pct(lat, 0.99), iters);
   zmq_close(s);
   zmq_ctx_term(ctx);
   waitpid(pid, nullptr, 0);
@@ -147,8 +135,10 @@ void ZmqPingPongTwoSockets(int iters) {
     zmq_recv(in, buf, sizeof(buf), 0);
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf("{\"bench\":\"floor\",\"op\":\"zmq_pingpong_two_sockets\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
-         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  printf(
+      "{\"bench\":\"floor\",\"op\":\"zmq_pingpong_two_sockets\",\"p50_us\":%.1f,\"p99_us\":%.1f,"
+      "\"iters\":%d}\n",
+      Pct(lat, 0.5), Pct(lat, 0.99), iters);
   zmq_close(in);
   zmq_close(out);
   zmq_ctx_term(ctx);
@@ -228,8 +218,10 @@ void TcpPingPong(int iters) {
     if (write(fd, b, 16) != 16 || read(fd, b, 16) != 16) break;
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf("{\"bench\":\"floor\",\"op\":\"tcp_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
-         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  printf(
+      "{\"bench\":\"floor\",\"op\":\"tcp_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}"
+      "\n",
+      Pct(lat, 0.5), Pct(lat, 0.99), iters);
   close(fd);
   close(lfd);
   waitpid(pid, nullptr, 0);

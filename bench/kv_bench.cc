@@ -17,18 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "ps/ps.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Sec(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Pct(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using ps_bench::Clock;
+using ps_bench::FreePort;
+using ps_bench::Pct;
+using ps_bench::Sec;
 
 // A bare ZeroMQ echo (ROUTER) in a child process, forked before any thread exists. The worker
 // alternates blocks of bare ping-pongs to it with blocks of ps round trips, so both see the
@@ -40,15 +37,7 @@ struct Echo {
   void* sock = nullptr;
 
   void Start() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-    socklen_t len = sizeof(sa);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-    close(fd);
-    port = ntohs(sa.sin_port);
+    port = FreePort();
     pid = fork();
     if (pid == 0) {
       void* c = zmq_ctx_new();
@@ -167,10 +156,11 @@ struct Bench {
     t = Clock::now();
     for (int r = 0; r < reps; ++r) kv->Wait(kv->PushPull(keys, vals, &out));
     double pushpull = mb / Sec(Clock::now() - t);
-    snprintf(buf, sizeof(buf),
-             "\"keys\":%zu,\"push_MBps\":%.1f,\"pull_MBps\":%.1f,\"pushpull_MBps\":%.1f,\"reps\":%d,"
-             "\"values_ok\":%s",
-             n, push, pull, pushpull, reps, ok ? "true" : "false");
+    snprintf(
+        buf, sizeof(buf),
+        "\"keys\":%zu,\"push_MBps\":%.1f,\"pull_MBps\":%.1f,\"pushpull_MBps\":%.1f,\"reps\":%d,"
+        "\"values_ok\":%s",
+        n, push, pull, pushpull, reps, ok ? "true" : "false");
     Emit("sparse", buf);
     node->Barrier(ps::kWorkerGroup);
   }

@@ -104,8 +104,7 @@ class KVWorker : public KVWorkerBase {
     r.keys = keys;
     r.vals = SArray<char>(vals);
     r.lens = lens;
-    r.pull_width = lens.empty() && !keys.empty() ? static_cast<int>(vals.size() / keys.size())
-                                                 : 0;
+    r.pull_width = lens.empty() && !keys.empty() ? static_cast<int>(vals.size() / keys.size()) : 0;
     r.want_lens = !lens.empty();
     r.set_vals = [outs](const SArray<char>& b) { *outs = SArray<V>(b); };
     r.callback = cb;

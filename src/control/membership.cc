@@ -40,8 +40,8 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   for (const auto& p : pending_) have += p.first.role == r.role;
   int want = r.role == Role::kServer ? num_servers_ : num_workers_;
   if (complete_ || have >= want) {
-    *why = std::string("the job already has its ") + std::to_string(want) + " " +
-           RoleName(r.role) + "s (PS_NUM_SERVERS/PS_NUM_WORKERS)";
+    *why = std::string("the job already has its ") + std::to_string(want) + " " + RoleName(r.role) +
+           "s (PS_NUM_SERVERS/PS_NUM_WORKERS)";
     return RegisterResult::kRejected;
   }
   pending_.emplace_back(r, static_cast<int>(pending_.size()));
@@ -96,8 +96,7 @@ std::string Membership::Missing() const {
   int servers = 0, workers = 0;
   for (const auto& p : pending_) (p.first.role == Role::kServer ? servers : workers)++;
   return std::to_string(servers) + " of " + std::to_string(num_servers_) + " servers and " +
-         std::to_string(workers) + " of " + std::to_string(num_workers_) +
-         " workers registered";
+         std::to_string(workers) + " of " + std::to_string(num_workers_) + " workers registered";
 }
 
 void Membership::Heartbeat(int id, int64_t now_ms) { last_seen_[id] = now_ms; }

@@ -78,9 +78,8 @@ std::string Node::StatsJson() const {
   NodeStats s = stats();
   std::ostringstream os;
   os << "{\"role\":\"" << RoleName(role()) << "\",\"rank\":" << rank() << ",\"id\":" << id()
-     << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":"
-     << s.messages_received << ",\"bytes_sent\":" << s.bytes_sent
-     << ",\"bytes_received\":" << s.bytes_received
+     << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":" << s.messages_received
+     << ",\"bytes_sent\":" << s.bytes_sent << ",\"bytes_received\":" << s.bytes_received
      << ",\"malformed_dropped\":" << s.malformed_dropped << "}";
   return os.str();
 }
@@ -107,8 +106,8 @@ void Node::Impl::Start() {
     std::lock_guard<std::mutex> lk(mu_);
     my_id_ = 0;
     my_rank_ = 0;
-    membership_ = std::make_unique<Membership>(cfg.num_servers, cfg.num_workers,
-                                               cfg.scheduler_host, port_);
+    membership_ =
+        std::make_unique<Membership>(cfg.num_servers, cfg.num_workers, cfg.scheduler_host, port_);
     if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
   } else {
     van->Connect(0, cfg.scheduler_host, cfg.scheduler_port);
@@ -286,8 +285,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       if (res == Membership::RegisterResult::kComplete) {
         nodes_ = membership_->nodes();
-        ring_ = std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes, 0,
-                                       membership_->epoch());
+        ring_ =
+            std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes, 0, membership_->epoch());
         for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         BroadcastTable();
@@ -320,8 +319,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       my_id_ = c.your_id();
       std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
-      ring_ = std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
-                                     c.ring().epoch());
+      ring_ =
+          std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(), c.ring().epoch());
       ready_ = true;
       cv_.notify_all();
       break;

@@ -24,8 +24,7 @@ struct KVServerBase::Impl : public Customer {
   std::atomic<uint64_t> rejected{0};
 };
 
-KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype,
-                           std::shared_ptr<StoreBase> store)
+KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store)
     : impl_(new Impl(node, app_id, dtype, std::move(store))) {
   if (node->role() != Role::kServer) throw Error("KVServer needs a server node");
   node->impl()->AddCustomer(app_id, impl_.get());

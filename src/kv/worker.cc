@@ -2,9 +2,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "control/node_impl.h"
@@ -138,12 +138,12 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     const uint64_t max_vals = known ? kMaxPartBytes / esize : 0;
     if (!p->prefix.empty()) {
       const auto& pre = p->prefix;
-      PlanParts(*ring, req.keys.data(), n, [&pre](size_t i) { return pre[i]; }, max_vals,
-                &p->parts);
+      PlanParts(
+          *ring, req.keys.data(), n, [&pre](size_t i) { return pre[i]; }, max_vals, &p->parts);
     } else {
       const uint64_t w = width;
-      PlanParts(*ring, req.keys.data(), n, [w](size_t i) { return i * w; }, max_vals,
-                &p->parts);
+      PlanParts(
+          *ring, req.keys.data(), n, [w](size_t i) { return i * w; }, max_vals, &p->parts);
     }
     SArray<char> key_bytes(req.keys);
     const std::vector<uint64_t>* pre = p->prefix.empty() ? nullptr : &p->prefix;
@@ -160,8 +160,9 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       }
       if (req.push) {
         if (part.value_part) {
-          size_t b = ((pre ? (*pre)[part.runs[0].first] : part.runs[0].first * width) +
-                      part.val_offset) * esize;
+          size_t b =
+              ((pre ? (*pre)[part.runs[0].first] : part.runs[0].first * width) + part.val_offset) *
+              esize;
           m.data.push_back(req.vals.Segment(b, b + part.val_count * esize));
         } else {
           m.data.push_back(Gather(req.vals, part.runs, pre ? esize : width * esize, pre));
@@ -192,7 +193,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       const RingSegment& s = p->segs[k];
       Message m = base_meta(s.server, k);
       m.meta.set_op(req.op == detail::KVRequest::kRangePull ? pb::Meta::RANGE_PULL
-                                                             : pb::Meta::DENSE_PUSH);
+                                                            : pb::Meta::DENSE_PUSH);
       m.meta.set_range_begin(s.range.begin);
       m.meta.set_range_end(s.range.end);
       if (w) {
@@ -416,8 +417,7 @@ void KVWorkerBase::Wait(int ts) {
          << d->rt->cfg.request_timeout_ms << " ms (PS_REQUEST_TIMEOUT_MS); waiting for server";
       for (size_t k = 0; k < p->got.size(); ++k) {
         if (!p->got[k]) {
-          os << " node "
-             << (p->parts.empty() ? p->segs[k].server : p->parts[k].server);
+          os << " node " << (p->parts.empty() ? p->segs[k].server : p->parts[k].server);
           break;
         }
       }

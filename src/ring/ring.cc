@@ -6,8 +6,8 @@
 namespace ps {
 
 Key Ring::Position(int server, int v) {
-  Key p = HashKey((static_cast<uint64_t>(server) << 32) ^ static_cast<uint32_t>(v) ^
-                  0x7073726e67ULL);
+  Key p =
+      HashKey((static_cast<uint64_t>(server) << 32) ^ static_cast<uint32_t>(v) ^ 0x7073726e67ULL);
   return p == kMaxKey ? kMaxKey - 1 : p;
 }
 
@@ -92,8 +92,7 @@ size_t Gallop(size_t lo, size_t hi, Key target, Get get, size_t* steps) {
 
 }  // namespace
 
-void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out,
-                     size_t* steps) const {
+void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out, size_t* steps) const {
   out->clear();
   size_t dummy = 0;
   size_t* st = steps ? steps : &dummy;
@@ -104,14 +103,16 @@ void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out,
   const size_t nseg = segments_.size();
   while (i < n) {
     Key end = segments_[seg].range.end;
-    size_t j = Gallop<Key>(i, n, end, [keys](size_t x) { return keys[x]; }, st);
+    size_t j = Gallop<Key>(
+        i, n, end, [keys](size_t x) { return keys[x]; }, st);
     out->push_back(KeySlice{segments_[seg].server, seg, i, j});
     i = j;
     if (i == n) break;
     // The segment holding keys[i] is the last one whose begin is <= keys[i].
     Key k = keys[i];
-    size_t next = Gallop<Key>(seg + 1, nseg, k == kMaxKey ? k : k + 1,
-                              [this](size_t x) { return segments_[x].range.begin; }, st);
+    size_t next = Gallop<Key>(
+        seg + 1, nseg, k == kMaxKey ? k : k + 1,
+        [this](size_t x) { return segments_[x].range.begin; }, st);
     seg = next - 1;
   }
 }

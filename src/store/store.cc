@@ -177,8 +177,7 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
       if (spans) {
         size_t m = RunLength(keys + i, n - i, cur);
         if (m > 1) {
-          rule_->Read(keys[i], data_.data() + off_[cur], nullptr, out,
-                      static_cast<int>(m * width));
+          rule_->Read(keys[i], data_.data() + off_[cur], nullptr, out, static_cast<int>(m * width));
           cur += m;
           i += m - 1;
           out += (m - 1) * width;

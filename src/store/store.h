@@ -72,9 +72,7 @@ class Store : public StoreBase {
   void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
   // Values in a slot of `size` entries. A 64-bit division costs ~40 cycles, more than the rest
   // of a lookup, so the stateless case (most rules) skips it.
-  int SlotLen(uint64_t size) const {
-    return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_));
-  }
+  int SlotLen(uint64_t size) const { return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_)); }
   // Slots of neighbouring keys are adjacent and hold only values (no state, one width), and
   // the rule allows calls that span keys.
   bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }

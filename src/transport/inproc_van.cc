@@ -57,10 +57,9 @@ bool InprocVan::Send(const Message& msg) {
 bool InprocVan::Recv(Message* msg, int timeout_ms) {
   if (!box_) return false;
   std::unique_lock<std::mutex> lk(box_->mu);
-  if (!box_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms),
-                         [this] {
-                           return box_->stopped || box_->interrupted || !box_->queue.empty();
-                         })) {
+  if (!box_->cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [this] {
+        return box_->stopped || box_->interrupted || !box_->queue.empty();
+      })) {
     return false;
   }
   if (box_->queue.empty()) {

@@ -224,13 +224,12 @@ int RunWorker(ps::Node* node, const Options& o) {
       ps::SArray<int> rl;
       kv.Wait(kv.PullRange(r, &rk, &rv, &rl));
       size_t j = 0;
-      for (size_t i = std::lower_bound(universe.begin(), universe.end(), r.begin) -
-                      universe.begin();
+      for (size_t i =
+               std::lower_bound(universe.begin(), universe.end(), r.begin) - universe.begin();
            i < U && universe[i] < r.end; ++i) {
         if (!pushed[i]) continue;
         if (j >= rk.size() || rk[j] != universe[i] || rv[j] != ref[i][0] || rl[j] != 1) {
-          std::cerr << "MISMATCH range pull at key " << universe[i] << " (seed " << o.seed
-                    << ")\n";
+          std::cerr << "MISMATCH range pull at key " << universe[i] << " (seed " << o.seed << ")\n";
           return 1;
         }
         ++j;
@@ -242,8 +241,8 @@ int RunWorker(ps::Node* node, const Options& o) {
       checked += j;
     }
   }
-  std::cout << "OK worker " << rank << " checked " << checked << " values; push phase "
-            << push_s << " s; " << node->StatsJson() << std::endl;
+  std::cout << "OK worker " << rank << " checked " << checked << " values; push phase " << push_s
+            << " s; " << node->StatsJson() << std::endl;
   return 0;
 }
 

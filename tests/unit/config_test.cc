@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "ps/config.h"
+
+#include <gtest/gtest.h>
 
 namespace ps {
 namespace {
@@ -37,9 +37,9 @@ TEST(ConfigTest, ErrorsNameTheOption) {
   };
   EXPECT_NE(message({{"PS_ROLE", "boss"}}).find("PS_ROLE"), std::string::npos);
   EXPECT_NE(message({}).find("PS_ROLE"), std::string::npos);
-  EXPECT_NE(message({{"PS_ROLE", "worker"}, {"PS_SCHEDULER_PORT", "x1"}})
-                .find("PS_SCHEDULER_PORT='x1'"),
-            std::string::npos);
+  EXPECT_NE(
+      message({{"PS_ROLE", "worker"}, {"PS_SCHEDULER_PORT", "x1"}}).find("PS_SCHEDULER_PORT='x1'"),
+      std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "worker"}}).find("PS_SCHEDULER_PORT"), std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VNODES", "0"}}).find("PS_VNODES"),
             std::string::npos);

@@ -1,7 +1,6 @@
 // Whole jobs inside one process: scheduler, servers and workers as Node objects. Proves that
 // nothing is global, and drives the same KV code that runs in real processes.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdio>

@@ -21,7 +21,8 @@ TEST(SlicerTest, PartsCoverEveryKeyOnceWithinTheBound) {
   for (size_t i = 0; i < keys.size(); ++i) pre.push_back(pre.back() + (i == 17 ? 1000 : rng() % 5));
   std::vector<RequestPart> parts;
   const uint64_t bound = 300;
-  PlanParts(ring, keys.data(), keys.size(), [&](size_t i) { return pre[i]; }, bound, &parts);
+  PlanParts(
+      ring, keys.data(), keys.size(), [&](size_t i) { return pre[i]; }, bound, &parts);
   std::vector<uint64_t> covered(keys.size(), 0);
   for (const auto& p : parts) {
     uint64_t vals = 0;
@@ -47,7 +48,8 @@ TEST(SlicerTest, OneServerOneRunWhenUnbounded) {
   Ring ring({1}, 8, 0, 1);
   std::vector<Key> keys{1, 2, 3, 1ull << 60};
   std::vector<RequestPart> parts;
-  PlanParts(ring, keys.data(), keys.size(), [](size_t i) { return i; }, 0, &parts);
+  PlanParts(
+      ring, keys.data(), keys.size(), [](size_t i) { return i; }, 0, &parts);
   ASSERT_EQ(parts.size(), 1u);
   ASSERT_EQ(parts[0].runs.size(), 1u);
   EXPECT_EQ(parts[0].runs[0], std::make_pair(size_t{0}, size_t{4}));
