@@ -66,7 +66,7 @@ void KVServerBase::Impl::Process(Message& msg) {
     rejected++;
     reply.data.clear();
     reply.meta.set_error(err);
-    VLOG(1) << "rejected request from node " << msg.meta.sender() << ": " << err;
+    VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
   }
   if (!rt->Send(reply)) VLOG(1) << "cannot reply to node " << msg.meta.sender();
 }
