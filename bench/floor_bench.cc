@@ -145,6 +145,40 @@ void ZmqPingPongTwoSockets(int iters) {
   waitpid(pid, nullptr, 0);
 }
 
+// Ping-pong between two ROUTER sockets over one connection: the client ROUTER connects and
+// names the connection (ZMQ_CONNECT_ROUTING_ID), the server ROUTER replies to the client's
+// routing id. The layout of a node that both binds and connects one socket.
+void ZmqPingPongRouterRouter(int iters) {
+  int port = FreePort();
+  const int warm = 1000;
+  pid_t pid = fork();
+  if (pid == 0) {
+    ZmqServer(port, iters + warm, false);
+    _exit(0);
+  }
+  void* ctx = zmq_ctx_new();
+  void* s = zmq_socket(ctx, ZMQ_ROUTER);
+  zmq_setsockopt(s, ZMQ_ROUTING_ID, "client", 6);
+  zmq_setsockopt(s, ZMQ_CONNECT_ROUTING_ID, "server", 6);
+  std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+  zmq_connect(s, addr.c_str());
+  std::vector<double> lat;
+  char buf[64];
+  for (int i = 0; i < iters + warm; ++i) {
+    auto t = Clock::now();
+    zmq_send(s, "server", 6, ZMQ_SNDMORE);
+    zmq_send(s, "ping-ping-ping-p", 16, 0);
+    zmq_recv(s, buf, sizeof(buf), 0);
+    zmq_recv(s, buf, sizeof(buf), 0);
+    if (i >= warm) lat.push_back(Us(Clock::now() - t));
+  }
+  printf("{\"bench\":\"floor\",\"op\":\"zmq_pingpong_router_router\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
+         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  zmq_close(s);
+  zmq_ctx_term(ctx);
+  waitpid(pid, nullptr, 0);
+}
+
 // 4 MB messages with `window` in flight, each acked by the receiver: the same shape as a
 // pipelined push, without any parameter-server work.
 void ZmqStream(size_t bytes, int count, int window, bool sum) {
@@ -250,6 +284,7 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (want("zmq_pingpong")) ZmqPingPong(iters);
   if (want("zmq_pingpong_two_sockets")) ZmqPingPongTwoSockets(iters);
+  if (want("zmq_pingpong_router_router")) ZmqPingPongRouterRouter(iters);
   if (want("tcp_pingpong")) TcpPingPong(iters);
   if (want("zmq_stream")) {
     ZmqStream(4 << 20, 200, 1, false);

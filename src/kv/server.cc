@@ -61,7 +61,14 @@ void KVServerBase::Impl::Process(Message& msg) {
   reply.meta.set_pull(msg.meta.pull());
   reply.meta.set_op(msg.meta.op());
   reply.meta.set_dtype(msg.meta.dtype());
-  std::string err = Handle(msg, &reply);
+  std::string err;
+  try {
+    err = Handle(msg, &reply);
+  } catch (const std::exception& e) {
+    // A request can still ask for more than this process can give (memory); refuse it, never
+    // die of it.
+    err = std::string("request failed: ") + e.what();
+  }
   if (!err.empty()) {
     rejected++;
     reply.data.clear();
@@ -104,6 +111,9 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
     if (keys[i] <= keys[i - 1]) return "keys not sorted and unique";
   }
   const bool part = m.val_total() > 0;
+  if (m.width() > 0 && n * static_cast<uint64_t>(m.width()) > (1ull << 30)) {
+    return "request too large";
+  }
   if (part && n != 1) return "a value part carries one key";
   if (m.push()) {
     const SArray<char>& vf = req.data[1];
