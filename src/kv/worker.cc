@@ -135,7 +135,10 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       width = req.pull_width;
     }
     const bool known = !p->prefix.empty() || width > 0;
-    const uint64_t max_vals = known ? kMaxPartBytes / esize : 0;
+    // Bounded parts need every key's value count up front. A variable-length pull learns the
+    // counts from the replies, so such a request (PushPull with lens) goes whole.
+    const bool bounded = known && !(req.pull && !p->prefix.empty());
+    const uint64_t max_vals = bounded ? kMaxPartBytes / esize : 0;
     if (!p->prefix.empty()) {
       const auto& pre = p->prefix;
       PlanParts(

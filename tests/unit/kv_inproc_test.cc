@@ -175,6 +175,16 @@ TEST_P(KVInprocTest, VariableLengthLargeValuesAndCallbacks) {
     kv.Wait(kv.PushPull(big, bv, &bo));
     ASSERT_EQ(bo.size(), bv.size());
     for (size_t i = 0; i < bv.size(); i += 4099) ASSERT_EQ(bo[i], 2 * bv[i]) << i;
+    // Variable-length push-pull with one key larger than a part.
+    SArray<Key> vk{HashKey(501), HashKey(502)};
+    std::sort(vk.begin(), vk.end());
+    SArray<int> vl{1, 700000};
+    SArray<int64_t> vv(700001);
+    for (size_t i = 0; i < vv.size(); ++i) vv[i] = static_cast<int64_t>(i % 1000);
+    SArray<int64_t> vo;
+    kv.Wait(kv.PushPull(vk, vv, &vo, vl));
+    ASSERT_EQ(vo.size(), vv.size());
+    for (size_t i = 0; i < vv.size(); i += 997) ASSERT_EQ(vo[i], vv[i]) << i;
     // A mismatching push is rejected with an error, not applied.
     SArray<int64_t> wrong{1};
     EXPECT_THROW(kv.Wait(kv.Push(big, wrong)), Error);
