@@ -83,12 +83,29 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
   if (m.dtype() != static_cast<int>(dtype)) return "value type differs from the server's";
   if (!m.push() && !m.pull()) return "neither push nor pull";
   if (m.op() == pb::Meta::RANGE_PULL) {
-    if (m.range_end() <= m.range_begin()) return "empty range";
+    // Frame 0: (begin, end) pairs. Reply: keys, values, lengths of all ranges in order, and
+    // the number of keys of each range.
+    if (req.data.size() != 1 || req.data[0].empty() || req.data[0].size() % (2 * sizeof(Key))) {
+      return "malformed range pull";
+    }
+    SArray<Key> ranges(req.data[0]);
+    const size_t nr = ranges.size() / 2;
     SArray<Key> keys;
     SArray<char> vals;
     SArray<int> lens;
-    store->PullRange(Range(m.range_begin(), m.range_end()), &keys, &vals, &lens);
-    reply->data = {SArray<char>(keys), vals, SArray<char>(lens)};
+    SArray<uint64_t> counts(nr);
+    for (size_t i = 0; i < nr; ++i) {
+      if (ranges[2 * i + 1] <= ranges[2 * i]) return "empty range";
+      SArray<Key> k;
+      SArray<char> v;
+      SArray<int> l;
+      store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l);
+      keys.append(k);
+      vals.append(v);
+      lens.append(l);
+      counts[i] = k.size();
+    }
+    reply->data = {SArray<char>(keys), vals, SArray<char>(lens), SArray<char>(counts)};
     return "";
   }
   if (m.op() == pb::Meta::DENSE_PUSH) {

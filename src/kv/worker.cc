@@ -41,6 +41,8 @@ struct KVWorkerBase::Impl : public Customer {
     detail::KVRequest req;
     std::vector<RequestPart> parts;
     std::vector<RingSegment> segs;
+    std::vector<size_t> seg_part;  // range pulls: the part (message) that carries segment k
+    std::vector<int> part_server;
     std::vector<uint64_t> prefix;  // value offsets per key when lens are given
     std::vector<Message> replies;
     std::vector<bool> got;
@@ -192,23 +194,48 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       }
       w = nvals / req.range.size();
     }
-    for (size_t k = 0; k < p->segs.size(); ++k) {
-      const RingSegment& s = p->segs[k];
-      Message m = base_meta(s.server, k);
-      m.meta.set_op(req.op == detail::KVRequest::kRangePull ? pb::Meta::RANGE_PULL
-                                                            : pb::Meta::DENSE_PUSH);
-      m.meta.set_range_begin(s.range.begin);
-      m.meta.set_range_end(s.range.end);
-      if (w) {
+    if (req.op == detail::KVRequest::kRangePull) {
+      // One message per server listing all its ranges (a range crossing the whole ring with
+      // 8 servers x 128 virtual nodes touches about 1000 segments).
+      std::vector<int> servers;
+      std::vector<std::vector<size_t>> of;
+      for (size_t k = 0; k < p->segs.size(); ++k) {
+        size_t g = std::find(servers.begin(), servers.end(), p->segs[k].server) - servers.begin();
+        if (g == servers.size()) {
+          servers.push_back(p->segs[k].server);
+          of.emplace_back();
+        }
+        of[g].push_back(k);
+        p->seg_part.push_back(g);
+      }
+      for (size_t g = 0; g < servers.size(); ++g) {
+        Message m = base_meta(servers[g], g);
+        m.meta.set_op(pb::Meta::RANGE_PULL);
+        SArray<Key> ranges(2 * of[g].size());
+        for (size_t j = 0; j < of[g].size(); ++j) {
+          ranges[2 * j] = p->segs[of[g][j]].range.begin;
+          ranges[2 * j + 1] = p->segs[of[g][j]].range.end;
+        }
+        m.data.push_back(SArray<char>(ranges));
+        msgs.push_back(std::move(m));
+      }
+    } else {
+      for (size_t k = 0; k < p->segs.size(); ++k) {
+        const RingSegment& s = p->segs[k];
+        Message m = base_meta(s.server, k);
+        m.meta.set_op(pb::Meta::DENSE_PUSH);
+        m.meta.set_range_begin(s.range.begin);
+        m.meta.set_range_end(s.range.end);
         size_t b = (s.range.begin - req.range.begin) * w * esize;
         m.data.push_back(req.vals.Segment(b, b + s.range.size() * w * esize));
         m.meta.set_width(static_cast<int>(w));
+        msgs.push_back(std::move(m));
       }
-      msgs.push_back(std::move(m));
     }
   }
 
   const size_t nparts = msgs.size();
+  for (const auto& m : msgs) p->part_server.push_back(m.meta.receiver());
   p->replies.resize(nparts);
   p->got.assign(nparts, false);
   p->req = std::move(req);
@@ -309,14 +336,40 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
   auto& req = p->req;
   auto bad = [&](const std::string& what) { p->error = "malformed reply: " + what; };
   if (req.op == detail::KVRequest::kRangePull) {
+    // Each server answered its ranges in order, with the number of keys per range; walk the
+    // segments in key order, taking each one's keys from its server's reply.
+    const size_t nparts = p->replies.size();
+    std::vector<size_t> kcur(nparts, 0), vcur(nparts, 0), rcur(nparts, 0);
+    for (auto& r : p->replies) {
+      if (r.data.size() != 4 || r.data[0].size() % sizeof(Key) ||
+          r.data[2].size() != r.data[0].size() / sizeof(Key) * sizeof(int) ||
+          r.data[3].size() % sizeof(uint64_t)) {
+        return bad("range pull reply frames");
+      }
+    }
     SArray<Key> keys;
     SArray<int> lens;
     SArray<char> vals;
-    for (auto& r : p->replies) {
-      if (r.data.size() != 3) return bad("range pull reply needs 3 frames");
-      keys.append(SArray<Key>(r.data[0]));
-      vals.append(r.data[1]);
-      lens.append(SArray<int>(r.data[2]));
+    for (size_t k = 0; k < p->segs.size(); ++k) {
+      const size_t g = p->seg_part[k];
+      const auto& r = p->replies[g];
+      SArray<Key> rk(r.data[0]);
+      SArray<int> rl(r.data[2]);
+      SArray<uint64_t> counts(r.data[3]);
+      if (rcur[g] >= counts.size()) return bad("range counts");
+      const size_t count = counts[rcur[g]++];
+      if (count > rk.size() - kcur[g]) return bad("range counts");
+      size_t bytes = 0;
+      for (size_t i = kcur[g]; i < kcur[g] + count; ++i) {
+        if (rl[i] < 0) return bad("negative length");
+        bytes += static_cast<size_t>(rl[i]) * esize;
+      }
+      if (bytes > r.data[1].size() - vcur[g]) return bad("values shorter than lens");
+      keys.append(rk.Segment(kcur[g], kcur[g] + count));
+      lens.append(rl.Segment(kcur[g], kcur[g] + count));
+      vals.append(r.data[1].Segment(vcur[g], vcur[g] + bytes));
+      kcur[g] += count;
+      vcur[g] += bytes;
     }
     if (req.out_keys) *req.out_keys = keys;
     if (req.out_lens) *req.out_lens = lens;
@@ -420,7 +473,7 @@ void KVWorkerBase::Wait(int ts) {
          << d->rt->cfg.request_timeout_ms << " ms (PS_REQUEST_TIMEOUT_MS); waiting for server";
       for (size_t k = 0; k < p->got.size(); ++k) {
         if (!p->got[k]) {
-          os << " node " << (p->parts.empty() ? p->segs[k].server : p->parts[k].server);
+          os << " node " << p->part_server[k];
           break;
         }
       }
