@@ -67,7 +67,7 @@ class SArray {
   /// only when n exceeds the capacity.
   void resize(size_t n, V init = V()) {
     size_t old = size_;
-    reserve(n);
+    if (n > capacity_) reserve(std::max(n, capacity_ * 2));  // geometric: amortised O(1) growth
     size_ = n;
     for (size_t i = old; i < n; ++i) ptr_.get()[i] = init;
   }

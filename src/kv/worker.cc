@@ -220,16 +220,20 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
         msgs.push_back(std::move(m));
       }
     } else {
-      for (size_t k = 0; k < p->segs.size(); ++k) {
-        const RingSegment& s = p->segs[k];
-        Message m = base_meta(s.server, k);
-        m.meta.set_op(pb::Meta::DENSE_PUSH);
-        m.meta.set_range_begin(s.range.begin);
-        m.meta.set_range_end(s.range.end);
-        size_t b = (s.range.begin - req.range.begin) * w * esize;
-        m.data.push_back(req.vals.Segment(b, b + s.range.size() * w * esize));
-        m.meta.set_width(static_cast<int>(w));
-        msgs.push_back(std::move(m));
+      // Per segment, in pieces of at most kMaxPartBytes of values (at least one key).
+      const uint64_t step = std::max<uint64_t>(1, kMaxPartBytes / (w * esize));
+      for (const RingSegment& s : p->segs) {
+        for (Key b = s.range.begin; b < s.range.end; b += std::min(step, s.range.end - b)) {
+          const Key e = b + std::min(step, s.range.end - b);
+          Message m = base_meta(s.server, msgs.size());
+          m.meta.set_op(pb::Meta::DENSE_PUSH);
+          m.meta.set_range_begin(b);
+          m.meta.set_range_end(e);
+          size_t at = (b - req.range.begin) * w * esize;
+          m.data.push_back(req.vals.Segment(at, at + (e - b) * w * esize));
+          m.meta.set_width(static_cast<int>(w));
+          msgs.push_back(std::move(m));
+        }
       }
     }
   }

@@ -205,6 +205,15 @@ TEST_P(KVInprocTest, DenseRangePush) {
     ASSERT_EQ(rk.size(), 1000u);
     EXPECT_EQ(rk[999], r.begin + 999);
     EXPECT_EQ(rv.ToVector(), vals.ToVector());
+    // A dense range of 600000 keys (4.8 MB) travels in several parts.
+    Range big(kMaxKey / 2, kMaxKey / 2 + 600000);
+    SArray<int64_t> bv(600000);
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<int64_t>(i) - 5;
+    kv.Wait(kv.PushRange(big, bv));
+    kv.Wait(kv.PullRange(big, &rk, &rv, &rl));
+    ASSERT_EQ(rk.size(), bv.size());
+    EXPECT_EQ(rk[12345], big.begin + 12345);
+    EXPECT_EQ(rv.ToVector(), bv.ToVector());
   });
 }
 

@@ -53,6 +53,10 @@ TEST(SArrayTest, PushBackAppendResize) {
   EXPECT_EQ(many.size(), 1000u);
   EXPECT_EQ(many[999], 999);
   EXPECT_LE(many.capacity(), 2048u) << "appending grows geometrically, not without bound";
+  SArray<int> grown;
+  for (int i = 0; i < 100000; ++i) grown.resize(grown.size() + 1, i);
+  EXPECT_EQ(grown[99999], 99999);
+  EXPECT_LE(grown.capacity(), 200000u) << "growth by resize is geometric";
   a.resize(105, -1);
   EXPECT_EQ(a[104], -1);
   EXPECT_EQ(a[50], 50);
