@@ -165,6 +165,22 @@ struct Bench {
     node->Barrier(ps::kWorkerGroup);
   }
 
+  // Pulls every stored key (what saving a model does); run after the sparse phases.
+  void RangePull() {
+    ps::SArray<ps::Key> keys;
+    ps::SArray<float> vals;
+    ps::SArray<int> lens;
+    auto t = Clock::now();
+    const int reps = 3;
+    for (int r = 0; r < reps; ++r) kv->Wait(kv->PullRange(ps::Range::All(), &keys, &vals, &lens));
+    double sec = Sec(Clock::now() - t);
+    char buf[160];
+    snprintf(buf, sizeof(buf), "\"keys\":%zu,\"keys_per_s\":%.0f,\"MBps\":%.1f", keys.size(),
+             keys.size() * reps / sec, vals.size() * sizeof(float) * reps / sec / 1e6);
+    Emit("range_pull_all", buf);
+    node->Barrier(ps::kWorkerGroup);
+  }
+
   void Dense(size_t bytes, int window) {
     const size_t per_key = bytes / 2 / sizeof(float);
     ps::SArray<ps::Key> keys{ps::HashKey(100 + bytes), ps::HashKey(200 + bytes)};
@@ -248,6 +264,7 @@ int main(int argc, char** argv) {
       if (want("rtt")) b.Latency(static_cast<int>(20000 * scale));
       if (want("sparse")) {
         for (size_t n : {1000u, 100000u, 1000000u}) b.Sparse(n);
+        b.RangePull();
       }
       if (want("dense")) {
         b.Dense(4 << 20, 1);
