@@ -69,10 +69,13 @@ class Node {
   /// Barrier over all nodes, then stops the transport and threads. Safe to call once.
   void Finalize();
 
-  /// This node's role, id (scheduler is 0) and rank among its role (0-based).
+  /// This node's role.
   Role role() const;
+  /// This node's id (the scheduler is 0; -1 before Start()).
   int id() const;
+  /// This node's rank among the nodes of its role (0-based; -1 before Start()).
   int rank() const;
+  /// The numbers of servers and workers the job was configured with.
   int num_servers() const;
   int num_workers() const;
   /// A copy of the node table (valid after Start()).

@@ -110,16 +110,23 @@ class SArray {
     return s;
   }
 
+  /// Pointer to the first value (null when nothing was ever allocated).
   V* data() const { return ptr_.get(); }
+  /// Number of values.
   size_t size() const { return size_; }
+  /// Values that fit before the storage must be reallocated.
   size_t capacity() const { return capacity_; }
+  /// True when size() is 0.
   bool empty() const { return size_ == 0; }
+  /// Iterators over the values (plain pointers).
   V* begin() { return data(); }
   V* end() { return data() + size_; }
   const V* begin() const { return data(); }
   const V* end() const { return data() + size_; }
+  /// Value i (unchecked).
   V& operator[](size_t i) { return ptr_.get()[i]; }
   const V& operator[](size_t i) const { return ptr_.get()[i]; }
+  /// The last value (the array must not be empty).
   V& back() { return ptr_.get()[size_ - 1]; }
   const V& back() const { return ptr_.get()[size_ - 1]; }
   /// The shared owner of the storage (what keeps it alive).
