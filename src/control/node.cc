@@ -204,6 +204,11 @@ void Node::Impl::PollOnce(int timeout_ms) {
 }
 
 void Node::Impl::RecvLoop() {
+  if (cfg.role != Role::kWorker) {
+    // Only workers wait for replies, so on other nodes this thread always receives.
+    while (running_) PollOnce(kRecvPollMs);
+    return;
+  }
   constexpr auto kGrace = std::chrono::milliseconds(2);
   while (running_) {
     {
@@ -228,7 +233,7 @@ void Node::Impl::RecvLoop() {
 
 bool Node::Impl::AcquireReceiver() {
   std::unique_lock<std::mutex> g(token_mu_);
-  if (!running_ || holder_ == Holder::kUser || want_) return false;
+  if (!running_ || cfg.role != Role::kWorker || holder_ == Holder::kUser || want_) return false;
   want_ = true;
   while (holder_ == Holder::kBackground && running_) {
     van->Interrupt();
