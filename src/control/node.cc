@@ -171,12 +171,11 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
 
 bool Node::Impl::Send(Message& msg) {
   msg.meta.set_magic(kMagic);
-  int to = msg.meta.receiver();
+  msg.meta.set_sender(my_id_.load(std::memory_order_relaxed));
+  if (van->Send(msg)) return true;
+  // Not connected yet (or the send failed): connect from the node table and try once more.
+  const int to = msg.meta.receiver();
   {
-    std::lock_guard<std::mutex> lk(mu_);
-    msg.meta.set_sender(my_id_);
-  }
-  if (!van->Connected(to)) {
     std::lock_guard<std::mutex> ck(connect_mu_);
     if (!van->Connected(to)) {
       NodeInfo target;

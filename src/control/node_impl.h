@@ -87,7 +87,7 @@ struct Node::Impl {
   std::condition_variable cv_;
   bool ready_ = false;
   std::string reject_;
-  int my_id_ = -1;
+  std::atomic<int> my_id_{-1};  // also read without mu_ on the send path
   int my_rank_ = -1;
   std::vector<NodeInfo> nodes_;
   std::shared_ptr<const Ring> ring_;

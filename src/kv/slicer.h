@@ -31,8 +31,17 @@ template <typename ValBegin>
 void PlanParts(const Ring& ring, const Key* keys, size_t n, ValBegin val_begin,
                uint64_t max_part_values, std::vector<RequestPart>* out) {
   out->clear();
-  std::vector<KeySlice> slices;
+  thread_local std::vector<KeySlice> slices;  // reused: this runs once per request
   ring.SliceKeys(keys, n, &slices);
+  if (slices.size() == 1 && (!max_part_values || val_begin(n) - val_begin(0) <= max_part_values)) {
+    // The common small request: one server, one part.
+    RequestPart p;
+    p.server = slices[0].server;
+    p.runs.emplace_back(0, n);
+    p.num_keys = n;
+    out->push_back(std::move(p));
+    return;
+  }
   // Group the slices by server, keeping key order inside each server.
   std::vector<int> order;
   std::vector<std::vector<std::pair<size_t, size_t>>> runs_of;
