@@ -39,7 +39,8 @@ class KVWorkerBase {
  public:
   using Callback = std::function<void()>;
   /// Blocks until request ts has been answered by every server it went to (and its callback
-  /// ran). Throws ps::Error when a server rejected it or after Config::request_timeout_ms.
+  /// ran). Throws ps::Error when a server rejected it, after Config::request_timeout_ms, or
+  /// when ts was never returned by this worker.
   void Wait(int ts);
   /// True once request ts has completed (successfully or not).
   bool IsDone(int ts) const;

@@ -450,6 +450,12 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
 
 void KVWorkerBase::Wait(int ts) {
   auto* d = impl_.get();
+  {
+    std::lock_guard<std::mutex> lk(d->mu);
+    if (ts < 0 || ts >= d->next_ts) {
+      throw Error("Wait(" + std::to_string(ts) + "): no such request on this worker");
+    }
+  }
   auto done = [d, ts] {
     std::lock_guard<std::mutex> lk(d->mu);
     return !d->pending.count(ts);

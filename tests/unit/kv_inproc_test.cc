@@ -185,6 +185,7 @@ TEST_P(KVInprocTest, VariableLengthLargeValuesAndCallbacks) {
     kv.Wait(kv.PushPull(vk, vv, &vo, vl));
     ASSERT_EQ(vo.size(), vv.size());
     for (size_t i = 0; i < vv.size(); i += 997) ASSERT_EQ(vo[i], vv[i]) << i;
+    EXPECT_THROW(kv.Wait(12345), Error) << "a timestamp this worker never issued";
     // A mismatching push is rejected with an error, not applied.
     SArray<int64_t> wrong{1};
     EXPECT_THROW(kv.Wait(kv.Push(big, wrong)), Error);
