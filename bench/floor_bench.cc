@@ -31,6 +31,11 @@ using ps_bench::Us;
 
 void NoFree(void*, void*) {}
 
+void PrintLatency(const char* op, const std::vector<double>& lat, int iters) {
+  printf("{\"bench\":\"floor\",\"op\":\"%s\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n", op,
+         Pct(lat, 0.5), Pct(lat, 0.99), iters);
+}
+
 // Child: ROUTER that echoes every message (ping-pong) or acks every message (stream). With
 // `sum`, it first adds the received floats into an accumulator: the least work a
 // parameter server must do with a dense push.
@@ -92,9 +97,7 @@ void ZmqPingPong(int iters, bool router_client) {
     zmq_recv(s, buf, sizeof(buf), 0);
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf("{\"bench\":\"floor\",\"op\":\"%s\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}\n",
-         router_client ? "zmq_pingpong_router_router" : "zmq_pingpong", Pct(lat, 0.5),
-         Pct(lat, 0.99), iters);
+  PrintLatency(router_client ? "zmq_pingpong_router_router" : "zmq_pingpong", lat, iters);
   zmq_close(s);
   zmq_ctx_term(ctx);
   waitpid(pid, nullptr, 0);
@@ -143,10 +146,7 @@ void ZmqPingPongTwoSockets(int iters) {
     zmq_recv(in, buf, sizeof(buf), 0);
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf(
-      "{\"bench\":\"floor\",\"op\":\"zmq_pingpong_two_sockets\",\"p50_us\":%.1f,\"p99_us\":%.1f,"
-      "\"iters\":%d}\n",
-      Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  PrintLatency("zmq_pingpong_two_sockets", lat, iters);
   zmq_close(in);
   zmq_close(out);
   zmq_ctx_term(ctx);
@@ -226,10 +226,7 @@ void TcpPingPong(int iters) {
     if (write(fd, b, 16) != 16 || read(fd, b, 16) != 16) break;
     if (i >= warm) lat.push_back(Us(Clock::now() - t));
   }
-  printf(
-      "{\"bench\":\"floor\",\"op\":\"tcp_pingpong\",\"p50_us\":%.1f,\"p99_us\":%.1f,\"iters\":%d}"
-      "\n",
-      Pct(lat, 0.5), Pct(lat, 0.99), iters);
+  PrintLatency("tcp_pingpong", lat, iters);
   close(fd);
   close(lfd);
   waitpid(pid, nullptr, 0);

@@ -181,6 +181,22 @@ struct Bench {
     node->Barrier(ps::kWorkerGroup);
   }
 
+  // Pushes `count` times with at most `window` pushes in flight; returns the seconds taken.
+  double PushWindowed(const ps::SArray<ps::Key>& keys, const ps::SArray<float>& vals, int window,
+                      int count) {
+    std::deque<int> inflight;
+    auto t = Clock::now();
+    for (int i = 0; i < count; ++i) {
+      if (static_cast<int>(inflight.size()) == window) {
+        kv->Wait(inflight.front());
+        inflight.pop_front();
+      }
+      inflight.push_back(kv->Push(keys, vals));
+    }
+    for (int ts : inflight) kv->Wait(ts);
+    return Sec(Clock::now() - t);
+  }
+
   void Dense(size_t bytes, int window) {
     const size_t per_key = bytes / 2 / sizeof(float);
     ps::SArray<ps::Key> keys{ps::HashKey(100 + bytes), ps::HashKey(200 + bytes)};
@@ -189,20 +205,10 @@ struct Bench {
     kv->Wait(kv->Push(keys, vals));
     node->Barrier(ps::kWorkerGroup);
     const int reps = std::max(4, static_cast<int>(scale * (800 << 20) / bytes));
-    auto t = Clock::now();
-    std::deque<int> inflight;
-    for (int r = 0; r < reps; ++r) {
-      if (static_cast<int>(inflight.size()) == window) {
-        kv->Wait(inflight.front());
-        inflight.pop_front();
-      }
-      inflight.push_back(kv->Push(keys, vals));
-    }
-    for (int ts : inflight) kv->Wait(ts);
-    double push = bytes * reps / 1e6 / Sec(Clock::now() - t);
+    double push = bytes * reps / 1e6 / PushWindowed(keys, vals, window, reps);
     double pull = 0;
     if (window == 1) {
-      t = Clock::now();
+      auto t = Clock::now();
       for (int r = 0; r < reps; ++r) kv->Wait(kv->Pull(keys, &out));
       pull = bytes * reps / 1e6 / Sec(Clock::now() - t);
     }
@@ -217,17 +223,7 @@ struct Bench {
   void InFlight(int window, int total) {
     ps::SArray<ps::Key> key{ps::HashKey(7)};
     ps::SArray<float> val{1.0f};
-    std::deque<int> q;
-    auto t = Clock::now();
-    for (int i = 0; i < total; ++i) {
-      if (static_cast<int>(q.size()) == window) {
-        kv->Wait(q.front());
-        q.pop_front();
-      }
-      q.push_back(kv->Push(key, val));
-    }
-    for (int ts : q) kv->Wait(ts);
-    double rate = total / Sec(Clock::now() - t);
+    double rate = total / PushWindowed(key, val, window, total);
     char buf[128];
     snprintf(buf, sizeof(buf), "\"window\":%d,\"requests_per_s\":%.0f,\"total\":%d", window, rate,
              total);

@@ -281,9 +281,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         m.meta.set_magic(kMagic);
         m.meta.set_receiver(-2);
         m.meta.mutable_control()->set_cmd(pb::Control::REJECT);
-        m.meta.mutable_control()->set_barrier_seq(0);
-        auto* n = m.meta.mutable_control()->add_nodes();
-        n->set_host(why);
+        m.meta.mutable_control()->set_error(why);
         van->Send(m);
         return;
       }
@@ -336,7 +334,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     }
     case pb::Control::REJECT:
-      reject_ = c.nodes_size() ? c.nodes(0).host() : "rejected";
+      reject_ = c.error().empty() ? "rejected" : c.error();
       cv_.notify_all();
       break;
     default:

@@ -1,10 +1,8 @@
 #include <glog/logging.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <sstream>
-#include <thread>
 #include <unordered_map>
 
 #include "control/node_impl.h"
@@ -456,25 +454,20 @@ void KVWorkerBase::Wait(int ts) {
       throw Error("Wait(" + std::to_string(ts) + "): no such request on this worker");
     }
   }
-  auto done = [d, ts] {
-    std::lock_guard<std::mutex> lk(d->mu);
-    return !d->pending.count(ts);
-  };
-  const auto limit =
+  const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
   // Receive on this thread while waiting: the reply then wakes us directly. Only when this is
   // the one request in flight: with many in flight, the receive thread handling replies in
   // parallel with this thread's sending is worth more than the saved wake-up.
-  auto alone = [d] {
+  auto alone = [d, ts] {
     std::lock_guard<std::mutex> lk(d->mu);
-    return d->pending.size() == 1;
+    return d->pending.count(ts) && d->pending.size() == 1;
   };
-  if (!done() && alone() && d->rt->AcquireReceiver()) {
-    while (!done() && std::chrono::steady_clock::now() < limit) d->rt->PollOnce(100);
+  if (alone() && d->rt->AcquireReceiver()) {
+    while (alone() && std::chrono::steady_clock::now() < deadline) d->rt->PollOnce(100);
     d->rt->ReleaseReceiver();
   }
   std::unique_lock<std::mutex> lk(d->mu);
-  const auto deadline = limit;
   while (d->pending.count(ts)) {
     if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout && d->pending.count(ts)) {
       const auto& p = d->pending[ts];
