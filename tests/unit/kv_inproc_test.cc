@@ -358,6 +358,34 @@ TEST(KVRobustnessTest, RandomWellFramedRequestsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Vans, KVInprocTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Inproc" : "ZeroMQ"; });
 
+TEST(NodeTest, ANodeBeyondTheExpectedNumbersIsRejectedWithTheReason) {
+  Config c;
+  c.inproc = std::make_shared<InprocNetwork>();
+  c.scheduler_port = 6;
+  c.num_servers = 1;
+  c.num_workers = 1;
+  c.register_timeout_ms = 10000;
+  auto start = [&](Role role) {
+    Config x = c;
+    x.role = role;
+    return std::make_unique<Node>(x);
+  };
+  auto scheduler = start(Role::kScheduler), server = start(Role::kServer),
+       worker = start(Role::kWorker);
+  std::thread ts([&] { scheduler->Start(); });
+  std::thread tv([&] { server->Start(); });
+  worker->Start();
+  ts.join();
+  tv.join();
+  auto extra = start(Role::kServer);
+  try {
+    extra->Start();
+    FAIL() << "a second server must be rejected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PS_NUM_SERVERS"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
   Config c;
   c.role = Role::kScheduler;
