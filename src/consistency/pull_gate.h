@@ -1,0 +1,82 @@
+// A server's consistency controller: keeps the step table, holds reads the barrier policy does
+// not pass yet and releases them when the table changes. Pure logic: the server runtime (and
+// the simulator) feed it events and answer the reads it releases.
+#ifndef PS_CONSISTENCY_PULL_GATE_H_
+#define PS_CONSISTENCY_PULL_GATE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "consistency/barrier_policy.h"
+#include "consistency/step_table.h"
+#include "util/rng.h"
+
+namespace ps {
+
+class PullGate {
+ public:
+  /// `seed` drives the sampling policies; the same seed and inputs give the same decisions.
+  PullGate(std::shared_ptr<const BarrierPolicy> policy, uint64_t seed);
+
+  /// Initial membership: every worker at step 0.
+  void SetWorkers(const std::vector<int>& workers);
+  /// A worker joined at run time: it enters at the current minimum step.
+  void AddWorker(int worker);
+  /// A worker left or was declared dead: it leaves the table and its held reads are dropped.
+  /// Appends the reads of others that may now be answered to *released.
+  void RemoveWorker(int worker, std::vector<uint64_t>* released);
+  /// A push or Clock() reported that `worker` completed `step` steps.
+  void Report(int worker, int64_t step, std::vector<uint64_t>* released);
+  /// A read by `worker` at `step` (the step is recorded first). Returns true when it may be
+  /// answered now; otherwise it is held under `handle` until a later call releases it.
+  bool Read(int worker, int64_t step, uint64_t handle, std::vector<uint64_t>* released);
+  /// Changes the policy; held reads are re-checked under the new one.
+  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy, std::vector<uint64_t>* released);
+
+  /// The server clock: the smallest step of the live workers (0 with no workers).
+  int64_t Clock() const;
+  const StepTable& table() const { return table_; }
+  const BarrierPolicy& policy() const { return *policy_; }
+  size_t held() const { return held_.size(); }
+  /// Reads that had to wait, and all reads seen.
+  uint64_t deferred() const { return deferred_; }
+  uint64_t reads() const { return reads_; }
+
+ private:
+  struct Held {
+    uint64_t handle;
+    int worker;
+    int64_t step;
+  };
+  // Re-checks held reads in arrival order.
+  void Recheck(std::vector<uint64_t>* released);
+
+  std::shared_ptr<const BarrierPolicy> policy_;
+  Rng rng_;
+  StepTable table_;
+  std::deque<Held> held_;
+  uint64_t deferred_ = 0, reads_ = 0;
+};
+
+/// Worker-side bounded delay: step t may start only when every request issued during steps
+/// before t - tau has completed (tau = 0: sequential; tau < 0: never wait).
+class BoundedDelay {
+ public:
+  void Issued(int ts, int64_t step);
+  void Completed(int ts);
+  bool MayStart(int64_t t, int tau) const;
+  /// Requests not completed yet.
+  size_t open() const { return open_.size(); }
+
+ private:
+  std::unordered_map<int, int64_t> open_;  // ts -> step
+  std::map<int64_t, size_t> per_step_;     // step -> open requests
+};
+
+}  // namespace ps
+
+#endif  // PS_CONSISTENCY_PULL_GATE_H_
