@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "consistency/barrier_policy.h"
 #include "transport/inproc_van.h"
 
 extern char** environ;
@@ -73,6 +74,11 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_RANK"}, -1, 1 << 20, &c.rank_hint);
   ReadInt(env, {"PS_HEARTBEAT_INTERVAL_MS"}, 1, 1 << 30, &c.heartbeat_interval_ms);
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
+  ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
+  ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
+  int seed = 0;
+  ReadInt(env, {"PS_SEED"}, 0, 0x7fffffff, &seed);
+  c.seed = static_cast<uint64_t>(seed);
   ReadInt(env, {"PS_REGISTER_TIMEOUT_MS"}, 1, 1 << 30, &c.register_timeout_ms);
   ReadInt(env, {"PS_REQUEST_TIMEOUT_MS"}, 1, 1 << 30, &c.request_timeout_ms);
   ReadInt(env, {"PS_BARRIER_TIMEOUT_MS"}, 1, 1 << 30, &c.barrier_timeout_ms);
@@ -99,6 +105,8 @@ void Config::Validate() const {
   if (num_servers < 1) throw Error("PS_NUM_SERVERS must be at least 1");
   if (num_workers < 1) throw Error("PS_NUM_WORKERS must be at least 1");
   if (vnodes < 1) throw Error("PS_VNODES must be at least 1");
+  ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
+  if (max_delay < -1) throw Error("PS_MAX_DELAY must be -1 (unbounded) or >= 0");
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
     throw Error("PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
   }

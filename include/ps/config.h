@@ -38,6 +38,14 @@ struct Config {
   int request_timeout_ms = 60000;
   /// How long a barrier (and Finalize) waits for the other nodes (ms).
   int barrier_timeout_ms = 600000;
+  /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
+  /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".
+  std::string consistency = "asp";
+  /// Bounded delay tau of the workers (PS_MAX_DELAY): a step starts only when every request
+  /// of steps before step - tau has completed; -1 = unbounded.
+  int max_delay = -1;
+  /// Seed of every random choice a node makes (PS_SEED), e.g. PSP's samples.
+  uint64_t seed = 0;
   /// The scheduler writes the port it bound to this file when set (PS_SCHEDULER_PORT_FILE);
   /// launchers use it to avoid guessing free ports.
   std::string scheduler_port_file;

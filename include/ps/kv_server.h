@@ -2,7 +2,12 @@
 #ifndef PS_KV_SERVER_H_
 #define PS_KV_SERVER_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ps/base.h"
 #include "ps/node.h"
@@ -19,6 +24,20 @@ class KVServerBase {
   size_t NumKeys() const;
   /// Requests rejected because they were malformed or did not match the store.
   uint64_t RejectedRequests() const;
+
+  /// What the barrier did on this server (docs/consistency.md).
+  struct BarrierStats {
+    std::string policy;    // the policy spec in force
+    int64_t clock = 0;     // server clock: the smallest step of the live workers
+    uint64_t reads = 0;    // pulls seen
+    uint64_t deferred = 0; // pulls the barrier held
+    size_t held = 0;       // pulls held right now
+    std::vector<std::pair<int, int64_t>> steps;  // (worker id, step) of the live workers
+    // Observed staleness of applied pushes: server clock at apply minus the clock the pushing
+    // worker's last pull read -> number of pushes.
+    std::map<int64_t, uint64_t> staleness;
+  };
+  BarrierStats barrier_stats() const;
 
  protected:
   KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store);

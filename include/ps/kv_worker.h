@@ -15,7 +15,7 @@ namespace ps {
 namespace detail {
 /// One request as the typed KVWorker hands it to the untyped core (internal).
 struct KVRequest {
-  enum Op { kData = 0, kRangePull = 1, kDensePush = 2 };
+  enum Op { kData = 0, kRangePull = 1, kDensePush = 2, kClock = 3 };
   Op op = kData;
   bool push = false;
   bool pull = false;
@@ -44,6 +44,29 @@ class KVWorkerBase {
   void Wait(int ts);
   /// True once request ts has completed (successfully or not).
   bool IsDone(int ts) const;
+
+  /// Ends the current step: tells every server that this worker has completed step() + 1
+  /// steps, then blocks until the bounded delay lets the next step start (every request
+  /// issued during steps before step() - tau has completed). Returns the timestamp of the
+  /// clock message (Wait on it is optional). Pushes and pulls carry the step they were
+  /// issued in; under a barrier policy a pull of step t is answered when the policy passes
+  /// (docs/consistency.md). Throws ps::Error after Config::request_timeout_ms.
+  int Clock();
+  /// Completed steps of this worker (0 before the first Clock()).
+  int64_t step() const;
+  /// Sets this worker's bounded delay tau (-1 = unbounded). Node::SetConsistency sets it on
+  /// every worker of the job.
+  void SetMaxDelay(int tau);
+  int max_delay() const;
+
+  /// Where this worker's time went (docs/consistency.md).
+  struct BarrierStats {
+    int64_t step = 0;
+    double barrier_wait_s = 0;  // time servers held this worker's pulls (the longest part)
+    double delay_wait_s = 0;    // time Clock() blocked on the bounded delay
+    double elapsed_s = 0;       // since this KVWorker was created
+  };
+  BarrierStats barrier_stats() const;
 
  protected:
   KVWorkerBase(Node* node, int app_id, DataType dtype);

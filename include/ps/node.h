@@ -80,6 +80,19 @@ class Node {
   int num_workers() const;
   /// A copy of the node table (valid after Start()).
   std::vector<NodeInfo> nodes() const;
+  /// Keeps the current bounded delay in SetConsistency.
+  static constexpr int kKeepDelay = -2;
+  /// Changes, at run time and for the whole job, the barrier policy of every server (a spec
+  /// as in PS_CONSISTENCY: "bsp", "ssp:4", "asp", "psp:BETA[:S]", "backup:B[:S]"; "" keeps
+  /// it) and the bounded delay tau of every worker (-1 = unbounded; kKeepDelay keeps it).
+  /// Callable on any node after Start(): the scheduler relays it to every live node. Returns
+  /// once sent; nodes apply it when it arrives. Throws ps::Error for a malformed spec.
+  void SetConsistency(const std::string& policy, int max_delay = kKeepDelay);
+  /// The barrier policy spec and bounded delay this node currently knows.
+  std::string consistency_policy() const;
+  int max_delay() const;
+  /// Ids of nodes the scheduler declared dead (silent beyond PS_HEARTBEAT_TIMEOUT_MS).
+  std::vector<int> dead_nodes() const;
   /// Epoch of the ring this node knows (grows with every membership change).
   uint64_t ring_epoch() const;
   /// The configuration the node runs with.

@@ -99,7 +99,9 @@ std::string Membership::Missing() const {
          std::to_string(workers) + " of " + std::to_string(num_workers_) + " workers registered";
 }
 
-void Membership::Heartbeat(int id, int64_t now_ms) { last_seen_[id] = now_ms; }
+void Membership::Heartbeat(int id, int64_t now_ms) {
+  if (!dead_.count(id)) last_seen_[id] = now_ms;
+}
 
 std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
   std::vector<int> out;
@@ -111,23 +113,49 @@ std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
   return out;
 }
 
+std::vector<int> Membership::Members(int groups) const {
+  std::vector<int> members;
+  for (const auto& n : nodes_) {
+    if (InGroups(n.role, groups) && !dead_.count(n.id)) members.push_back(n.id);
+  }
+  return members;
+}
+
 std::vector<int> Membership::EnterBarrier(int id, int groups, uint64_t seq) {
   const NodeInfo* me = nullptr;
   for (const auto& n : nodes_) {
     if (n.id == id) me = &n;
   }
-  if (!me || !InGroups(me->role, groups)) return {};
+  if (!me || dead_.count(id) || !InGroups(me->role, groups)) return {};
   auto& arrived = barriers_[{groups, seq}];
   arrived.insert(id);
-  std::vector<int> members;
-  for (const auto& n : nodes_) {
-    if (InGroups(n.role, groups)) members.push_back(n.id);
-  }
+  std::vector<int> members = Members(groups);
   for (int m : members) {
     if (!arrived.count(m)) return {};
   }
   barriers_.erase({groups, seq});
   return members;
+}
+
+std::vector<Membership::Release> Membership::MarkDead(int id) {
+  bool known = false;
+  for (const auto& n : nodes_) known |= n.id == id && id != 0;
+  if (!known || !dead_.insert(id).second) return {};
+  last_seen_.erase(id);
+  std::vector<Release> out;
+  for (auto it = barriers_.begin(); it != barriers_.end();) {
+    it->second.erase(id);
+    std::vector<int> members = Members(it->first.first);
+    bool all = true;
+    for (int m : members) all &= it->second.count(m) > 0;
+    if (all && !it->second.empty()) {
+      out.push_back({members, it->first.first, it->first.second});
+      it = barriers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
 }
 
 }  // namespace ps

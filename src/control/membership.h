@@ -57,6 +57,17 @@ class Membership {
   /// a node that is not a member of the groups are ignored.
   std::vector<int> EnterBarrier(int id, int groups, uint64_t seq);
 
+  /// A barrier that a death completed: release `ids` from barrier (groups, seq).
+  struct Release {
+    std::vector<int> ids;
+    int groups;
+    uint64_t seq;
+  };
+  /// Declares node id dead: it no longer counts for barriers, liveness or the live tables.
+  /// Returns the barriers that only waited for it. Unknown or already dead ids: nothing.
+  std::vector<Release> MarkDead(int id);
+  bool IsDead(int id) const { return dead_.count(id) > 0; }
+
  private:
   int num_servers_, num_workers_;
   bool complete_ = false;
@@ -65,6 +76,8 @@ class Membership {
   std::vector<NodeInfo> nodes_;
   std::map<int, int64_t> last_seen_;
   std::map<std::pair<int, uint64_t>, std::set<int>> barriers_;
+  std::set<int> dead_;
+  std::vector<int> Members(int groups) const;
 };
 
 /// True if a node of this role belongs to a union of BarrierGroup bits.

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "consistency/barrier_policy.h"
 #include "control/node_impl.h"
 
 namespace ps {
@@ -55,6 +56,15 @@ int Node::num_workers() const { return impl_->cfg.num_workers; }
 std::vector<NodeInfo> Node::nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->nodes_;
+}
+void Node::SetConsistency(const std::string& policy, int max_delay) {
+  impl_->SetConsistency(policy, max_delay != kKeepDelay, max_delay == kKeepDelay ? 0 : max_delay);
+}
+std::string Node::consistency_policy() const { return impl_->policy(); }
+int Node::max_delay() const { return impl_->max_delay(); }
+std::vector<int> Node::dead_nodes() const {
+  std::lock_guard<std::mutex> lk(impl_->mu_);
+  return impl_->dead_;
 }
 uint64_t Node::ring_epoch() const {
   auto r = impl_->ring();
@@ -300,10 +310,13 @@ void Node::Impl::HandleControl(const Message& msg) {
       auto release = membership_->EnterBarrier(from, c.barrier_groups(), c.barrier_seq());
       lk.unlock();
       ReleaseBarrier(release, c.barrier_groups(), c.barrier_seq());
+    } else if (c.cmd() == pb::Control::CONSISTENCY && membership_->complete()) {
+      lk.unlock();
+      ApplyConsistency(c);
     }
     return;
   }
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   if (from != 0) return;  // only the scheduler sends control messages to nodes
   switch (c.cmd()) {
     case pb::Control::NODE_TABLE: {
@@ -336,6 +349,19 @@ void Node::Impl::HandleControl(const Message& msg) {
     case pb::Control::REJECT:
       reject_ = c.error().empty() ? "rejected" : c.error();
       cv_.notify_all();
+      break;
+    case pb::Control::CONSISTENCY:
+      lk.unlock();
+      ApplyConsistency(c);
+      lk.lock();
+      break;
+    case pb::Control::NODE_DEAD:
+      if (std::find(dead_.begin(), dead_.end(), c.dead_id()) == dead_.end()) {
+        dead_.push_back(c.dead_id());
+        lk.unlock();
+        NotifyDead(c.dead_id());
+        lk.lock();
+      }
       break;
     default:
       break;
@@ -425,15 +451,11 @@ void Node::Impl::HeartbeatLoop() {
     cv_.wait_for(lk, std::chrono::milliseconds(cfg.heartbeat_interval_ms));
     if (!running_) break;
     if (cfg.role == Role::kScheduler) {
-      // Acting on silent nodes comes with failure handling; for now they are reported once.
-      for (int id : membership_->Silent(NowMs(), cfg.heartbeat_timeout_ms)) {
-        if (std::find(reported_silent_.begin(), reported_silent_.end(), id) !=
-            reported_silent_.end()) {
-          continue;
-        }
-        reported_silent_.push_back(id);
-        LOG(WARNING) << "node " << id << " silent for more than " << cfg.heartbeat_timeout_ms
-                     << " ms";
+      auto silent = membership_->Silent(NowMs(), cfg.heartbeat_timeout_ms);
+      if (!silent.empty()) {
+        lk.unlock();
+        DeclareDead(silent);
+        lk.lock();
       }
     } else {
       lk.unlock();
@@ -443,6 +465,89 @@ void Node::Impl::HeartbeatLoop() {
       lk.lock();
     }
   }
+}
+
+void Node::Impl::DeclareDead(const std::vector<int>& ids) {
+  for (int id : ids) {
+    std::vector<Membership::Release> releases;
+    std::vector<int> tell;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      releases = membership_->MarkDead(id);
+      if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
+      dead_.push_back(id);
+      for (const auto& n : nodes_) {
+        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+      }
+    }
+    LOG(WARNING) << "node " << id << " silent for more than " << cfg.heartbeat_timeout_ms
+                 << " ms (PS_HEARTBEAT_TIMEOUT_MS): declared dead";
+    pb::Control c;
+    c.set_cmd(pb::Control::NODE_DEAD);
+    c.set_dead_id(id);
+    for (int to : tell) SendControl(to, c, true);
+    NotifyDead(id);
+    for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
+  }
+}
+
+void Node::Impl::NotifyDead(int id) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& c : customers_) c.second->OnNodeDead(id);
+}
+
+void Node::Impl::SetConsistency(const std::string& policy, bool set_delay, int max_delay) {
+  if (!policy.empty()) ParsePolicy(policy, "SetConsistency policy");  // throws when malformed
+  if (set_delay && max_delay < -1) throw Error("SetConsistency: max_delay must be >= -1");
+  pb::Control c;
+  c.set_cmd(pb::Control::CONSISTENCY);
+  c.set_policy(policy);
+  c.set_set_delay(set_delay);
+  c.set_max_delay(max_delay);
+  if (cfg.role == Role::kScheduler) {
+    ApplyConsistency(c);
+  } else {
+    SendControl(0, c);
+  }
+}
+
+void Node::Impl::ApplyConsistency(const pb::Control& c) {
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!c.policy().empty()) policy_ = c.policy();
+    if (c.set_delay()) max_delay_ = c.max_delay();
+    if (cfg.role == Role::kScheduler) {
+      for (const auto& n : nodes_) {
+        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+      }
+    }
+  }
+  for (int to : tell) SendControl(to, c);
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& cu : customers_) cu.second->OnConsistency(c.policy(), c.set_delay(), c.max_delay());
+}
+
+std::string Node::Impl::policy() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return policy_;
+}
+
+int Node::Impl::max_delay() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return max_delay_;
+}
+
+std::vector<int> Node::Impl::LiveWorkers() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<int> out;
+  for (const auto& n : nodes_) {
+    if (n.role == Role::kWorker &&
+        std::find(dead_.begin(), dead_.end(), n.id) == dead_.end()) {
+      out.push_back(n.id);
+    }
+  }
+  return out;
 }
 
 void Node::Impl::Barrier(int groups) {

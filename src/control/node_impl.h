@@ -26,10 +26,16 @@ class Customer {
  public:
   virtual ~Customer() = default;
   virtual void Process(Message& msg) = 0;
+  /// The scheduler declared node id dead.
+  virtual void OnNodeDead(int /*id*/) {}
+  /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
+  virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/,
+                             int /*max_delay*/) {}
 };
 
 struct Node::Impl {
-  explicit Impl(Config c) : cfg(std::move(c)) {}
+  explicit Impl(Config c)
+      : cfg(std::move(c)), policy_(cfg.consistency), max_delay_(cfg.max_delay) {}
   ~Impl() { Stop(); }
 
   void Start();
@@ -45,6 +51,13 @@ struct Node::Impl {
   void AddCustomer(int app_id, Customer* c);
   void RemoveCustomer(int app_id);
   int id() const;
+  /// Asks the scheduler to change every node's consistency settings (see Node).
+  void SetConsistency(const std::string& policy, bool set_delay, int max_delay);
+  /// The current barrier policy spec and bounded delay.
+  std::string policy() const;
+  int max_delay() const;
+  /// Live worker ids (the node table minus the nodes declared dead).
+  std::vector<int> LiveWorkers() const;
   Role role() const { return cfg.role; }
 
   /// The receive token. Whoever holds it receives and handles messages; by default the
@@ -68,6 +81,11 @@ struct Node::Impl {
   void BroadcastTable();
   void ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq);
   void SendControl(int to, pb::Control control, bool quiet = false);
+  // Applies a consistency change here and hands it to the customers.
+  void ApplyConsistency(const pb::Control& c);
+  // Scheduler: declares silent nodes dead, tells everyone, releases barriers they blocked.
+  void DeclareDead(const std::vector<int>& ids);
+  void NotifyDead(int id);
 
   enum class Holder { kNone, kBackground, kUser };
   std::mutex token_mu_;
@@ -93,7 +111,9 @@ struct Node::Impl {
   std::shared_ptr<const Ring> ring_;
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
-  std::vector<int> reported_silent_;
+  std::vector<int> dead_;
+  std::string policy_;
+  int max_delay_;
   bool finalized_ = false;
 
   std::mutex connect_mu_;

@@ -1,7 +1,12 @@
 #include <glog/logging.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
+#include "consistency/pull_gate.h"
 #include "control/node_impl.h"
 #include "ps/kv_server.h"
 #include "store/store.h"
@@ -10,11 +15,28 @@ namespace ps {
 
 struct KVServerBase::Impl : public Customer {
   Impl(Node* n, int a, DataType t, std::shared_ptr<StoreBase> s)
-      : rt(n->impl()), app(a), dtype(t), esize(DataTypeSize(t)), store(std::move(s)) {}
+      : rt(n->impl()),
+        app(a),
+        dtype(t),
+        esize(DataTypeSize(t)),
+        store(std::move(s)),
+        gate(ParsePolicy(rt->policy()),
+             rt->cfg.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n->id()) * 1000 + a) {
+    gate.SetWorkers(rt->LiveWorkers());
+  }
 
   void Process(Message& msg) override;
-  // Runs the request against the store; returns "" or why it was rejected.
-  std::string Handle(const Message& req, Message* reply);
+  void OnNodeDead(int id) override;
+  void OnConsistency(const std::string& policy, bool, int) override;
+  // Runs the push half and/or the pull half of a request against the store; returns "" or why
+  // it was rejected.
+  std::string Handle(const Message& req, Message* reply, bool do_push, bool do_pull);
+  std::string Run(const Message& req, Message* reply, bool do_push, bool do_pull);
+  Message ReplyTo(const Message& req) const;
+  // Sends a reply, with an error when err is not empty.
+  void Answer(const Message& req, Message* reply, const std::string& err);
+  // Answers reads the gate released (mu held).
+  void AnswerReleased(const std::vector<uint64_t>& released);
 
   Node::Impl* rt;
   int app;
@@ -22,12 +44,39 @@ struct KVServerBase::Impl : public Customer {
   size_t esize;
   std::shared_ptr<StoreBase> store;
   std::atomic<uint64_t> rejected{0};
+
+  struct HeldRead {
+    Message req;
+    std::chrono::steady_clock::time_point since;
+  };
+  mutable std::mutex mu;  // the gate, held reads and the staleness histogram
+  PullGate gate;
+  std::unordered_map<uint64_t, HeldRead> held;
+  uint64_t next_handle = 0;
+  std::map<int64_t, uint64_t> staleness;
 };
 
 KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store)
-    : impl_(new Impl(node, app_id, dtype, std::move(store))) {
-  if (node->role() != Role::kServer) throw Error("KVServer needs a server node");
+    : impl_(node->role() == Role::kServer ? new Impl(node, app_id, dtype, std::move(store))
+                                          : nullptr) {
+  if (!impl_) throw Error("KVServer needs a server node");
   node->impl()->AddCustomer(app_id, impl_.get());
+}
+
+KVServerBase::BarrierStats KVServerBase::barrier_stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  const PullGate& g = impl_->gate;
+  BarrierStats b;
+  b.policy = g.policy().Spec();
+  b.clock = g.Clock();
+  b.reads = g.reads();
+  b.deferred = g.deferred();
+  b.held = g.held();
+  for (size_t i = 0; i < g.table().size(); ++i) {
+    b.steps.emplace_back(g.table().workers()[i], g.table().steps()[i]);
+  }
+  b.staleness = impl_->staleness;
+  return b;
 }
 
 KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
@@ -49,8 +98,7 @@ template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int32_t>(
 template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int64_t>(
     std::shared_ptr<const UpdateRule<int64_t>>);
 
-void KVServerBase::Impl::Process(Message& msg) {
-  if (!msg.meta.request()) return;
+Message KVServerBase::Impl::ReplyTo(const Message& msg) const {
   Message reply;
   reply.meta.set_receiver(msg.meta.sender());
   reply.meta.set_app_id(app);
@@ -61,24 +109,108 @@ void KVServerBase::Impl::Process(Message& msg) {
   reply.meta.set_pull(msg.meta.pull());
   reply.meta.set_op(msg.meta.op());
   reply.meta.set_dtype(msg.meta.dtype());
-  std::string err;
+  return reply;
+}
+
+void KVServerBase::Impl::Process(Message& msg) {
+  if (!msg.meta.request()) return;
+  const int worker = msg.meta.sender();
+  const int64_t step = msg.meta.step();
+  std::vector<uint64_t> released;
+  std::lock_guard<std::mutex> lk(mu);
+  Message reply = ReplyTo(msg);
+  if (msg.meta.op() == pb::Meta::CLOCK) {
+    gate.Report(worker, step, &released);
+    Answer(msg, &reply, "");
+    AnswerReleased(released);
+    return;
+  }
+  const bool push = msg.meta.push(), pull = msg.meta.pull();
+  // The read's step reaches the table first; reads it releases are answered at the end, after
+  // this request's push half is applied.
+  const uint64_t h = next_handle;
+  const bool pass = !pull || gate.Read(worker, step, h, &released);
+  const int64_t clock = gate.Clock();
+  std::string err = Handle(msg, &reply, push, pull && pass);
+  if (push && err.empty()) {
+    if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
+    gate.Report(worker, step, &released);
+  }
+  if (pull && !pass) {
+    next_handle++;
+    if (err.empty()) {
+      // The push half is applied already, so a later Clock() of this worker never overtakes
+      // its own update.
+      held.emplace(h, HeldRead{std::move(msg), std::chrono::steady_clock::now()});
+      AnswerReleased(released);
+      return;
+    }
+    // A rejected request is answered at once; the gate's entry for it is released later to
+    // no one.
+  }
+  if (pull) reply.meta.set_server_clock(clock);
+  Answer(msg, &reply, err);
+  AnswerReleased(released);
+}
+
+void KVServerBase::Impl::AnswerReleased(const std::vector<uint64_t>& released) {
+  for (uint64_t h : released) {
+    auto it = held.find(h);
+    if (it == held.end()) continue;
+    HeldRead r = std::move(it->second);
+    held.erase(it);
+    Message reply = ReplyTo(r.req);
+    std::string err = Handle(r.req, &reply, false, true);
+    reply.meta.set_server_clock(gate.Clock());
+    reply.meta.set_held_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now() - r.since)
+                               .count());
+    Answer(r.req, &reply, err);
+  }
+}
+
+void KVServerBase::Impl::OnNodeDead(int id) {
+  std::vector<uint64_t> released;
+  std::lock_guard<std::mutex> lk(mu);
+  for (auto it = held.begin(); it != held.end();) {
+    it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
+  }
+  gate.RemoveWorker(id, &released);
+  AnswerReleased(released);
+}
+
+void KVServerBase::Impl::OnConsistency(const std::string& policy, bool, int) {
+  if (policy.empty()) return;
+  std::vector<uint64_t> released;
+  std::lock_guard<std::mutex> lk(mu);
+  gate.SetPolicy(ParsePolicy(policy), &released);
+  AnswerReleased(released);
+}
+
+void KVServerBase::Impl::Answer(const Message& msg, Message* reply, const std::string& handled) {
+  std::string err = handled;
+  if (!err.empty()) {
+    rejected++;
+    reply->data.clear();
+    reply->meta.set_error(err);
+    VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
+  }
+  if (!rt->Send(*reply)) VLOG(1) << "cannot reply to node " << msg.meta.sender();
+}
+
+std::string KVServerBase::Impl::Handle(const Message& req, Message* reply, bool do_push,
+                                       bool do_pull) {
   try {
-    err = Handle(msg, &reply);
+    return Run(req, reply, do_push, do_pull);
   } catch (const std::exception& e) {
     // A request can still ask for more than this process can give (memory); refuse it, never
     // die of it.
-    err = std::string("request failed: ") + e.what();
+    return std::string("request failed: ") + e.what();
   }
-  if (!err.empty()) {
-    rejected++;
-    reply.data.clear();
-    reply.meta.set_error(err);
-    VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
-  }
-  if (!rt->Send(reply)) VLOG(1) << "cannot reply to node " << msg.meta.sender();
 }
 
-std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
+std::string KVServerBase::Impl::Run(const Message& req, Message* reply, bool do_push,
+                                    bool do_pull) {
   const auto& m = req.meta;
   if (m.dtype() != static_cast<int>(dtype)) return "value type differs from the server's";
   if (!m.push() && !m.pull()) return "neither push nor pull";
@@ -88,6 +220,7 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
     if (req.data.size() != 1 || req.data[0].empty() || req.data[0].size() % (2 * sizeof(Key))) {
       return "malformed range pull";
     }
+    if (!do_pull) return "";
     SArray<Key> ranges(req.data[0]);
     const size_t nr = ranges.size() / 2;
     SArray<Key> keys;
@@ -113,6 +246,7 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
     if (n == 0 || req.data.size() != 1 || m.width() <= 0) return "malformed dense push";
     if (req.data[0].size() != n * m.width() * esize) return "dense push size mismatch";
     if (n > (1u << 28)) return "dense range too large";
+    if (!do_push) return "";
     SArray<Key> keys(n);
     for (uint64_t i = 0; i < n; ++i) keys[i] = m.range_begin() + i;
     return store->Push(keys.data(), n, req.data[0].data(), n * m.width(), nullptr);
@@ -132,7 +266,7 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
     return "request too large";
   }
   if (part && n != 1) return "a value part carries one key";
-  if (m.push()) {
+  if (m.push() && do_push) {
     const SArray<char>& vf = req.data[1];
     if (vf.size() % esize) return "values frame size";
     const size_t nvals = vf.size() / esize;
@@ -157,7 +291,7 @@ std::string KVServerBase::Impl::Handle(const Message& req, Message* reply) {
     }
     if (!err.empty()) return err;
   }
-  if (m.pull()) {
+  if (m.pull() && do_pull) {
     SArray<char> vals;
     SArray<int> lens;
     std::string err;

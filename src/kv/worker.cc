@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "control/node_impl.h"
+#include "consistency/pull_gate.h"
 #include "kv/slicer.h"
 #include "ps/kv_worker.h"
 
@@ -50,6 +51,9 @@ struct KVWorkerBase::Impl : public Customer {
     // Fixed-width pulls of several parts are assembled into `out` as replies arrive.
     SArray<char> out;
     std::string copy_error;
+    int64_t step = 0;
+    int64_t min_clock = INT64_MAX;  // pulls: the smallest server clock among the replies
+    uint64_t max_held_us = 0;       // pulls: the longest a server held a part
     bool streams() const {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;
@@ -57,9 +61,21 @@ struct KVWorkerBase::Impl : public Customer {
   };
 
   Impl(Node* n, int a, DataType t)
-      : node(n), rt(n->impl()), app(a), dtype(t), esize(DataTypeSize(t)) {}
+      : node(n),
+        rt(n->impl()),
+        app(a),
+        dtype(t),
+        esize(DataTypeSize(t)),
+        tau(rt->max_delay()),
+        created(std::chrono::steady_clock::now()) {}
 
   void Process(Message& msg) override;
+  void OnConsistency(const std::string&, bool set_delay, int max_delay) override {
+    if (!set_delay) return;
+    std::lock_guard<std::mutex> lk(mu);
+    tau = max_delay;
+    cv.notify_all();
+  }
   void Finish(Pending* p);
   void Assemble(Pending* p);
   void CopyPart(Pending* p, size_t k, const Message& r);
@@ -76,6 +92,14 @@ struct KVWorkerBase::Impl : public Customer {
   int next_ts = 0;
   std::unordered_map<int, std::unique_ptr<Pending>> pending;
   std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
+  // Consistency (under mu).
+  int64_t step = 0;
+  int tau;
+  int64_t read_clock = -1;  // server clock the last completed pull read
+  BoundedDelay delay;
+  uint64_t barrier_wait_us = 0;
+  double delay_wait_s = 0;
+  std::chrono::steady_clock::time_point created;
 };
 
 KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
@@ -107,7 +131,19 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     return m;
   };
 
-  if (req.op == detail::KVRequest::kData) {
+  int64_t step_now, read_now;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    step_now = step;
+    read_now = read_clock;
+  }
+  if (req.op == detail::KVRequest::kClock) {
+    for (int server : ring->servers()) {
+      Message m = base_meta(server, msgs.size());
+      m.meta.set_op(pb::Meta::CLOCK);
+      msgs.push_back(std::move(m));
+    }
+  } else if (req.op == detail::KVRequest::kData) {
     for (size_t i = 0; i < n; ++i) {
       if (req.keys[i] == kMaxKey || (i && req.keys[i] <= req.keys[i - 1])) {
         throw Error("keys must be sorted, unique and below kMaxKey (key index " +
@@ -237,7 +273,13 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   }
 
   const size_t nparts = msgs.size();
-  for (const auto& m : msgs) p->part_server.push_back(m.meta.receiver());
+  p->step = step_now;
+  for (auto& m : msgs) {
+    p->part_server.push_back(m.meta.receiver());
+    // A clock message reports the step being completed; the others, the step in progress.
+    m.meta.set_step(req.op == detail::KVRequest::kClock ? step_now + 1 : step_now);
+    if (req.push && read_now >= 0) m.meta.set_read_clock(read_now);
+  }
   p->replies.resize(nparts);
   p->got.assign(nparts, false);
   p->req = std::move(req);
@@ -246,6 +288,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     std::lock_guard<std::mutex> lk(mu);
     ts = next_ts++;
     p->ts = ts;
+    delay.Issued(ts, step_now);
     if (nparts == 0) {
       Pending* raw = p.get();
       pending[ts] = std::move(p);
@@ -285,6 +328,10 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
   }
+  if (msg.meta.pull() && msg.meta.error().empty()) {
+    p->min_clock = std::min<int64_t>(p->min_clock, msg.meta.server_clock());
+    p->max_held_us = std::max<uint64_t>(p->max_held_us, msg.meta.held_us());
+  }
   if (p->streams() && p->error.empty()) {
     CopyPart(p, part, msg);  // copy now, so the receive buffer is freed (and reused) at once
   } else {
@@ -297,6 +344,11 @@ void KVWorkerBase::Impl::Process(Message& msg) {
 void KVWorkerBase::Impl::Finish(Pending* p) {
   if (p->error.empty() && p->req.pull) Assemble(p);
   const int ts = p->ts;
+  delay.Completed(ts);
+  if (p->req.pull && p->min_clock != INT64_MAX) {
+    read_clock = p->min_clock;
+    barrier_wait_us += p->max_held_us;
+  }
   auto cb = std::move(p->req.callback);
   if (!p->error.empty()) failed[ts] = p->error;
   pending.erase(ts);
@@ -448,14 +500,23 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
 
 void KVWorkerBase::Wait(int ts) {
   auto* d = impl_.get();
+  int timeout_ms = d->rt->cfg.request_timeout_ms;
+  const char* timeout_name = "PS_REQUEST_TIMEOUT_MS";
   {
     std::lock_guard<std::mutex> lk(d->mu);
     if (ts < 0 || ts >= d->next_ts) {
       throw Error("Wait(" + std::to_string(ts) + "): no such request on this worker");
     }
+    // A pull past step 0 may be held by a barrier: it waits as long as a barrier does.
+    auto it = d->pending.find(ts);
+    if (it != d->pending.end() && it->second->req.pull && it->second->step > 0 &&
+        d->rt->cfg.barrier_timeout_ms > timeout_ms) {
+      timeout_ms = d->rt->cfg.barrier_timeout_ms;
+      timeout_name = "PS_BARRIER_TIMEOUT_MS";
+    }
   }
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   // Receive on this thread while waiting: the reply then wakes us directly. Only when this is
   // the one request in flight: with many in flight, the receive thread handling replies in
   // parallel with this thread's sending is worth more than the saved wake-up.
@@ -472,8 +533,8 @@ void KVWorkerBase::Wait(int ts) {
     if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout && d->pending.count(ts)) {
       const auto& p = d->pending[ts];
       std::ostringstream os;
-      os << "request " << ts << " of app " << d->app << " not answered within "
-         << d->rt->cfg.request_timeout_ms << " ms (PS_REQUEST_TIMEOUT_MS); waiting for server";
+      os << "request " << ts << " of app " << d->app << " not answered within " << timeout_ms
+         << " ms (" << timeout_name << "); waiting for server";
       for (size_t k = 0; k < p->got.size(); ++k) {
         if (!p->got[k]) {
           os << " node " << p->part_server[k];
@@ -489,6 +550,56 @@ void KVWorkerBase::Wait(int ts) {
     d->failed.erase(f);
     throw Error("request " + std::to_string(ts) + " failed: " + why);
   }
+}
+
+int KVWorkerBase::Clock() {
+  auto* d = impl_.get();
+  detail::KVRequest r;
+  r.op = detail::KVRequest::kClock;
+  const int ts = d->Submit(std::move(r));
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+  std::unique_lock<std::mutex> lk(d->mu);
+  d->step++;
+  while (!d->delay.MayStart(d->step, d->tau)) {
+    if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout &&
+        !d->delay.MayStart(d->step, d->tau)) {
+      throw Error("Clock: requests of steps before " + std::to_string(d->step - d->tau) +
+                  " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
+                  " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
+    }
+  }
+  d->delay_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ts;
+}
+
+int64_t KVWorkerBase::step() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->step;
+}
+
+void KVWorkerBase::SetMaxDelay(int tau) {
+  if (tau < -1) throw Error("SetMaxDelay: tau must be -1 (unbounded) or >= 0");
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->tau = tau;
+  impl_->cv.notify_all();
+}
+
+int KVWorkerBase::max_delay() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->tau;
+}
+
+KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  BarrierStats b;
+  b.step = impl_->step;
+  b.barrier_wait_s = impl_->barrier_wait_us * 1e-6;
+  b.delay_wait_s = impl_->delay_wait_s;
+  b.elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->created).count();
+  return b;
 }
 
 bool KVWorkerBase::IsDone(int ts) const {
