@@ -36,6 +36,9 @@ class KVServerBase {
     // Observed staleness of applied pushes: server clock at apply minus the clock the pushing
     // worker's last pull read -> number of pushes.
     std::map<int64_t, uint64_t> staleness;
+    // Lag of answered pulls: the reader's step minus the server clock when the pull was
+    // answered (how far behind the slowest live worker was) -> number of pulls.
+    std::map<int64_t, uint64_t> read_lag;
   };
   BarrierStats barrier_stats() const;
 

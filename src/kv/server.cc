@@ -53,7 +53,7 @@ struct KVServerBase::Impl : public Customer {
   PullGate gate;
   std::unordered_map<uint64_t, HeldRead> held;
   uint64_t next_handle = 0;
-  std::map<int64_t, uint64_t> staleness;
+  std::map<int64_t, uint64_t> staleness, read_lag;
 };
 
 KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store)
@@ -76,6 +76,7 @@ KVServerBase::BarrierStats KVServerBase::barrier_stats() const {
     b.steps.emplace_back(g.table().workers()[i], g.table().steps()[i]);
   }
   b.staleness = impl_->staleness;
+  b.read_lag = impl_->read_lag;
   return b;
 }
 
@@ -148,7 +149,10 @@ void KVServerBase::Impl::Process(Message& msg) {
     // A rejected request is answered at once; the gate's entry for it is released later to
     // no one.
   }
-  if (pull) reply.meta.set_server_clock(clock);
+  if (pull) {
+    reply.meta.set_server_clock(clock);
+    if (err.empty()) read_lag[std::max<int64_t>(0, step - clock)]++;
+  }
   Answer(msg, &reply, err);
   AnswerReleased(released);
 }
@@ -162,6 +166,7 @@ void KVServerBase::Impl::AnswerReleased(const std::vector<uint64_t>& released) {
     Message reply = ReplyTo(r.req);
     std::string err = Handle(r.req, &reply, false, true);
     reply.meta.set_server_clock(gate.Clock());
+    if (err.empty()) read_lag[std::max<int64_t>(0, r.req.meta.step() - gate.Clock())]++;
     reply.meta.set_held_us(std::chrono::duration_cast<std::chrono::microseconds>(
                                std::chrono::steady_clock::now() - r.since)
                                .count());

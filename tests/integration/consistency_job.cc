@@ -1,0 +1,166 @@
+// The job behind the consistency integration tests (tests/integration/run_consistency.py).
+// Every worker owns one int64 key and adds 1 to it per step; before each step it pulls every
+// worker's key, so the values it reads say how far each other worker had got. The barrier
+// policy comes from PS_CONSISTENCY; --check says which guarantee to assert on every read:
+//
+//   ssp:S  a read at step t sees every update of every live worker from steps <= t-S-1
+//          (value >= t - S), i.e. no worker is more than S steps ahead of the slowest
+//   lock   BSP lockstep: every live worker's value is t or t+1 at a read of step t
+//   none   no per-read check (ASP: the summary lines show it never waited)
+//
+// A worker given --stall-rank stops at --stall-step, prints "STALLED pid=N" and sleeps; the
+// test kills it with SIGKILL. At the end the survivors check the exact sums and every node
+// prints one JSON summary line.
+//
+//   consistency_job --steps N --check ssp:S|lock|none [--straggler-rank R --straggler-ms M]
+//                   [--stall-rank R --stall-step T] [--seed S]
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "ps/ps.h"
+
+namespace {
+
+struct Options {
+  int steps = 20;
+  std::string check = "none";
+  int straggler_rank = -1;
+  int straggler_ms = 0;
+  int stall_rank = -1;
+  int stall_step = -1;
+  uint64_t seed = 1;
+};
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--steps") {
+      o.steps = std::stoi(v);
+    } else if (k == "--check") {
+      o.check = v;
+    } else if (k == "--straggler-rank") {
+      o.straggler_rank = std::stoi(v);
+    } else if (k == "--straggler-ms") {
+      o.straggler_ms = std::stoi(v);
+    } else if (k == "--stall-rank") {
+      o.stall_rank = std::stoi(v);
+    } else if (k == "--stall-step") {
+      o.stall_step = std::stoi(v);
+    } else if (k == "--seed") {
+      o.seed = std::stoull(v);
+    } else {
+      std::cerr << "unknown option " << k << "\n";
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+ps::Key KeyOf(int rank) { return static_cast<ps::Key>(rank) << 59; }
+
+int RunWorker(ps::Node* node, const Options& o) {
+  const int W = node->num_workers(), rank = node->rank();
+  ps::KVWorker<int64_t> kv(node);
+  ps::SArray<ps::Key> keys(W);
+  for (int v = 0; v < W; ++v) keys[v] = KeyOf(v);
+  int64_t s = -1;
+  if (o.check.rfind("ssp:", 0) == 0) s = std::stoll(o.check.substr(4));
+  int64_t max_ahead = 0;
+  int violations = 0;
+  uint64_t rng = o.seed * 7919 + rank;
+  for (int64_t t = 0; t < o.steps; ++t) {
+    if (rank == o.stall_rank && t == o.stall_step) {
+      std::printf("STALLED pid=%d step=%lld\n", static_cast<int>(getpid()),
+                  static_cast<long long>(t));
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    ps::SArray<int64_t> vals;
+    kv.Wait(kv.Pull(keys, &vals));
+    std::set<int> dead;
+    for (int id : node->dead_nodes()) dead.insert(id);
+    int64_t slowest = INT64_MAX;
+    for (int v = 0; v < W; ++v) {
+      // The dead worker's key stops growing; it is out of every guarantee.
+      if (v == o.stall_rank && !dead.empty()) continue;
+      slowest = std::min(slowest, vals[v]);
+      bool bad = (s >= 0 && vals[v] < t - s) || (o.check == "lock" && (vals[v] < t || vals[v] > t + 1));
+      if (bad && violations++ < 10) {
+        std::printf("VIOLATION worker %d at step %lld read %lld for worker %d (check %s)\n", rank,
+                    static_cast<long long>(t), static_cast<long long>(vals[v]), v,
+                    o.check.c_str());
+      }
+    }
+    if (slowest != INT64_MAX) max_ahead = std::max(max_ahead, t - slowest);
+    int ms = rank == o.straggler_rank ? o.straggler_ms : static_cast<int>((rng = rng * 6364136223846793005ull + 1) >> 60);
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    kv.Push(ps::SArray<ps::Key>(1, keys[rank]), ps::SArray<int64_t>(1, 1));
+    kv.Clock();
+  }
+  auto b = kv.barrier_stats();
+  // Exact reference after everyone is done: each live worker pushed exactly `steps` ones.
+  node->Barrier(ps::kWorkerGroup);
+  ps::SArray<int64_t> vals;
+  kv.Wait(kv.Pull(keys, &vals));
+  for (int v = 0; v < W; ++v) {
+    if (v == o.stall_rank) continue;
+    if (vals[v] != o.steps) {
+      std::printf("VIOLATION final value of worker %d is %lld, want %d\n", v,
+                  static_cast<long long>(vals[v]), o.steps);
+      violations++;
+    }
+  }
+  std::printf(
+      "SUMMARY {\"role\":\"worker\",\"rank\":%d,\"steps\":%lld,\"max_ahead\":%lld,"
+      "\"barrier_wait_s\":%.4f,\"delay_wait_s\":%.4f,\"elapsed_s\":%.4f,\"violations\":%d}\n",
+      rank, static_cast<long long>(b.step), static_cast<long long>(max_ahead), b.barrier_wait_s,
+      b.delay_wait_s, b.elapsed_s, violations);
+  std::fflush(stdout);
+  return violations ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = Parse(argc, argv);
+  try {
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    int rc = 0;
+    if (node.role() == ps::Role::kWorker) {
+      rc = RunWorker(&node, o);
+    } else if (node.role() == ps::Role::kServer) {
+      ps::KVServer<int64_t> server(&node);
+      node.Finalize();
+      auto b = server.barrier_stats();
+      auto json = [](const std::map<int64_t, uint64_t>& h) {
+        std::string out;
+        for (const auto& e : h) {
+          out += (out.empty() ? "" : ",") + std::string("\"") + std::to_string(e.first) +
+                 "\":" + std::to_string(e.second);
+        }
+        return out;
+      };
+      std::printf(
+          "SUMMARY {\"role\":\"server\",\"rank\":%d,\"policy\":\"%s\",\"reads\":%llu,"
+          "\"deferred\":%llu,\"live_workers\":%zu,\"staleness\":{%s},\"read_lag\":{%s}}\n",
+          node.rank(), b.policy.c_str(), static_cast<unsigned long long>(b.reads),
+          static_cast<unsigned long long>(b.deferred), b.steps.size(), json(b.staleness).c_str(),
+          json(b.read_lag).c_str());
+      return 0;
+    }
+    node.Finalize();
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "consistency_job: %s\n", e.what());
+    return 1;
+  }
+}
