@@ -27,11 +27,11 @@ class KVServerBase {
 
   /// What the barrier did on this server (docs/consistency.md).
   struct BarrierStats {
-    std::string policy;    // the policy spec in force
-    int64_t clock = 0;     // server clock: the smallest step of the live workers
-    uint64_t reads = 0;    // pulls seen
-    uint64_t deferred = 0; // pulls the barrier held
-    size_t held = 0;       // pulls held right now
+    std::string policy;     // the policy spec in force
+    int64_t clock = 0;      // server clock: the smallest step of the live workers
+    uint64_t reads = 0;     // pulls seen
+    uint64_t deferred = 0;  // pulls the barrier held
+    size_t held = 0;        // pulls held right now
     std::vector<std::pair<int, int64_t>> steps;  // (worker id, step) of the live workers
     // Observed staleness of applied pushes: server clock at apply minus the clock the pushing
     // worker's last pull read -> number of pushes.

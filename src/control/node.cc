@@ -542,8 +542,7 @@ std::vector<int> Node::Impl::LiveWorkers() const {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<int> out;
   for (const auto& n : nodes_) {
-    if (n.role == Role::kWorker &&
-        std::find(dead_.begin(), dead_.end(), n.id) == dead_.end()) {
+    if (n.role == Role::kWorker && std::find(dead_.begin(), dead_.end(), n.id) == dead_.end()) {
       out.push_back(n.id);
     }
   }

@@ -29,8 +29,8 @@ class Customer {
   /// The scheduler declared node id dead.
   virtual void OnNodeDead(int /*id*/) {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
-  virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/,
-                             int /*max_delay*/) {}
+  virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
+  }
 };
 
 struct Node::Impl {

@@ -1,59 +1,41 @@
 #include <glog/logging.h>
 
-#include <atomic>
 #include <chrono>
-#include <map>
-#include <mutex>
-#include <unordered_map>
 
-#include "consistency/pull_gate.h"
 #include "control/node_impl.h"
+#include "kv/server_core.h"
 #include "ps/kv_server.h"
-#include "store/store.h"
 
 namespace ps {
 
+// Binds a ServerCore to a node: requests come from the node's receive thread, replies leave
+// through the node's transport.
 struct KVServerBase::Impl : public Customer {
   Impl(Node* n, int a, DataType t, std::shared_ptr<StoreBase> s)
       : rt(n->impl()),
         app(a),
-        dtype(t),
-        esize(DataTypeSize(t)),
-        store(std::move(s)),
-        gate(ParsePolicy(rt->policy()),
-             rt->cfg.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n->id()) * 1000 + a) {
-    gate.SetWorkers(rt->LiveWorkers());
-  }
+        core(
+            a, t, std::move(s), ParsePolicy(rt->policy()),
+            rt->cfg.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(n->id()) * 1000 + a,
+            rt->LiveWorkers(),
+            [this](Message& m) {
+              if (!rt->Send(m)) VLOG(1) << "cannot reply to node " << m.meta.receiver();
+            },
+            [] {
+              return std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+            }) {}
 
-  void Process(Message& msg) override;
-  void OnNodeDead(int id) override;
-  void OnConsistency(const std::string& policy, bool, int) override;
-  // Runs the push half and/or the pull half of a request against the store; returns "" or why
-  // it was rejected.
-  std::string Handle(const Message& req, Message* reply, bool do_push, bool do_pull);
-  std::string Run(const Message& req, Message* reply, bool do_push, bool do_pull);
-  Message ReplyTo(const Message& req) const;
-  // Sends a reply, with an error when err is not empty.
-  void Answer(const Message& req, Message* reply, const std::string& err);
-  // Answers reads the gate released (mu held).
-  void AnswerReleased(const std::vector<uint64_t>& released);
+  void Process(Message& msg) override { core.Process(msg); }
+  void OnNodeDead(int id) override { core.WorkerDead(id); }
+  void OnConsistency(const std::string& policy, bool, int) override {
+    if (!policy.empty()) core.SetPolicy(ParsePolicy(policy));
+  }
 
   Node::Impl* rt;
   int app;
-  DataType dtype;
-  size_t esize;
-  std::shared_ptr<StoreBase> store;
-  std::atomic<uint64_t> rejected{0};
-
-  struct HeldRead {
-    Message req;
-    std::chrono::steady_clock::time_point since;
-  };
-  mutable std::mutex mu;  // the gate, held reads and the staleness histogram
-  PullGate gate;
-  std::unordered_map<uint64_t, HeldRead> held;
-  uint64_t next_handle = 0;
-  std::map<int64_t, uint64_t> staleness, read_lag;
+  ServerCore core;
 };
 
 KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store)
@@ -63,27 +45,11 @@ KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_p
   node->impl()->AddCustomer(app_id, impl_.get());
 }
 
-KVServerBase::BarrierStats KVServerBase::barrier_stats() const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  const PullGate& g = impl_->gate;
-  BarrierStats b;
-  b.policy = g.policy().Spec();
-  b.clock = g.Clock();
-  b.reads = g.reads();
-  b.deferred = g.deferred();
-  b.held = g.held();
-  for (size_t i = 0; i < g.table().size(); ++i) {
-    b.steps.emplace_back(g.table().workers()[i], g.table().steps()[i]);
-  }
-  b.staleness = impl_->staleness;
-  b.read_lag = impl_->read_lag;
-  return b;
-}
-
 KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
 
-size_t KVServerBase::NumKeys() const { return impl_->store->size(); }
-uint64_t KVServerBase::RejectedRequests() const { return impl_->rejected; }
+KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->core.Stats(); }
+size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }
+uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
 
 template <typename V>
 std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule) {
@@ -98,220 +64,5 @@ template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int32_t>(
     std::shared_ptr<const UpdateRule<int32_t>>);
 template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int64_t>(
     std::shared_ptr<const UpdateRule<int64_t>>);
-
-Message KVServerBase::Impl::ReplyTo(const Message& msg) const {
-  Message reply;
-  reply.meta.set_receiver(msg.meta.sender());
-  reply.meta.set_app_id(app);
-  reply.meta.set_timestamp(msg.meta.timestamp());
-  reply.meta.set_part(msg.meta.part());
-  reply.meta.set_request(false);
-  reply.meta.set_push(msg.meta.push());
-  reply.meta.set_pull(msg.meta.pull());
-  reply.meta.set_op(msg.meta.op());
-  reply.meta.set_dtype(msg.meta.dtype());
-  return reply;
-}
-
-void KVServerBase::Impl::Process(Message& msg) {
-  if (!msg.meta.request()) return;
-  const int worker = msg.meta.sender();
-  const int64_t step = msg.meta.step();
-  std::vector<uint64_t> released;
-  std::lock_guard<std::mutex> lk(mu);
-  Message reply = ReplyTo(msg);
-  if (msg.meta.op() == pb::Meta::CLOCK) {
-    gate.Report(worker, step, &released);
-    Answer(msg, &reply, "");
-    AnswerReleased(released);
-    return;
-  }
-  const bool push = msg.meta.push(), pull = msg.meta.pull();
-  // The read's step reaches the table first; reads it releases are answered at the end, after
-  // this request's push half is applied.
-  const uint64_t h = next_handle;
-  const bool pass = !pull || gate.Read(worker, step, h, &released);
-  const int64_t clock = gate.Clock();
-  std::string err = Handle(msg, &reply, push, pull && pass);
-  if (push && err.empty()) {
-    if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
-    gate.Report(worker, step, &released);
-  }
-  if (pull && !pass) {
-    next_handle++;
-    if (err.empty()) {
-      // The push half is applied already, so a later Clock() of this worker never overtakes
-      // its own update.
-      held.emplace(h, HeldRead{std::move(msg), std::chrono::steady_clock::now()});
-      AnswerReleased(released);
-      return;
-    }
-    // A rejected request is answered at once; the gate's entry for it is released later to
-    // no one.
-  }
-  if (pull) {
-    reply.meta.set_server_clock(clock);
-    if (err.empty()) read_lag[std::max<int64_t>(0, step - clock)]++;
-  }
-  Answer(msg, &reply, err);
-  AnswerReleased(released);
-}
-
-void KVServerBase::Impl::AnswerReleased(const std::vector<uint64_t>& released) {
-  for (uint64_t h : released) {
-    auto it = held.find(h);
-    if (it == held.end()) continue;
-    HeldRead r = std::move(it->second);
-    held.erase(it);
-    Message reply = ReplyTo(r.req);
-    std::string err = Handle(r.req, &reply, false, true);
-    reply.meta.set_server_clock(gate.Clock());
-    if (err.empty()) read_lag[std::max<int64_t>(0, r.req.meta.step() - gate.Clock())]++;
-    reply.meta.set_held_us(std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now() - r.since)
-                               .count());
-    Answer(r.req, &reply, err);
-  }
-}
-
-void KVServerBase::Impl::OnNodeDead(int id) {
-  std::vector<uint64_t> released;
-  std::lock_guard<std::mutex> lk(mu);
-  for (auto it = held.begin(); it != held.end();) {
-    it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
-  }
-  gate.RemoveWorker(id, &released);
-  AnswerReleased(released);
-}
-
-void KVServerBase::Impl::OnConsistency(const std::string& policy, bool, int) {
-  if (policy.empty()) return;
-  std::vector<uint64_t> released;
-  std::lock_guard<std::mutex> lk(mu);
-  gate.SetPolicy(ParsePolicy(policy), &released);
-  AnswerReleased(released);
-}
-
-void KVServerBase::Impl::Answer(const Message& msg, Message* reply, const std::string& handled) {
-  std::string err = handled;
-  if (!err.empty()) {
-    rejected++;
-    reply->data.clear();
-    reply->meta.set_error(err);
-    VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
-  }
-  if (!rt->Send(*reply)) VLOG(1) << "cannot reply to node " << msg.meta.sender();
-}
-
-std::string KVServerBase::Impl::Handle(const Message& req, Message* reply, bool do_push,
-                                       bool do_pull) {
-  try {
-    return Run(req, reply, do_push, do_pull);
-  } catch (const std::exception& e) {
-    // A request can still ask for more than this process can give (memory); refuse it, never
-    // die of it.
-    return std::string("request failed: ") + e.what();
-  }
-}
-
-std::string KVServerBase::Impl::Run(const Message& req, Message* reply, bool do_push,
-                                    bool do_pull) {
-  const auto& m = req.meta;
-  if (m.dtype() != static_cast<int>(dtype)) return "value type differs from the server's";
-  if (!m.push() && !m.pull()) return "neither push nor pull";
-  if (m.op() == pb::Meta::RANGE_PULL) {
-    // Frame 0: (begin, end) pairs. Reply: keys, values, lengths of all ranges in order, and
-    // the number of keys of each range.
-    if (req.data.size() != 1 || req.data[0].empty() || req.data[0].size() % (2 * sizeof(Key))) {
-      return "malformed range pull";
-    }
-    if (!do_pull) return "";
-    SArray<Key> ranges(req.data[0]);
-    const size_t nr = ranges.size() / 2;
-    SArray<Key> keys;
-    SArray<char> vals;
-    SArray<int> lens;
-    SArray<uint64_t> counts(nr);
-    for (size_t i = 0; i < nr; ++i) {
-      if (ranges[2 * i + 1] <= ranges[2 * i]) return "empty range";
-      SArray<Key> k;
-      SArray<char> v;
-      SArray<int> l;
-      store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l);
-      keys.append(k);
-      vals.append(v);
-      lens.append(l);
-      counts[i] = k.size();
-    }
-    reply->data = {SArray<char>(keys), vals, SArray<char>(lens), SArray<char>(counts)};
-    return "";
-  }
-  if (m.op() == pb::Meta::DENSE_PUSH) {
-    uint64_t n = m.range_end() > m.range_begin() ? m.range_end() - m.range_begin() : 0;
-    if (n == 0 || req.data.size() != 1 || m.width() <= 0) return "malformed dense push";
-    if (req.data[0].size() != n * m.width() * esize) return "dense push size mismatch";
-    if (n > (1u << 28)) return "dense range too large";
-    if (!do_push) return "";
-    SArray<Key> keys(n);
-    for (uint64_t i = 0; i < n; ++i) keys[i] = m.range_begin() + i;
-    return store->Push(keys.data(), n, req.data[0].data(), n * m.width(), nullptr);
-  }
-  // Explicit keys: frames are keys, then (push) values, then (push with lens) lens.
-  const size_t want_frames = m.push() ? (m.has_lens() ? 3 : 2) : 1;
-  if (req.data.size() != want_frames) return "wrong number of frames";
-  const SArray<char>& kf = req.data[0];
-  if (kf.size() % sizeof(Key)) return "keys frame size";
-  const size_t n = kf.size() / sizeof(Key);
-  const Key* keys = reinterpret_cast<const Key*>(kf.data());
-  for (size_t i = 1; i < n; ++i) {
-    if (keys[i] <= keys[i - 1]) return "keys not sorted and unique";
-  }
-  const bool part = m.val_total() > 0;
-  if (m.width() > 0 && n * static_cast<uint64_t>(m.width()) > (1ull << 30)) {
-    return "request too large";
-  }
-  if (part && n != 1) return "a value part carries one key";
-  if (m.push() && do_push) {
-    const SArray<char>& vf = req.data[1];
-    if (vf.size() % esize) return "values frame size";
-    const size_t nvals = vf.size() / esize;
-    std::string err;
-    if (part) {
-      if (nvals != m.val_count()) return "value part size";
-      err = store->PushPart(keys[0], m.val_offset(), m.val_total(), vf.data(), nvals);
-    } else if (m.has_lens()) {
-      const SArray<char>& lf = req.data[2];
-      if (lf.size() != n * sizeof(int)) return "lens frame size";
-      const int* lens = reinterpret_cast<const int*>(lf.data());
-      uint64_t sum = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (lens[i] < 0) return "negative length";
-        sum += lens[i];
-      }
-      if (sum != nvals) return "lens do not add up to the values";
-      err = store->Push(keys, n, vf.data(), nvals, lens);
-    } else {
-      if (n == 0 ? nvals != 0 : nvals % n != 0) return "values not a multiple of keys";
-      err = store->Push(keys, n, vf.data(), nvals, nullptr);
-    }
-    if (!err.empty()) return err;
-  }
-  if (m.pull() && do_pull) {
-    SArray<char> vals;
-    SArray<int> lens;
-    std::string err;
-    if (part) {
-      if (m.val_count() > (64u << 20)) return "value part too large";
-      err = store->PullPart(keys[0], m.val_offset(), m.val_count(), m.val_total(), &vals);
-      reply->data = {vals};
-    } else {
-      err = store->Pull(keys, n, m.width(), &vals, &lens);
-      reply->data = {vals};
-      if (m.width() == 0) reply->data.push_back(SArray<char>(lens));
-    }
-    return err;
-  }
-  return "";
-}
 
 }  // namespace ps

@@ -5,8 +5,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "control/node_impl.h"
 #include "consistency/pull_gate.h"
+#include "control/node_impl.h"
 #include "kv/slicer.h"
 #include "ps/kv_worker.h"
 
@@ -515,8 +515,7 @@ void KVWorkerBase::Wait(int ts) {
       timeout_name = "PS_BARRIER_TIMEOUT_MS";
     }
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   // Receive on this thread while waiting: the reply then wakes us directly. Only when this is
   // the one request in flight: with many in flight, the receive thread handling replies in
   // parallel with this thread's sending is worth more than the saved wake-up.

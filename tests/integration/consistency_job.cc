@@ -92,15 +92,17 @@ int RunWorker(ps::Node* node, const Options& o) {
       // The dead worker's key stops growing; it is out of every guarantee.
       if (v == o.stall_rank && !dead.empty()) continue;
       slowest = std::min(slowest, vals[v]);
-      bool bad = (s >= 0 && vals[v] < t - s) || (o.check == "lock" && (vals[v] < t || vals[v] > t + 1));
+      bool bad =
+          (s >= 0 && vals[v] < t - s) || (o.check == "lock" && (vals[v] < t || vals[v] > t + 1));
       if (bad && violations++ < 10) {
         std::printf("VIOLATION worker %d at step %lld read %lld for worker %d (check %s)\n", rank,
-                    static_cast<long long>(t), static_cast<long long>(vals[v]), v,
-                    o.check.c_str());
+                    static_cast<long long>(t), static_cast<long long>(vals[v]), v, o.check.c_str());
       }
     }
     if (slowest != INT64_MAX) max_ahead = std::max(max_ahead, t - slowest);
-    int ms = rank == o.straggler_rank ? o.straggler_ms : static_cast<int>((rng = rng * 6364136223846793005ull + 1) >> 60);
+    int ms = rank == o.straggler_rank
+                 ? o.straggler_ms
+                 : static_cast<int>((rng = rng * 6364136223846793005ull + 1) >> 60);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     kv.Push(ps::SArray<ps::Key>(1, keys[rank]), ps::SArray<int64_t>(1, 1));
     kv.Clock();

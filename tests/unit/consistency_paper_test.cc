@@ -17,8 +17,8 @@ namespace {
 // step's update, Clock() to c + 1. Events are picked at random among workers that can move.
 // `check` runs whenever a read is answered, with the read's worker, step and the table.
 template <typename Check>
-void RunSchedule(std::shared_ptr<const BarrierPolicy> policy, int workers, int steps,
-                 uint64_t seed, Check check) {
+void RunSchedule(std::shared_ptr<const BarrierPolicy> policy, int workers, int steps, uint64_t seed,
+                 Check check) {
   PullGate gate(policy, seed);
   std::vector<int> ids;
   for (int w = 0; w < workers; ++w) ids.push_back(w);
@@ -162,8 +162,7 @@ TEST(ConsistencyPaperTest, PspSamplesUniformlyWithoutReplacement) {
   const int trials = 40000;
   for (int i = 0; i < trials; ++i) pass += p->Pass(t, 0, 5, &rng);
   const double want = 56.0 / 120.0;
-  EXPECT_NEAR(pass / static_cast<double>(trials), want,
-              4 * std::sqrt(want * (1 - want) / trials));
+  EXPECT_NEAR(pass / static_cast<double>(trials), want, 4 * std::sqrt(want * (1 - want) / trials));
 }
 
 // The Parameter Server paper's bounded delay: "tau = 0 is sequential consistency, tau = infinity

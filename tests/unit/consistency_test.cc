@@ -42,7 +42,7 @@ TEST(StepTableTest, RemovedWorkerNoLongerHoldsTheMinimumAndJoinersEnterAtIt) {
   EXPECT_EQ(t.Min(), 6);
   EXPECT_EQ(t.Add(10), 6);  // a joiner enters at the current minimum
   EXPECT_EQ(t.Step(10), 6);
-  EXPECT_EQ(t.Add(10), 6);  // idempotent
+  EXPECT_EQ(t.Add(10), 6);          // idempotent
   EXPECT_FALSE(t.Advance(3, 100));  // a dead worker's late message does not bring it back
   EXPECT_EQ(t.size(), 4u);
   StepTable empty;

@@ -1,0 +1,78 @@
+// The request handling of a server for one application id, without any I/O of its own:
+// requests go in, replies go out through a callback. KVServer runs it on a node's receive
+// thread; the simulator (src/sim) runs the very same code on virtual time.
+#ifndef PS_KV_SERVER_CORE_H_
+#define PS_KV_SERVER_CORE_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "consistency/pull_gate.h"
+#include "message/message.h"
+#include "ps/kv_server.h"
+#include "store/store.h"
+
+namespace ps {
+
+class ServerCore {
+ public:
+  using SendFn = std::function<void(Message&)>;
+  /// Microseconds on any monotonic clock (wall or virtual).
+  using NowFn = std::function<int64_t()>;
+
+  ServerCore(int app, DataType dtype, std::shared_ptr<StoreBase> store,
+             std::shared_ptr<const BarrierPolicy> policy, uint64_t seed,
+             const std::vector<int>& workers, SendFn send, NowFn now_us);
+
+  /// Handles one request: validates it, applies its push half, answers its pull half now or
+  /// when the barrier policy lets it (DESIGN §7), and sends the replies.
+  void Process(Message& msg);
+  /// A worker was declared dead: it leaves the step table; reads it held back are answered.
+  void WorkerDead(int id);
+  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
+  KVServerBase::BarrierStats Stats() const;
+  size_t NumKeys() const { return store->size(); }
+  uint64_t rejected() const { return rejected_; }
+  /// The step table (callers must not race with Process; the simulator is single-threaded).
+  const StepTable& table() const { return gate.table(); }
+  const StoreBase& store_ref() const { return *store; }
+
+ private:
+  // Runs the push half and/or the pull half of a request against the store; returns "" or why
+  // it was rejected.
+  std::string Handle(const Message& req, Message* reply, bool do_push, bool do_pull);
+  std::string Run(const Message& req, Message* reply, bool do_push, bool do_pull);
+  Message ReplyTo(const Message& req) const;
+  // Sends a reply, with an error when err is not empty.
+  void Answer(const Message& req, Message* reply, const std::string& err);
+  // Answers reads the gate released (mu held).
+  void AnswerReleased(const std::vector<uint64_t>& released);
+
+  int app;
+  DataType dtype;
+  size_t esize;
+  std::shared_ptr<StoreBase> store;
+  SendFn send;
+  NowFn now_us;
+  std::atomic<uint64_t> rejected_{0};
+
+  struct HeldRead {
+    Message req;
+    int64_t since;
+  };
+  mutable std::mutex mu;  // the gate, held reads and the histograms
+  PullGate gate;
+  std::unordered_map<uint64_t, HeldRead> held;
+  uint64_t next_handle = 0;
+  std::map<int64_t, uint64_t> staleness, read_lag;
+};
+
+}  // namespace ps
+
+#endif  // PS_KV_SERVER_CORE_H_
