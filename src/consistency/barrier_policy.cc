@@ -45,14 +45,17 @@ class Psp : public BarrierPolicy {
       }
       return true;
     }
-    // Floyd's algorithm: k distinct indices of [0, others) with k draws.
-    chosen_.clear();
+    // Floyd's algorithm: k distinct indices of [0, others) with k draws. Each index is judged
+    // as soon as it is drawn: one lagging member fails the whole sample, whatever else it holds.
+    if (mark_.size() < others) mark_.assign(others, 0);
+    if (++epoch_ == 0) {
+      std::fill(mark_.begin(), mark_.end(), 0);
+      epoch_ = 1;
+    }
     for (size_t j = others - k; j < others; ++j) {
       size_t r = rng->Below(j + 1);
-      if (std::find(chosen_.begin(), chosen_.end(), r) != chosen_.end()) r = j;
-      chosen_.push_back(r);
-    }
-    for (size_t r : chosen_) {
+      if (mark_[r] == epoch_) r = j;
+      mark_[r] = epoch_;
       size_t i = (self < n && r >= self) ? r + 1 : r;
       if (steps[i] < t - s_) return false;
     }
@@ -65,7 +68,9 @@ class Psp : public BarrierPolicy {
  private:
   int beta_;
   int64_t s_;
-  mutable std::vector<size_t> chosen_;  // scratch
+  // Scratch: which indices the current sample holds (mark_[i] == epoch_).
+  mutable std::vector<uint32_t> mark_;
+  mutable uint32_t epoch_ = 0;
 };
 
 // The proof that a new policy is a few lines: wait for all but the slowest b.
