@@ -32,6 +32,7 @@ class KVServerBase {
     uint64_t reads = 0;     // pulls seen
     uint64_t deferred = 0;  // pulls the barrier held
     size_t held = 0;        // pulls held right now
+    uint64_t checks = 0;    // policy decisions (a held pull is re-checked at every step change)
     std::vector<std::pair<int, int64_t>> steps;  // (worker id, step) of the live workers
     // Observed staleness of applied pushes: server clock at apply minus the clock the pushing
     // worker's last pull read -> number of pushes.

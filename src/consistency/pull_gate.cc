@@ -32,7 +32,9 @@ bool PullGate::Read(int worker, int64_t step, uint64_t handle, std::vector<uint6
   Report(worker, step, released);
   // A worker outside the table (declared dead, or never known) is not held: nothing would
   // ever release it.
-  if (!table_.Has(worker) || policy_->Pass(table_, worker, step, &rng_)) return true;
+  if (!table_.Has(worker)) return true;
+  checks_++;
+  if (policy_->Pass(table_, worker, step, &rng_)) return true;
   deferred_++;
   held_.push_back({handle, worker, step});
   return false;
@@ -50,6 +52,7 @@ void PullGate::Recheck(std::vector<uint64_t>* released) {
   size_t kept = 0;
   for (size_t i = 0; i < held_.size(); ++i) {
     const Held& h = held_[i];
+    checks_++;
     if (policy_->Pass(table_, h.worker, h.step, &rng_)) {
       released->push_back(h.handle);
     } else {

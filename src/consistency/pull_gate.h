@@ -45,6 +45,8 @@ class PullGate {
   /// Reads that had to wait, and all reads seen.
   uint64_t deferred() const { return deferred_; }
   uint64_t reads() const { return reads_; }
+  /// Policy decisions taken: one per read plus one per re-check of a held read.
+  uint64_t checks() const { return checks_; }
 
  private:
   struct Held {
@@ -59,7 +61,7 @@ class PullGate {
   Rng rng_;
   StepTable table_;
   std::deque<Held> held_;
-  uint64_t deferred_ = 0, reads_ = 0;
+  uint64_t deferred_ = 0, reads_ = 0, checks_ = 0;
 };
 
 /// Worker-side bounded delay: step t may start only when every request issued during steps

@@ -27,6 +27,7 @@ KVServerBase::BarrierStats ServerCore::Stats() const {
   b.reads = gate.reads();
   b.deferred = gate.deferred();
   b.held = gate.held();
+  b.checks = gate.checks();
   for (size_t i = 0; i < gate.table().size(); ++i) {
     b.steps.emplace_back(gate.table().workers()[i], gate.table().steps()[i]);
   }

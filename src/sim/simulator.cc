@@ -81,6 +81,7 @@ struct Simulator::State {
   uint64_t seq = 0;
   double now = 0;
   bool first_read_passed = false;
+  int64_t psp_beta = -1, psp_s = 0;  // parsed from a psp policy
   int first_read_ts = -1, first_read_worker = -1;
   SimResult res;
   std::ostream* out = nullptr;
@@ -142,6 +143,11 @@ void Simulator::State::Setup() {
   std::vector<int> worker_ids;
   for (int w = 0; w < o.workers; ++w) worker_ids.push_back(WorkerId(w));
   auto policy = std::shared_ptr<const BarrierPolicy>(ParsePolicy(o.policy, "--policy"));
+  const std::string spec = policy->Spec();
+  if (spec.rfind("psp:", 0) == 0) {
+    psp_beta = std::stoll(spec.substr(4));
+    psp_s = std::stoll(spec.substr(spec.rfind(':') + 1));
+  }
   for (int s = 0; s < o.servers; ++s) {
     stores.push_back(std::make_shared<Store<float>>(std::make_shared<SumRule<float>>()));
     cores.push_back(std::make_unique<ServerCore>(
@@ -307,10 +313,21 @@ void Simulator::State::Deliver(Event& e) {
       // The lag of every other live worker behind the reader, as the check sees it.
       const StepTable& t = cores[0]->table();
       const int64_t step = m.meta.step();
+      int64_t ok = 0, peers = 0;
       for (size_t i = 0; i < t.size(); ++i) {
         if (t.workers()[i] != m.meta.sender()) {
           res.peer_lag[std::max<int64_t>(0, step - t.steps()[i])]++;
+          peers++;
+          ok += t.steps()[i] >= step - psp_s;
         }
+      }
+      if (psp_beta >= 0 && peers > 0) {
+        // P(all of k draws without replacement from `peers` fall among `ok`).
+        const int64_t k = std::min<int64_t>(psp_beta, peers);
+        double p = 1;
+        for (int64_t j = 0; j < k; ++j) p *= std::max<double>(0, ok - j) / (peers - j);
+        res.expected_first_pass += p;
+        res.f_beta_sum += std::pow(static_cast<double>(ok) / peers, static_cast<double>(k));
       }
       first_read_passed = false;
       first_read_ts = m.meta.timestamp();
@@ -396,6 +413,7 @@ SimResult Simulator::Run(std::ostream& out) {
     for (const auto& e : b.read_lag) r.read_lag[e.first] += e.second;
   }
   r.final_loss = s.Loss();
+  r.gate_checks = s.cores[0]->Stats().checks;
   for (int w = 0; w < s.o.workers; ++w) {
     out << "{\"type\":\"worker\",\"w\":" << w << ",\"steps\":" << r.steps[w]
         << ",\"blocked\":" << Fmt("%.9g", r.blocked[w])
@@ -412,6 +430,8 @@ SimResult Simulator::Run(std::ostream& out) {
       << Fmt("%.9g", r.end_time > 0 ? total / (r.end_time * s.o.workers) : 0)
       << ",\"final_loss\":" << Fmt("%.9g", r.final_loss) << ",\"events\":" << r.events
       << ",\"checks\":" << r.checks << ",\"first_pass\":" << r.first_pass
+      << ",\"expected_first_pass\":" << Fmt("%.9g", r.expected_first_pass)
+      << ",\"f_beta_sum\":" << Fmt("%.9g", r.f_beta_sum) << ",\"gate_checks\":" << r.gate_checks
       << ",\"staleness\":" << HistJson(r.staleness) << ",\"read_lag\":" << HistJson(r.read_lag)
       << ",\"peer_lag\":" << HistJson(r.peer_lag) << "}\n";
   return r;

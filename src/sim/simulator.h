@@ -44,6 +44,10 @@ struct SimResult {
   std::vector<double> blocked;  // per worker: virtual time its pulls were held
   std::map<int64_t, uint64_t> staleness, read_lag, peer_lag;
   uint64_t checks = 0, first_pass = 0;  // reads at server 0, and how many passed at once
+  // PSP only: for those first checks, the sum of the exact pass probabilities (hypergeometric
+  // over the table the check saw) and of the with-replacement approximation F^beta.
+  double expected_first_pass = 0, f_beta_sum = 0;
+  uint64_t gate_checks = 0;  // every policy decision at server 0, re-checks included
   double final_loss = 0;
   uint64_t events = 0;
 };

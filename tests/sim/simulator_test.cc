@@ -113,6 +113,28 @@ TEST(SimulatorTest, FourHundredWorkersOnOneCore) {
   EXPECT_LT(r.first_pass, r.checks) << "pBSP with 10% samples never held a read";
 }
 
+// PSP's sampling primitive, in place: each read's first check passes with the hypergeometric
+// probability of drawing beta workers without replacement, all among those that would pass,
+// given the step table the check saw. Summed over thousands of checks, the count of reads that
+// passed must match the sum of those probabilities (binomial spread, 4 standard deviations).
+TEST(SimulatorTest, PspFirstChecksPassAsOftenAsSamplingWithoutReplacementPredicts) {
+  for (int beta : {1, 5, 20}) {
+    SimOptions o;
+    o.workers = 100;
+    o.servers = 4;
+    o.policy = "psp:" + std::to_string(beta) + ":0";
+    o.latency = 0.01;
+    o.until = 20;
+    o.seed = 1;
+    SimResult r = RunSim(o);
+    ASSERT_GT(r.checks, 500u);
+    const double sd = std::sqrt(r.expected_first_pass);  // binomial sd <= sqrt(mean)
+    EXPECT_NEAR(static_cast<double>(r.first_pass), r.expected_first_pass, 4 * sd + 1)
+        << "beta " << beta << " seed " << o.seed;
+    EXPECT_LE(r.expected_first_pass, r.f_beta_sum + 1e-9);  // without replacement <= F^beta
+  }
+}
+
 TEST(SimulatorTest, BadOptionsNameTheOption) {
   SimOptions o;
   o.policy = "nope";
