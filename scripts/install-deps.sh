@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ps needs, and only those that are missing.
+# Installs the Debian packages ps needs, and only those that are missing. Extra package names
+# given as arguments are added (scripts/consistency-plots.sh asks for python3-matplotlib).
 set -euo pipefail
 PACKAGES=(cmake g++ make pkg-config python3 ccache
   libzmq3-dev cppzmq-dev libprotobuf-dev protobuf-compiler libsnappy-dev libeigen3-dev
-  libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libbenchmark-dev)
+  libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libbenchmark-dev "$@")
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
