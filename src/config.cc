@@ -76,6 +76,9 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
+  int join = 0;
+  ReadInt(env, {"PS_JOIN"}, 0, 1, &join);
+  c.join = join == 1;
   int seed = 0;
   ReadInt(env, {"PS_SEED"}, 0, 0x7fffffff, &seed);
   c.seed = static_cast<uint64_t>(seed);

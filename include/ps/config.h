@@ -44,6 +44,10 @@ struct Config {
   /// Bounded delay tau of the workers (PS_MAX_DELAY): a step starts only when every request
   /// of steps before step - tau has completed; -1 = unbounded.
   int max_delay = -1;
+  /// Join a job that is already running (PS_JOIN=1); only workers can, for now. The new worker
+  /// gets the next id and rank, takes part in every barrier not released yet, and enters the
+  /// servers' step tables at the current minimum step.
+  bool join = false;
   /// Seed of every random choice a node makes (PS_SEED), e.g. PSP's samples.
   uint64_t seed = 0;
   /// The scheduler writes the port it bound to this file when set (PS_SCHEDULER_PORT_FILE);

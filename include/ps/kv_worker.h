@@ -52,7 +52,9 @@ class KVWorkerBase {
   /// issued in; under a barrier policy a pull of step t is answered when the policy passes
   /// (docs/consistency.md). Throws ps::Error after Config::request_timeout_ms.
   int Clock();
-  /// Completed steps of this worker (0 before the first Clock()).
+  /// Completed steps of this worker (0 before the first Clock()). A worker that joined a
+  /// running job (Config::join) continues from the servers' smallest step, adopted from the
+  /// reply to its first pull.
   int64_t step() const;
   /// Sets this worker's bounded delay tau (-1 = unbounded). Node::SetConsistency sets it on
   /// every worker of the job.

@@ -36,12 +36,31 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   for (const auto& p : pending_) {
     if (p.first.host == r.host && p.first.port == r.port) return RegisterResult::kDuplicate;
   }
+  if (complete_ && r.join) {
+    if (IdOf(r.host, r.port) >= 0) return RegisterResult::kDuplicate;
+    if (r.role != Role::kWorker) {
+      *why = "only workers can join a running job (a server joining " + r.host + ":" +
+             std::to_string(r.port) + " needs the ring hand-off of the fault-tolerance work)";
+      return RegisterResult::kRejected;
+    }
+    NodeInfo info;
+    info.id = nodes_.back().id + 1;
+    info.role = r.role;
+    info.rank = 0;
+    for (const auto& n : nodes_) info.rank += n.role == r.role;
+    info.host = r.host;
+    info.port = r.port;
+    nodes_.push_back(info);
+    return RegisterResult::kJoined;
+  }
+  // A joiner that arrives before the job started waits (its registration is repeated).
+  if (r.join) return RegisterResult::kDuplicate;
   int have = 0;
   for (const auto& p : pending_) have += p.first.role == r.role;
   int want = r.role == Role::kServer ? num_servers_ : num_workers_;
   if (complete_ || have >= want) {
     *why = std::string("the job already has its ") + std::to_string(want) + " " + RoleName(r.role) +
-           "s (PS_NUM_SERVERS/PS_NUM_WORKERS)";
+           "s (PS_NUM_SERVERS/PS_NUM_WORKERS; a worker joining a running job sets PS_JOIN=1)";
     return RegisterResult::kRejected;
   }
   pending_.emplace_back(r, static_cast<int>(pending_.size()));
@@ -134,7 +153,15 @@ std::vector<int> Membership::EnterBarrier(int id, int groups, uint64_t seq) {
     if (!arrived.count(m)) return {};
   }
   barriers_.erase({groups, seq});
+  released_[groups] = std::max(released_[groups], seq);
   return members;
+}
+
+int Membership::IdOf(const std::string& host, int port) const {
+  for (const auto& n : nodes_) {
+    if (n.host == host && n.port == port && n.id != 0) return n.id;
+  }
+  return -1;
 }
 
 std::vector<Membership::Release> Membership::MarkDead(int id) {
@@ -150,6 +177,7 @@ std::vector<Membership::Release> Membership::MarkDead(int id) {
     for (int m : members) all &= it->second.count(m) > 0;
     if (all && !it->second.empty()) {
       out.push_back({members, it->first.first, it->first.second});
+      released_[it->first.first] = std::max(released_[it->first.first], it->first.second);
       it = barriers_.erase(it);
     } else {
       ++it;

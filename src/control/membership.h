@@ -20,6 +20,8 @@ struct Registration {
   std::string host;
   int port = 0;
   int rank_hint = -1;
+  /// The node joins a job that is already running (PS_JOIN); only workers can, for now.
+  bool join = false;
 };
 
 class Membership {
@@ -33,6 +35,7 @@ class Membership {
     kComplete,   // this registration completed the table: ids and ranks are assigned
     kDuplicate,  // the same host:port registered before (a resend); ignored
     kRejected,   // the job is full or the role is not server/worker; *why says which
+    kJoined,     // a worker joined the running job: nodes().back() describes it
   };
   RegisterResult Register(const Registration& r, std::string* why);
 
@@ -56,6 +59,11 @@ class Membership {
   /// member of the groups) when this arrival completes the barrier, else nothing. Arrivals of
   /// a node that is not a member of the groups are ignored.
   std::vector<int> EnterBarrier(int id, int groups, uint64_t seq);
+  /// The last released sequence number of every barrier group union: a node that joins starts
+  /// counting from there, so it takes part in every barrier not released yet.
+  const std::map<int, uint64_t>& released() const { return released_; }
+  /// The id of the node registered from host:port, or -1.
+  int IdOf(const std::string& host, int port) const;
 
   /// A barrier that a death completed: release `ids` from barrier (groups, seq).
   struct Release {
@@ -77,6 +85,7 @@ class Membership {
   std::map<int, int64_t> last_seen_;
   std::map<std::pair<int, uint64_t>, std::set<int>> barriers_;
   std::set<int> dead_;
+  std::map<int, uint64_t> released_;
   std::vector<int> Members(int groups) const;
 };
 

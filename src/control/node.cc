@@ -132,6 +132,7 @@ void Node::Impl::Start() {
     e->set_host(cfg.host);
     e->set_port(port_);
     e->set_rank_hint(cfg.rank_hint);
+    e->set_join(cfg.join);
   }
   // Registration is repeated until the table arrives: the scheduler may bind after us, and
   // the in-process van does not queue for an address nobody holds yet. Repeats are
@@ -279,6 +280,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       r.host = e.host();
       r.port = e.port();
       r.rank_hint = e.rank_hint();
+      r.join = e.join();
       if (e.role() < 0 || e.role() > 2 || e.port() <= 0) return;
       std::string why;
       auto res = membership_->Register(r, &why);
@@ -293,6 +295,25 @@ void Node::Impl::HandleControl(const Message& msg) {
         m.meta.mutable_control()->set_cmd(pb::Control::REJECT);
         m.meta.mutable_control()->set_error(why);
         van->Send(m);
+        return;
+      }
+      if (res == Membership::RegisterResult::kJoined) {
+        NodeInfo n = membership_->nodes().back();
+        nodes_ = membership_->nodes();
+        membership_->Heartbeat(n.id, NowMs());
+        lk.unlock();
+        Joined(n);
+        return;
+      }
+      if (res == Membership::RegisterResult::kDuplicate && membership_->complete()) {
+        // A repeat from a node that has its id: the table may not have reached it yet.
+        const int id = membership_->IdOf(r.host, r.port);
+        lk.unlock();
+        if (id > 0) {
+          pb::Control t = TableMessage();
+          t.set_your_id(id);
+          SendControl(id, t, true);
+        }
         return;
       }
       if (res == Membership::RegisterResult::kComplete) {
@@ -333,6 +354,10 @@ void Node::Impl::HandleControl(const Message& msg) {
         if (n.id == c.your_id()) my_rank_ = n.rank;
       }
       my_id_ = c.your_id();
+      for (int i = 0; i < c.released_groups_size() && i < c.released_seqs_size(); ++i) {
+        barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
+        barrier_done_[c.released_groups(i)] = c.released_seqs(i);
+      }
       std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
       ring_ =
           std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(), c.ring().epoch());
@@ -355,6 +380,23 @@ void Node::Impl::HandleControl(const Message& msg) {
       ApplyConsistency(c);
       lk.lock();
       break;
+    case pb::Control::NODE_JOINED: {
+      if (c.nodes_size() != 1) break;
+      NodeInfo n;
+      n.id = c.nodes(0).id();
+      n.role = static_cast<Role>(c.nodes(0).role());
+      n.rank = c.nodes(0).rank();
+      n.host = c.nodes(0).host();
+      n.port = c.nodes(0).port();
+      bool known = false;
+      for (const auto& m : nodes_) known |= m.id == n.id;
+      if (known) break;
+      nodes_.push_back(n);
+      lk.unlock();
+      NotifyJoined(n);
+      lk.lock();
+      break;
+    }
     case pb::Control::NODE_DEAD:
       if (std::find(dead_.begin(), dead_.end(), c.dead_id()) == dead_.end()) {
         dead_.push_back(c.dead_id());
@@ -368,32 +410,67 @@ void Node::Impl::HandleControl(const Message& msg) {
   }
 }
 
-void Node::Impl::BroadcastTable() {
+pb::Control Node::Impl::TableMessage() const {
   pb::Control c;
   c.set_cmd(pb::Control::NODE_TABLE);
-  std::vector<NodeInfo> nodes;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& n : nodes_) {
+    auto* e = c.add_nodes();
+    e->set_id(n.id);
+    e->set_role(static_cast<int>(n.role));
+    e->set_rank(n.rank);
+    e->set_host(n.host);
+    e->set_port(n.port);
+  }
+  auto* r = c.mutable_ring();
+  r->set_epoch(ring_->epoch());
+  r->set_vnodes(ring_->vnodes());
+  r->set_replicas(ring_->replicas());
+  for (int s : ring_->servers()) r->add_servers(s);
+  for (const auto& g : membership_->released()) {
+    c.add_released_groups(g.first);
+    c.add_released_seqs(g.second);
+  }
+  return c;
+}
+
+void Node::Impl::BroadcastTable() {
+  pb::Control c = TableMessage();
+  for (const auto& e : c.nodes()) {
+    if (e.id() == 0) continue;
+    c.set_your_id(e.id());
+    SendControl(e.id(), c);
+  }
+}
+
+void Node::Impl::Joined(const NodeInfo& n) {
+  LOG(INFO) << "worker " << n.rank << " (node " << n.id << ", " << n.host << ":" << n.port
+            << ") joined the running job";
+  pb::Control t = TableMessage();
+  t.set_your_id(n.id);
+  SendControl(n.id, t);
+  pb::Control j;
+  j.set_cmd(pb::Control::NODE_JOINED);
+  auto* e = j.add_nodes();
+  e->set_id(n.id);
+  e->set_role(static_cast<int>(n.role));
+  e->set_rank(n.rank);
+  e->set_host(n.host);
+  e->set_port(n.port);
+  std::vector<int> tell;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    nodes = nodes_;
-    for (const auto& n : nodes_) {
-      auto* e = c.add_nodes();
-      e->set_id(n.id);
-      e->set_role(static_cast<int>(n.role));
-      e->set_rank(n.rank);
-      e->set_host(n.host);
-      e->set_port(n.port);
+    for (const auto& m : nodes_) {
+      if (m.id != 0 && m.id != n.id && !membership_->IsDead(m.id)) tell.push_back(m.id);
     }
-    auto* r = c.mutable_ring();
-    r->set_epoch(ring_->epoch());
-    r->set_vnodes(ring_->vnodes());
-    r->set_replicas(ring_->replicas());
-    for (int s : ring_->servers()) r->add_servers(s);
   }
-  for (const auto& n : nodes) {
-    if (n.id == 0) continue;
-    c.set_your_id(n.id);
-    SendControl(n.id, c);
-  }
+  for (int to : tell) SendControl(to, j);
+  NotifyJoined(n);
+}
+
+void Node::Impl::NotifyJoined(const NodeInfo& n) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& c : customers_) c.second->OnNodeJoined(n);
 }
 
 void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq) {

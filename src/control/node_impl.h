@@ -28,6 +28,8 @@ class Customer {
   virtual void Process(Message& msg) = 0;
   /// The scheduler declared node id dead.
   virtual void OnNodeDead(int /*id*/) {}
+  /// A node joined the running job.
+  virtual void OnNodeJoined(const NodeInfo& /*node*/) {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }
@@ -79,6 +81,11 @@ struct Node::Impl {
   void Dispatch(Message& msg);
   // Scheduler: sends the node table to every node once registration completes.
   void BroadcastTable();
+  // The node table, ring and released barrier sequences as a NODE_TABLE (scheduler).
+  pb::Control TableMessage() const;
+  // Scheduler: a worker joined; tell it and everyone else.
+  void Joined(const NodeInfo& n);
+  void NotifyJoined(const NodeInfo& n);
   void ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq);
   void SendControl(int to, pb::Control control, bool quiet = false);
   // Applies a consistency change here and hands it to the customers.

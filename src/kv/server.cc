@@ -29,6 +29,9 @@ struct KVServerBase::Impl : public Customer {
 
   void Process(Message& msg) override { core.Process(msg); }
   void OnNodeDead(int id) override { core.WorkerDead(id); }
+  void OnNodeJoined(const NodeInfo& n) override {
+    if (n.role == Role::kWorker) core.WorkerJoined(n.id);
+  }
   void OnConsistency(const std::string& policy, bool, int) override {
     if (!policy.empty()) core.SetPolicy(ParsePolicy(policy));
   }

@@ -119,6 +119,11 @@ void ServerCore::WorkerDead(int id) {
   AnswerReleased(released);
 }
 
+void ServerCore::WorkerJoined(int id) {
+  std::lock_guard<std::mutex> lk(mu);
+  gate.AddWorker(id);
+}
+
 void ServerCore::SetPolicy(std::shared_ptr<const BarrierPolicy> policy) {
   std::vector<uint64_t> released;
   std::lock_guard<std::mutex> lk(mu);

@@ -35,6 +35,8 @@ class ServerCore {
   void Process(Message& msg);
   /// A worker was declared dead: it leaves the step table; reads it held back are answered.
   void WorkerDead(int id);
+  /// A worker joined the running job: it enters the step table at the current minimum step.
+  void WorkerJoined(int id);
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
   KVServerBase::BarrierStats Stats() const;
   size_t NumKeys() const { return store->size(); }

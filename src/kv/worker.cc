@@ -67,6 +67,7 @@ struct KVWorkerBase::Impl : public Customer {
         dtype(t),
         esize(DataTypeSize(t)),
         tau(rt->max_delay()),
+        joiner(rt->cfg.join),
         created(std::chrono::steady_clock::now()) {}
 
   void Process(Message& msg) override;
@@ -96,6 +97,7 @@ struct KVWorkerBase::Impl : public Customer {
   int64_t step = 0;
   int tau;
   int64_t read_clock = -1;  // server clock the last completed pull read
+  bool joiner = false, adopted_step = false;
   BoundedDelay delay;
   uint64_t barrier_wait_us = 0;
   double delay_wait_s = 0;
@@ -348,6 +350,12 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   if (p->req.pull && p->min_clock != INT64_MAX) {
     read_clock = p->min_clock;
     barrier_wait_us += p->max_held_us;
+    // A worker that joined a running job continues from the servers' current minimum step
+    // (where their step tables entered it), learnt from its first pull.
+    if (joiner && !adopted_step) {
+      step = std::max(step, p->min_clock);
+      adopted_step = true;
+    }
   }
   auto cb = std::move(p->req.callback);
   if (!p->error.empty()) failed[ts] = p->error;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -15,7 +16,7 @@ namespace {
 struct Cluster {
   std::shared_ptr<InprocNetwork> net = std::make_shared<InprocNetwork>();
   Config base;
-  std::vector<std::thread> threads;
+  std::deque<std::thread> threads;  // a deque: workers may be added while Run joins
   std::mutex mu;
   std::exception_ptr failure;
   std::vector<KVServer<int64_t>::BarrierStats> server_stats;
@@ -36,6 +37,7 @@ struct Cluster {
   }
   template <typename F>
   void Spawn(F fn) {
+    std::lock_guard<std::mutex> lk(mu);
     threads.emplace_back([this, fn] {
       try {
         fn();
@@ -83,8 +85,32 @@ struct Cluster {
         if (finalize) n.Finalize();
       });
     }
-    for (auto& t : threads) t.join();
+    for (size_t i = 0;; ++i) {
+      std::thread* t;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (i == threads.size()) break;
+        t = &threads[i];
+      }
+      t->join();
+    }
     if (failure) std::rethrow_exception(failure);
+  }
+  // Starts one more worker that joins the running job (Config::join).
+  template <typename Body>
+  void Join(Body body) {
+    Spawn([this, body] {
+      Config c = base;
+      c.role = Role::kWorker;
+      c.join = true;
+      Node n(c);
+      n.Start();
+      {
+        KVWorker<int64_t> kv(&n);
+        body(&n, &kv, n.rank());
+      }
+      n.Finalize();
+    });
   }
 };
 
@@ -186,6 +212,41 @@ TEST(ConsistencyRuntimeTest, DeadWorkerUnderBspDoesNotHangTheOthers) {
   });
   EXPECT_EQ(finished.load(), 2);
   for (const auto& st : c.server_stats) EXPECT_EQ(st.steps.size(), 2u);
+}
+
+TEST(ConsistencyRuntimeTest, JoiningWorkerEntersAtTheMinimumStepAndIsWaitedFor) {
+  const int W = 2, steps = 12, join_at = 4;
+  Cluster c(2, W, "bsp");
+  std::atomic<int64_t> joiner_first_step{-1};
+  std::atomic<int> joiner_rank{-1};
+  auto loop = [&](Node*, KVWorker<int64_t>* kv, int rank, int64_t until) {
+    SArray<Key> keys = AllKeys(W + 1);
+    while (kv->step() < until) {
+      SArray<int64_t> vals;
+      kv->Wait(kv->Pull(keys, &vals));
+      const int64_t t = kv->step();
+      if (rank == W && joiner_first_step < 0) joiner_first_step = t;
+      // Lockstep among the original workers, and the joiner holds them back once it is in.
+      for (int v = 0; v < W; ++v) EXPECT_GE(vals[v], t) << "worker " << rank << " step " << t;
+      kv->Wait(kv->Push(SArray<Key>(1, keys[rank]), SArray<int64_t>(1, 1)));
+      kv->Clock();
+    }
+  };
+  c.Run([&](Node* node, KVWorker<int64_t>* kv, int rank) {
+    loop(node, kv, rank, join_at);
+    if (rank == 0) {
+      c.Join([&](Node* jn, KVWorker<int64_t>* jkv, int jrank) {
+        joiner_rank = jrank;
+        loop(jn, jkv, jrank, steps);
+      });
+    }
+    loop(node, kv, rank, steps);
+    return true;
+  });
+  EXPECT_EQ(joiner_rank.load(), W);  // the next rank
+  EXPECT_GE(joiner_first_step.load(), join_at - 1);
+  EXPECT_LE(joiner_first_step.load(), join_at + 1);
+  for (const auto& st : c.server_stats) EXPECT_EQ(st.steps.size(), 3u);
 }
 
 TEST(ConsistencyRuntimeTest, BoundedDelayZeroMakesClockWaitForTheStep) {

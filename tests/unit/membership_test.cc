@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace ps {
 namespace {
 
@@ -75,6 +77,68 @@ TEST(MembershipTest, SilentNodesAreReported) {
   m.Heartbeat(1, 1000);
   m.Heartbeat(2, 5000);
   EXPECT_EQ(m.Silent(6000, 2000), (std::vector<int>{1}));
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+TEST(MembershipJoinTest, WorkerJoinsARunningJobWithTheNextIdAndRank) {
+  Membership m(1, 2, "h", 1);
+  std::string why;
+  Registration early = Reg(Role::kWorker, 50);
+  early.join = true;
+  // Before the job starts a joiner just waits (its registration is repeated).
+  EXPECT_EQ(m.Register(early, &why), Membership::RegisterResult::kDuplicate);
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  ASSERT_EQ(m.Register(Reg(Role::kWorker, 12), &why), Membership::RegisterResult::kComplete);
+  // Without the join flag the job is full, and the message says how to join.
+  EXPECT_EQ(m.Register(Reg(Role::kWorker, 13), &why), Membership::RegisterResult::kRejected);
+  EXPECT_NE(why.find("PS_JOIN"), std::string::npos) << why;
+  ASSERT_EQ(m.Register(early, &why), Membership::RegisterResult::kJoined);
+  EXPECT_EQ(m.nodes().back().id, 4);
+  EXPECT_EQ(m.nodes().back().rank, 2);
+  EXPECT_EQ(m.IdOf("127.0.0.1", 50), 4);
+  EXPECT_EQ(m.Register(early, &why), Membership::RegisterResult::kDuplicate);
+  Registration server = Reg(Role::kServer, 60);
+  server.join = true;
+  EXPECT_EQ(m.Register(server, &why), Membership::RegisterResult::kRejected);
+  EXPECT_NE(why.find("only workers"), std::string::npos) << why;
+}
+
+TEST(MembershipJoinTest, JoinerTakesPartInBarriersNotReleasedYet) {
+  Membership m(1, 1, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  // Barrier 1 over servers and workers completes; barrier 2 is in progress.
+  const int g = kServerGroup | kWorkerGroup;
+  m.EnterBarrier(1, g, 1);
+  EXPECT_EQ(m.EnterBarrier(2, g, 1).size(), 2u);
+  EXPECT_EQ(m.released().at(g), 1u);
+  EXPECT_TRUE(m.EnterBarrier(1, g, 2).empty());
+  Registration j = Reg(Role::kWorker, 12);
+  j.join = true;
+  ASSERT_EQ(m.Register(j, &why), Membership::RegisterResult::kJoined);
+  // The joiner starts counting at 1, so its next barrier is 2: the one in progress waits for it.
+  EXPECT_TRUE(m.EnterBarrier(2, g, 2).empty());
+  EXPECT_EQ(m.EnterBarrier(3, g, 2).size(), 3u);
+  // A dead member no longer holds a barrier back.
+  EXPECT_TRUE(m.EnterBarrier(1, g, 3).empty());
+  EXPECT_TRUE(m.EnterBarrier(2, g, 3).empty());
+  m.Heartbeat(3, 0);
+  auto rel = m.MarkDead(3);
+  ASSERT_EQ(rel.size(), 1u);
+  EXPECT_EQ(rel[0].seq, 3u);
+  EXPECT_EQ(rel[0].ids, (std::vector<int>{1, 2}));
+  // Dead nodes are not reported again, even when a late message of theirs arrives.
+  m.Heartbeat(3, 1);
+  auto silent = m.Silent(1000000, 10);
+  EXPECT_EQ(std::count(silent.begin(), silent.end(), 3), 0);
+  EXPECT_TRUE(m.IsDead(3));
 }
 
 }  // namespace
