@@ -41,6 +41,17 @@ void ReadInt(const Env& env, std::initializer_list<const char*> names, int lo, i
   *out = static_cast<int>(x);
 }
 
+void ReadFraction(const Env& env, const char* name, double* out) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return;
+  char* end = nullptr;
+  double x = std::strtod(it->second.c_str(), &end);
+  if (*end != '\0' || !(x >= 0 && x <= 1)) {
+    throw Error(std::string(name) + "='" + it->second + "': expected a fraction in [0, 1]");
+  }
+  *out = x;
+}
+
 void ReadString(const Env& env, std::initializer_list<const char*> names, std::string* out) {
   std::string v, name;
   if (Lookup(env, names, &v, &name)) *out = v;
@@ -76,6 +87,11 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
+  ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
+  ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);
+  ReadFraction(env, "PS_FAULT_DELAY", &c.fault_delay);
+  ReadInt(env, {"PS_FAULT_DELAY_MS"}, 0, 600000, &c.fault_delay_ms);
+  ReadInt(env, {"PS_RESEND_TIMEOUT_MS"}, 1, 1 << 30, &c.resend_timeout_ms);
   int join = 0;
   ReadInt(env, {"PS_JOIN"}, 0, 1, &join);
   c.join = join == 1;
@@ -110,6 +126,9 @@ void Config::Validate() const {
   if (vnodes < 1) throw Error("PS_VNODES must be at least 1");
   ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
   if (max_delay < -1) throw Error("PS_MAX_DELAY must be -1 (unbounded) or >= 0");
+  if (fault_drop + fault_duplicate + fault_delay > 1) {
+    throw Error("PS_FAULT_DROP + PS_FAULT_DUPLICATE + PS_FAULT_DELAY must not exceed 1");
+  }
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
     throw Error("PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
   }

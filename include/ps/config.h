@@ -44,6 +44,16 @@ struct Config {
   /// Bounded delay tau of the workers (PS_MAX_DELAY): a step starts only when every request
   /// of steps before step - tau has completed; -1 = unbounded.
   int max_delay = -1;
+  /// Fault injection for tests (PS_FAULT_DROP, PS_FAULT_DUPLICATE, PS_FAULT_DELAY: fractions of
+  /// the data messages this node sends that are lost, sent twice, or held back
+  /// PS_FAULT_DELAY_MS and so overtaken by later ones; seeded by PS_SEED).
+  double fault_drop = 0;
+  double fault_duplicate = 0;
+  double fault_delay = 0;
+  int fault_delay_ms = 20;
+  /// A worker resends a request part that has no reply after this long (PS_RESEND_TIMEOUT_MS);
+  /// servers recognise the copies and apply each push once.
+  int resend_timeout_ms = 1000;
   /// Join a job that is already running (PS_JOIN=1); only workers can, for now. The new worker
   /// gets the next id and rank, takes part in every barrier not released yet, and enters the
   /// servers' step tables at the current minimum step.

@@ -24,6 +24,9 @@ class KVServerBase {
   size_t NumKeys() const;
   /// Requests rejected because they were malformed or did not match the store.
   uint64_t RejectedRequests() const;
+  /// Pushes that arrived again (a worker's resend, a duplicated message) and were acknowledged
+  /// without being applied a second time.
+  uint64_t DuplicatePushes() const;
 
   /// What the barrier did on this server (docs/consistency.md).
   struct BarrierStats {

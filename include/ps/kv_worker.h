@@ -44,6 +44,9 @@ class KVWorkerBase {
   void Wait(int ts);
   /// True once request ts has completed (successfully or not).
   bool IsDone(int ts) const;
+  /// Request parts sent again because no reply came within Config::resend_timeout_ms (a lost
+  /// message); servers apply each push once however many copies arrive.
+  uint64_t Resends() const;
 
   /// Ends the current step: tells every server that this worker has completed step() + 1
   /// steps, then blocks until the bounded delay lets the next step start (every request

@@ -29,6 +29,10 @@ struct NodeStats {
   uint64_t bytes_received = 0;
   /// Frames or messages dropped because they were malformed (garbage on the port).
   uint64_t malformed_dropped = 0;
+  /// Faults the test-only fault injection (PS_FAULT_*) applied to this node's sends.
+  uint64_t injected_drops = 0;
+  uint64_t injected_duplicates = 0;
+  uint64_t injected_delays = 0;
 };
 
 /// Groups for Barrier(): any union of them.

@@ -81,6 +81,9 @@ NodeStats Node::stats() const {
   s.bytes_sent = c.bytes_sent;
   s.bytes_received = c.bytes_received;
   s.malformed_dropped = c.malformed_dropped;
+  s.injected_drops = c.injected_drops;
+  s.injected_duplicates = c.injected_duplicates;
+  s.injected_delays = c.injected_delays;
   return s;
 }
 
@@ -90,7 +93,10 @@ std::string Node::StatsJson() const {
   os << "{\"role\":\"" << RoleName(role()) << "\",\"rank\":" << rank() << ",\"id\":" << id()
      << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":" << s.messages_received
      << ",\"bytes_sent\":" << s.bytes_sent << ",\"bytes_received\":" << s.bytes_received
-     << ",\"malformed_dropped\":" << s.malformed_dropped << "}";
+     << ",\"malformed_dropped\":" << s.malformed_dropped
+     << ",\"injected_drops\":" << s.injected_drops
+     << ",\"injected_duplicates\":" << s.injected_duplicates
+     << ",\"injected_delays\":" << s.injected_delays << "}";
   return os.str();
 }
 

@@ -53,6 +53,7 @@ KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
 KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->core.Stats(); }
 size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }
 uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
+uint64_t KVServerBase::DuplicatePushes() const { return impl_->core.duplicates(); }
 
 template <typename V>
 std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule) {

@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <climits>
 
 namespace ps {
 
@@ -64,13 +65,25 @@ void ServerCore::Process(Message& msg) {
     return;
   }
   const bool push = msg.meta.push(), pull = msg.meta.pull();
+  const std::pair<int, int> id(msg.meta.timestamp(), msg.meta.part());
+  Applied& a = applied[worker];
+  if (msg.meta.lwm() > a.lwm) {
+    a.lwm = msg.meta.lwm();
+    a.parts.erase(a.parts.begin(), a.parts.lower_bound({a.lwm, INT_MIN}));
+  }
+  // A copy of a push already applied (a resend after a lost reply, a duplicated message) is
+  // answered again but not applied again.
+  const bool dup = push && (id.first < a.lwm || a.parts.count(id));
+  if (dup) duplicates_++;
+  if (pull && a.held.count(id)) return;  // a copy of a read the barrier holds: one answer will do
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
   const uint64_t h = next_handle;
   const bool pass = !pull || gate.Read(worker, step, h, &released);
   const int64_t clock = gate.Clock();
-  std::string err = Handle(msg, &reply, push, pull && pass);
-  if (push && err.empty()) {
+  std::string err = Handle(msg, &reply, push && !dup, pull && pass);
+  if (push && !dup && err.empty()) a.parts.insert(id);
+  if (push && !dup && err.empty()) {
     if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
     gate.Report(worker, step, &released);
   }
@@ -79,6 +92,7 @@ void ServerCore::Process(Message& msg) {
     if (err.empty()) {
       // The push half is applied already, so a later Clock() of this worker never overtakes
       // its own update.
+      a.held.insert(id);
       held.emplace(h, HeldRead{std::move(msg), now_us()});
       AnswerReleased(released);
       return;
@@ -100,6 +114,7 @@ void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
     if (it == held.end()) continue;
     HeldRead r = std::move(it->second);
     held.erase(it);
+    applied[r.req.meta.sender()].held.erase({r.req.meta.timestamp(), r.req.meta.part()});
     Message reply = ReplyTo(r.req);
     std::string err = Handle(r.req, &reply, false, true);
     reply.meta.set_server_clock(gate.Clock());
@@ -116,6 +131,7 @@ void ServerCore::WorkerDead(int id) {
     it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
   }
   gate.RemoveWorker(id, &released);
+  applied.erase(id);
   AnswerReleased(released);
 }
 

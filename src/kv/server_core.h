@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,6 +42,8 @@ class ServerCore {
   KVServerBase::BarrierStats Stats() const;
   size_t NumKeys() const { return store->size(); }
   uint64_t rejected() const { return rejected_; }
+  /// Pushes recognised as copies of ones already applied (resends, duplicated messages).
+  uint64_t duplicates() const { return duplicates_; }
   /// The step table (callers must not race with Process; the simulator is single-threaded).
   const StepTable& table() const { return gate.table(); }
   const StoreBase& store_ref() const { return *store; }
@@ -63,6 +66,16 @@ class ServerCore {
   SendFn send;
   NowFn now_us;
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> duplicates_{0};
+
+  // Exactly-once pushes: per worker, the (timestamp, part) pairs applied at or above the
+  // worker's low-water mark; anything below the mark completed long ago.
+  struct Applied {
+    int lwm = 0;
+    std::set<std::pair<int, int>> parts;
+    std::set<std::pair<int, int>> held;  // reads held by the barrier (a copy is not held twice)
+  };
+  std::unordered_map<int, Applied> applied;
 
   struct HeldRead {
     Message req;

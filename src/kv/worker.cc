@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "consistency/pull_gate.h"
@@ -54,6 +56,8 @@ struct KVWorkerBase::Impl : public Customer {
     int64_t step = 0;
     int64_t min_clock = INT64_MAX;  // pulls: the smallest server clock among the replies
     uint64_t max_held_us = 0;       // pulls: the longest a server held a part
+    std::vector<Message> sent;      // every part as sent, for resending
+    std::vector<std::chrono::steady_clock::time_point> sent_at;
     bool streams() const {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;
@@ -93,6 +97,15 @@ struct KVWorkerBase::Impl : public Customer {
   int next_ts = 0;
   std::unordered_map<int, std::unique_ptr<Pending>> pending;
   std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
+  // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
+  // (everything below it is complete, so servers may forget it).
+  std::set<int> open_ts;
+  // Resending parts that got no reply within Config::resend_timeout_ms.
+  void ResendLoop();
+  std::thread resender;
+  std::condition_variable resend_cv;  // only for stopping: completions must not wake it
+  bool stopping = false;
+  std::atomic<uint64_t> resends{0};
   // Consistency (under mu).
   int64_t step = 0;
   int tau;
@@ -105,12 +118,54 @@ struct KVWorkerBase::Impl : public Customer {
 };
 
 KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
-    : impl_(new Impl(node, app_id, dtype)) {
-  if (node->role() != Role::kWorker) throw Error("KVWorker needs a worker node");
+    : impl_(node->role() == Role::kWorker ? new Impl(node, app_id, dtype) : nullptr) {
+  if (!impl_) throw Error("KVWorker needs a worker node");
   node->impl()->AddCustomer(app_id, impl_.get());
+  impl_->resender = std::thread([d = impl_.get()] { d->ResendLoop(); });
 }
 
-KVWorkerBase::~KVWorkerBase() { impl_->rt->RemoveCustomer(impl_->app); }
+KVWorkerBase::~KVWorkerBase() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stopping = true;
+    impl_->resend_cv.notify_all();
+  }
+  impl_->resender.join();
+  impl_->rt->RemoveCustomer(impl_->app);
+}
+
+uint64_t KVWorkerBase::Resends() const { return impl_->resends; }
+
+void KVWorkerBase::Impl::ResendLoop() {
+  const auto timeout = std::chrono::milliseconds(rt->cfg.resend_timeout_ms);
+  const auto tick = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(1), timeout / 4);
+  std::unique_lock<std::mutex> lk(mu);
+  while (!stopping) {
+    resend_cv.wait_for(lk, tick);
+    if (stopping) break;
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<Message> again;
+    const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+    for (auto& e : pending) {
+      Pending* p = e.second.get();
+      for (size_t k = 0; k < p->sent.size(); ++k) {
+        if (p->got[k] || now - p->sent_at[k] < timeout) continue;
+        p->sent_at[k] = now;
+        again.push_back(p->sent[k]);
+        again.back().meta.set_lwm(lwm);
+      }
+    }
+    if (again.empty()) continue;
+    lk.unlock();
+    for (auto& m : again) {
+      resends++;
+      VLOG(1) << "resending request " << m.meta.timestamp() << " part " << m.meta.part()
+              << " to node " << m.meta.receiver();
+      rt->Send(m);
+    }
+    lk.lock();
+  }
+}
 
 int KVWorkerBase::Submit(detail::KVRequest req) { return impl_->Submit(std::move(req)); }
 
@@ -294,14 +349,23 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     if (nparts == 0) {
       Pending* raw = p.get();
       pending[ts] = std::move(p);
+      open_ts.insert(ts);
       // Nothing to send (no keys): complete at once.
       Finish(raw);
       return ts;
     }
+    open_ts.insert(ts);
+    const int lwm = *open_ts.begin();
+    for (auto& m : msgs) {
+      m.meta.set_timestamp(ts);
+      m.meta.set_lwm(lwm);
+    }
+    // Kept for resending until each part is answered.
+    p->sent = msgs;
+    p->sent_at.assign(nparts, std::chrono::steady_clock::now());
     pending[ts] = std::move(p);
   }
   for (size_t k = 0; k < nparts; ++k) {
-    msgs[k].meta.set_timestamp(ts);
     int server = msgs[k].meta.receiver();
     if (!rt->Send(msgs[k])) Fail(ts, k, "cannot send to server node " + std::to_string(server));
   }
@@ -360,6 +424,7 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   auto cb = std::move(p->req.callback);
   if (!p->error.empty()) failed[ts] = p->error;
   pending.erase(ts);
+  open_ts.erase(ts);
   // The callback runs before Wait returns; it must not call Wait itself.
   if (cb) {
     mu.unlock();

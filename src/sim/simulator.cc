@@ -115,6 +115,9 @@ struct Simulator::State {
     m.meta.set_width(1);
     m.meta.set_timestamp(ts);
     m.meta.set_step(workers[w].step);
+    // Low-water mark: the oldest request still open (servers forget what is below it).
+    const auto& open = workers[w].parts_left;
+    m.meta.set_lwm(open.empty() ? ts : std::min(ts, open.begin()->first));
     return m;
   }
   void StartStep(int w);

@@ -19,6 +19,10 @@ struct VanCounters {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> malformed_dropped{0};
+  // Faults injected by FaultVan (tests).
+  std::atomic<uint64_t> injected_drops{0};
+  std::atomic<uint64_t> injected_duplicates{0};
+  std::atomic<uint64_t> injected_delays{0};
 };
 
 /// One van per node: one bound endpoint for receiving, one send path per peer. Send may be
@@ -45,7 +49,8 @@ class Van {
   /// to leave (0 = drop them).
   virtual void Stop(int linger_ms) = 0;
 
-  const VanCounters& counters() const { return counters_; }
+  virtual const VanCounters& counters() const { return counters_; }
+  VanCounters& mutable_counters() { return counters_; }
 
  protected:
   VanCounters counters_;

@@ -242,7 +242,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     }
   }
   std::cout << "OK worker " << rank << " checked " << checked << " values; push phase " << push_s
-            << " s; " << node->StatsJson() << std::endl;
+            << " s; resends=" << kv.Resends() << " " << node->StatsJson() << std::endl;
   return 0;
 }
 
@@ -258,7 +258,8 @@ int main(int argc, char** argv) {
       ps::KVServer<int64_t> server(&node);
       node.Finalize();
       std::cout << "STATS " << node.StatsJson() << " keys=" << server.NumKeys()
-                << " rejected=" << server.RejectedRequests() << std::endl;
+                << " rejected=" << server.RejectedRequests()
+                << " duplicates=" << server.DuplicatePushes() << std::endl;
       return 0;
     }
     if (node.role() == ps::Role::kWorker) rc = RunWorker(&node, o);
