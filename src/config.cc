@@ -92,6 +92,13 @@ Config Config::FromMap(const Env& env) {
   ReadFraction(env, "PS_FAULT_DELAY", &c.fault_delay);
   ReadInt(env, {"PS_FAULT_DELAY_MS"}, 0, 600000, &c.fault_delay_ms);
   ReadInt(env, {"PS_RESEND_TIMEOUT_MS"}, 1, 1 << 30, &c.resend_timeout_ms);
+  std::string loss;
+  ReadString(env, {"PS_ON_SCHEDULER_LOSS"}, &loss);
+  if (loss == "throw") {
+    c.exit_on_scheduler_loss = false;
+  } else if (!loss.empty() && loss != "exit") {
+    throw Error("PS_ON_SCHEDULER_LOSS='" + loss + "': expected exit or throw");
+  }
   int join = 0;
   ReadInt(env, {"PS_JOIN"}, 0, 1, &join);
   c.join = join == 1;

@@ -54,6 +54,11 @@ struct Config {
   /// A worker resends a request part that has no reply after this long (PS_RESEND_TIMEOUT_MS);
   /// servers recognise the copies and apply each push once.
   int resend_timeout_ms = 1000;
+  /// What a server or worker does when it hears nothing from the scheduler for
+  /// heartbeat_timeout_ms (PS_ON_SCHEDULER_LOSS=exit|throw): print why and exit with code 1
+  /// (default; a hang is worse), or make every blocking call throw ps::Error (tests that run
+  /// many nodes in one process).
+  bool exit_on_scheduler_loss = true;
   /// Join a job that is already running (PS_JOIN=1); only workers can, for now. The new worker
   /// gets the next id and rank, takes part in every barrier not released yet, and enters the
   /// servers' step tables at the current minimum step.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -212,6 +213,7 @@ bool Node::Impl::Send(Message& msg) {
 void Node::Impl::PollOnce(int timeout_ms) {
   Message msg;
   if (!van->Recv(&msg, timeout_ms)) return;
+  if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
   if (msg.meta.has_control()) {
     HandleControl(msg);
   } else {
@@ -535,17 +537,43 @@ void Node::Impl::HeartbeatLoop() {
     if (!running_) break;
     if (cfg.role == Role::kScheduler) {
       auto silent = membership_->Silent(NowMs(), cfg.heartbeat_timeout_ms);
-      if (!silent.empty()) {
-        lk.unlock();
-        DeclareDead(silent);
-        lk.lock();
+      std::vector<int> live;
+      for (const auto& n : nodes_) {
+        if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
       }
+      lk.unlock();
+      if (!silent.empty()) DeclareDead(silent);
+      // The scheduler beats too, so that every node can tell when it is gone.
+      pb::Control c;
+      c.set_cmd(pb::Control::HEARTBEAT);
+      for (int id : live) SendControl(id, c, true);
+      lk.lock();
     } else {
       lk.unlock();
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
-      SendControl(0, c);
+      SendControl(0, c, true);
+      const int64_t silent_ms = NowMs() - heard_scheduler_ms_;
       lk.lock();
+      if (ready_ && fatal_.empty() && silent_ms > cfg.heartbeat_timeout_ms) {
+        fatal_ = "lost the scheduler at " + cfg.scheduler_host + ":" +
+                 std::to_string(cfg.scheduler_port) + ": nothing heard for " +
+                 std::to_string(silent_ms) +
+                 " ms (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
+        cv_.notify_all();
+        const std::string why = fatal_;
+        lk.unlock();
+        LOG(ERROR) << why;
+        if (cfg.exit_on_scheduler_loss) {
+          std::fprintf(stderr, "ps: %s; exiting\n", why.c_str());
+          std::fflush(stderr);
+          google::FlushLogFiles(google::GLOG_INFO);
+          std::_Exit(1);
+        }
+        std::lock_guard<std::mutex> cl(cust_mu_);
+        for (auto& cu : customers_) cu.second->OnFatal(why);
+        lk.lock();
+      }
     }
   }
 }
@@ -657,8 +685,11 @@ void Node::Impl::Barrier(int groups) {
     SendControl(0, c);
   }
   std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
-                    [&] { return barrier_done_[groups] >= seq; })) {
+  const bool released = cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms), [&] {
+    return barrier_done_[groups] >= seq || !fatal_.empty();
+  });
+  if (!fatal_.empty()) throw Error("barrier " + std::to_string(seq) + ": " + fatal_);
+  if (!released) {
     throw Error("barrier " + std::to_string(seq) + " (groups " + std::to_string(groups) +
                 ") not released within " + std::to_string(cfg.barrier_timeout_ms) +
                 " ms (PS_BARRIER_TIMEOUT_MS)");

@@ -30,6 +30,8 @@ class Customer {
   virtual void OnNodeDead(int /*id*/) {}
   /// A node joined the running job.
   virtual void OnNodeJoined(const NodeInfo& /*node*/) {}
+  /// The node cannot go on (it lost the scheduler): fail what is waiting, with `why`.
+  virtual void OnFatal(const std::string& /*why*/) {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }
@@ -58,6 +60,11 @@ struct Node::Impl {
   /// The current barrier policy spec and bounded delay.
   std::string policy() const;
   int max_delay() const;
+  /// Why this node cannot go on, or "" (under mu_).
+  std::string fatal() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return fatal_;
+  }
   /// Live worker ids (the node table minus the nodes declared dead).
   std::vector<int> LiveWorkers() const;
   Role role() const { return cfg.role; }
@@ -119,6 +126,8 @@ struct Node::Impl {
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
+  std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
+  std::string fatal_;  // why this node cannot go on (lost the scheduler)
   std::string policy_;
   int max_delay_;
   bool finalized_ = false;

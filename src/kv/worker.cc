@@ -75,6 +75,18 @@ struct KVWorkerBase::Impl : public Customer {
         created(std::chrono::steady_clock::now()) {}
 
   void Process(Message& msg) override;
+  void OnFatal(const std::string& why) override {
+    std::lock_guard<std::mutex> lk(mu);
+    fatal = why;
+    std::vector<int> open(open_ts.begin(), open_ts.end());
+    for (int ts : open) {
+      auto it = pending.find(ts);
+      if (it == pending.end()) continue;
+      Pending* p = it->second.get();
+      if (p->error.empty()) p->error = why;
+      Finish(p);
+    }
+  }
   void OnConsistency(const std::string&, bool set_delay, int max_delay) override {
     if (!set_delay) return;
     std::lock_guard<std::mutex> lk(mu);
@@ -100,6 +112,7 @@ struct KVWorkerBase::Impl : public Customer {
   // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
   // (everything below it is complete, so servers may forget it).
   std::set<int> open_ts;
+  std::string fatal;  // the node lost the scheduler: every request fails with this
   // Resending parts that got no reply within Config::resend_timeout_ms.
   void ResendLoop();
   std::thread resender;
@@ -191,6 +204,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   int64_t step_now, read_now;
   {
     std::lock_guard<std::mutex> lk(mu);
+    if (!fatal.empty()) throw Error(fatal);
     step_now = step;
     read_now = read_clock;
   }

@@ -6,11 +6,18 @@ really happened (so a pass is not vacuous).
   lossy: 3 servers, 3 workers; every node loses 5% of its data messages, sends 5% twice and
          holds 5% back 30 ms (so they arrive after later ones). Workers resend what gets no
          reply; servers apply every push exactly once. The sums must be exact.
+  scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
+         scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
+         and exit with code 1 naming the lost scheduler; nothing may hang.
 """
 import argparse
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 SCENARIOS = {
     "lossy": {
@@ -20,7 +27,40 @@ SCENARIOS = {
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "30"],
     },
+    "scheduler_loss": {
+        "servers": 2, "workers": 2,
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
+        "launch": ["--keep-going"],
+        "job": ["--scenario", "hang"],
+    },
 }
+
+
+def run_and_kill_scheduler(cmd, workers):
+    """Runs cmd; once every worker is up, SIGKILLs the scheduler (by its PID)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, state = [], {"pid": None, "up": 0, "killed_at": None}
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            m = re.search(r"started scheduler 0 pid (\d+)", line)
+            if m:
+                state["pid"] = int(m.group(1))
+            if "HANGING worker" in line:
+                state["up"] += 1
+                if state["up"] == workers and state["pid"]:
+                    os.kill(state["pid"], signal.SIGKILL)
+                    state["killed_at"] = time.time()
+                    print("run_fault: SIGKILL to scheduler pid %d" % state["pid"], flush=True)
+
+    t = threading.Thread(target=read)
+    t.start()
+    rc = proc.wait()
+    t.join()
+    ended = time.time()
+    return rc, "".join(lines), state["killed_at"], ended
 
 
 def main():
@@ -32,15 +72,37 @@ def main():
     a = p.parse_args()
     sc = SCENARIOS[a.scenario]
     cmd = [sys.executable, a.launcher, "-s", str(sc["servers"]), "-w", str(sc["workers"]),
-           "--timeout", "240", "--env", "PS_SEED=" + a.seed]
+           "--timeout", "240", "--env", "PS_SEED=" + a.seed] + sc.get("launch", [])
     for e in sc["env"]:
         cmd += ["--env", e]
     cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
     print("running:", " ".join(cmd), flush=True)
+    failures = []
+    if a.scenario == "scheduler_loss":
+        rc, out, killed_at, ended = run_and_kill_scheduler(cmd, sc["workers"])
+        if killed_at is None:
+            failures.append("the workers never came up, so the scheduler was not killed")
+        if rc in (0, 124):
+            failures.append("ps-launch exited with %d: want 1 (nodes failed, no hang)" % rc)
+        lost = re.findall(r"^\[(server|worker) (\d+)\] .*lost the scheduler", out, re.M)
+        who = sorted(set(lost))
+        want = sorted([("server", str(i)) for i in range(sc["servers"])] +
+                      [("worker", str(i)) for i in range(sc["workers"])])
+        if who != want:
+            failures.append("nodes that reported losing the scheduler: %s, want %s" % (who, want))
+        codes = re.findall(r"(server|worker) \d+ \(pid \d+\) exited with code 1", out)
+        if len(codes) != sc["servers"] + sc["workers"]:
+            failures.append("expected every server and worker to exit with code 1, got %s"
+                            % codes)
+        if failures:
+            print("FAILED %s: %s" % (a.scenario, "; ".join(failures)))
+            return 1
+        print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
+              % (a.scenario, ended - killed_at))
+        return 0
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout)
     out = r.stdout
-    failures = []
     if r.returncode != 0:
         failures.append("ps-launch exited with %d" % r.returncode)
     ok = re.findall(r"^\[worker (\d+)\] OK worker .*resends=(\d+)", out, re.M)

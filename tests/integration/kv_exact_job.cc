@@ -133,7 +133,10 @@ int RunWorker(ps::Node* node, const Options& o) {
     std::cerr << "worker " << rank << " fails on purpose\n";
     return 3;
   }
-  if (o.scenario == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
+  if (o.scenario == "hang") {
+    std::cout << "HANGING worker " << rank << std::endl;
+    std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   const auto universe = Universe(o);
   const size_t U = universe.size();
   ps::KVWorker<int64_t> kv(node);

@@ -34,6 +34,7 @@ struct Cluster {
     base.barrier_timeout_ms = 20000;
     base.heartbeat_interval_ms = 50;
     base.heartbeat_timeout_ms = 400;
+    base.exit_on_scheduler_loss = false;  // many nodes share this process
   }
   template <typename F>
   void Spawn(F fn) {

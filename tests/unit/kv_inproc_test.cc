@@ -28,6 +28,7 @@ struct Job {
     base.register_timeout_ms = 20000;
     base.request_timeout_ms = 20000;
     base.barrier_timeout_ms = 20000;
+    base.exit_on_scheduler_loss = false;  // many nodes share this process
     if (inproc) {
       base.inproc = net;
       base.scheduler_port = next_port++;
@@ -384,6 +385,51 @@ TEST(NodeTest, ANodeBeyondTheExpectedNumbersIsRejectedWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("PS_NUM_SERVERS"), std::string::npos) << e.what();
   }
+}
+
+TEST(NodeTest, LosingTheSchedulerFailsEveryWaitWithTheReason) {
+  Config c;
+  c.inproc = std::make_shared<InprocNetwork>();
+  c.scheduler_port = 7;
+  c.heartbeat_interval_ms = 50;
+  c.heartbeat_timeout_ms = 300;
+  c.exit_on_scheduler_loss = false;
+  auto start = [&](Role role) {
+    Config x = c;
+    x.role = role;
+    return std::make_unique<Node>(x);
+  };
+  auto scheduler = start(Role::kScheduler), server = start(Role::kServer),
+       worker = start(Role::kWorker);
+  std::thread ts([&] { scheduler->Start(); });
+  std::thread tv([&] { server->Start(); });
+  worker->Start();
+  ts.join();
+  tv.join();
+  KVServer<int64_t> kvs(server.get());
+  KVWorker<int64_t> kv(worker.get());
+  kv.Wait(kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1)));
+  // The server sits in Finalize, the worker in a barrier, when the scheduler vanishes.
+  std::string server_error;
+  std::thread fin([&] {
+    try {
+      server->Finalize();
+    } catch (const Error& e) {
+      server_error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  scheduler.reset();  // stops without a goodbye, like a killed process
+  try {
+    worker->Barrier(kWorkerGroup | kServerGroup);
+    FAIL() << "the barrier cannot complete without the scheduler";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lost the scheduler"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("PS_HEARTBEAT_TIMEOUT_MS"), std::string::npos);
+  }
+  fin.join();
+  EXPECT_NE(server_error.find("lost the scheduler"), std::string::npos) << server_error;
+  EXPECT_THROW(kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1)), Error);
 }
 
 TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
