@@ -43,6 +43,7 @@ Message ServerCore::ReplyTo(const Message& msg) const {
   reply.meta.set_app_id(app);
   reply.meta.set_timestamp(msg.meta.timestamp());
   reply.meta.set_part(msg.meta.part());
+  reply.meta.set_attempt(msg.meta.attempt());
   reply.meta.set_request(false);
   reply.meta.set_push(msg.meta.push());
   reply.meta.set_pull(msg.meta.pull());
@@ -65,34 +66,46 @@ void ServerCore::Process(Message& msg) {
     return;
   }
   const bool push = msg.meta.push(), pull = msg.meta.pull();
-  const std::pair<int, int> id(msg.meta.timestamp(), msg.meta.part());
-  Applied& a = applied[worker];
-  if (msg.meta.lwm() > a.lwm) {
-    a.lwm = msg.meta.lwm();
-    a.parts.erase(a.parts.begin(), a.parts.lower_bound({a.lwm, INT_MIN}));
-  }
-  // A copy of a push already applied (a resend after a lost reply, a duplicated message) is
-  // answered again but not applied again.
-  const bool dup = push && (id.first < a.lwm || a.parts.count(id));
-  if (dup) duplicates_++;
-  if (pull && a.held.count(id)) return;  // a copy of a read the barrier holds: one answer will do
+  const ReadId id{msg.meta.timestamp(), msg.meta.part(), msg.meta.attempt()};
+  log.Advance(worker, msg.meta.lwm());
+  if (pull && held_ids[worker].count(id)) return;  // a copy of a held read: one answer will do
+  // Which of the push is new: a copy (resend, duplicated message, re-sliced resend) is
+  // answered again but applied only where it was not applied before.
+  std::vector<Message> pieces;
+  const bool fresh_all = push ? FreshPart(worker, msg, &pieces) : false;
+  const bool apply = push && (fresh_all || !pieces.empty());
+  if (push && !fresh_all) duplicates_++;
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
   const uint64_t h = next_handle;
   const bool pass = !pull || gate.Read(worker, step, h, &released);
   const int64_t clock = gate.Clock();
-  std::string err = Handle(msg, &reply, push && !dup, pull && pass);
-  if (push && !dup && err.empty()) a.parts.insert(id);
-  if (push && !dup && err.empty()) {
-    if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
-    gate.Report(worker, step, &released);
+  std::string err;
+  if (fresh_all) {
+    err = Handle(msg, &reply, true, pull && pass);
+  } else {
+    for (auto& piece : pieces) {
+      Message scratch;
+      err = Handle(piece, &scratch, true, false);
+      if (!err.empty()) break;
+    }
+    if (err.empty() && pull && pass) err = Handle(msg, &reply, false, true);
   }
+  if (apply && err.empty()) {
+    if (fresh_all) {
+      Record(worker, msg);
+    } else {
+      for (const auto& piece : pieces) Record(worker, piece);
+    }
+    if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
+  }
+  if (push && err.empty()) gate.Report(worker, step, &released);
   if (pull && !pass) {
     next_handle++;
     if (err.empty()) {
       // The push half is applied already, so a later Clock() of this worker never overtakes
       // its own update.
-      a.held.insert(id);
+      held_ids[worker].insert(id);
       held.emplace(h, HeldRead{std::move(msg), now_us()});
       AnswerReleased(released);
       return;
@@ -108,13 +121,92 @@ void ServerCore::Process(Message& msg) {
   AnswerReleased(released);
 }
 
+bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const {
+  const int ts = m.meta.timestamp();
+  if (log.Below(worker, ts)) return false;
+  if (m.meta.op() == pb::Meta::DENSE_PUSH) {
+    const Range r(m.meta.range_begin(), m.meta.range_end());
+    if (r.begin >= r.end || m.data.size() != 1) return true;  // malformed: Handle rejects it
+    auto fresh = log.FreshRanges(worker, ts, r);
+    if (fresh.size() == 1 && fresh[0].begin == r.begin && fresh[0].end == r.end) return true;
+    const size_t row = m.data[0].size() / r.size();
+    for (const Range& f : fresh) {
+      Message piece;
+      piece.meta = m.meta;
+      piece.meta.set_pull(false);
+      piece.meta.set_range_begin(f.begin);
+      piece.meta.set_range_end(f.end);
+      piece.data = {m.data[0].Segment((f.begin - r.begin) * row, (f.end - r.begin) * row)};
+      pieces->push_back(std::move(piece));
+    }
+    return false;
+  }
+  if (m.meta.op() != pb::Meta::DATA || m.data.empty() || m.data[0].size() % sizeof(Key)) {
+    return true;  // Handle validates (and rejects) it
+  }
+  const SArray<Key> keys(m.data[0]);
+  if (m.meta.val_total() > 0) {
+    return keys.size() != 1 || !log.HasValuePart(worker, ts, keys[0], m.meta.val_offset());
+  }
+  std::vector<bool> seen;
+  const size_t hits = log.CheckKeys(worker, ts, keys.data(), keys.size(), &seen);
+  if (hits == 0) return true;
+  if (hits == keys.size()) return false;
+  // Some keys were applied before (a resend re-sliced under a new ring): apply the others.
+  const size_t n = keys.size();
+  const bool lens = m.meta.has_lens() && m.data.size() == 3;
+  if (m.data.size() < 2 || m.data[1].size() % esize) return true;
+  const size_t nvals = m.data[1].size() / esize;
+  std::vector<uint64_t> offset(n + 1, 0);
+  if (lens) {
+    if (m.data[2].size() != n * sizeof(int)) return true;
+    const int* l = reinterpret_cast<const int*>(m.data[2].data());
+    for (size_t i = 0; i < n; ++i) offset[i + 1] = offset[i] + std::max(0, l[i]);
+    if (offset[n] != nvals) return true;
+  } else {
+    if (nvals % n) return true;
+    for (size_t i = 0; i <= n; ++i) offset[i] = i * (nvals / n);
+  }
+  SArray<Key> k2;
+  SArray<char> v2;
+  SArray<int> l2;
+  for (size_t i = 0; i < n; ++i) {
+    if (seen[i]) continue;
+    k2.push_back(keys[i]);
+    v2.append(m.data[1].Segment(offset[i] * esize, offset[i + 1] * esize));
+    if (lens) l2.push_back(static_cast<int>(offset[i + 1] - offset[i]));
+  }
+  Message piece;
+  piece.meta = m.meta;
+  piece.meta.set_pull(false);
+  piece.data = {SArray<char>(k2), v2};
+  if (lens) piece.data.push_back(SArray<char>(l2));
+  pieces->push_back(std::move(piece));
+  return false;
+}
+
+void ServerCore::Record(int worker, const Message& m) {
+  const int ts = m.meta.timestamp();
+  if (m.meta.op() == pb::Meta::DENSE_PUSH) {
+    log.RecordRange(worker, ts, Range(m.meta.range_begin(), m.meta.range_end()));
+    return;
+  }
+  SArray<Key> keys(m.data[0]);
+  if (m.meta.val_total() > 0) {
+    log.RecordValuePart(worker, ts, keys[0], m.meta.val_offset());
+  } else {
+    log.RecordKeys(worker, ts, keys);
+  }
+}
+
 void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
   for (uint64_t h : released) {
     auto it = held.find(h);
     if (it == held.end()) continue;
     HeldRead r = std::move(it->second);
     held.erase(it);
-    applied[r.req.meta.sender()].held.erase({r.req.meta.timestamp(), r.req.meta.part()});
+    held_ids[r.req.meta.sender()].erase(
+        {r.req.meta.timestamp(), r.req.meta.part(), r.req.meta.attempt()});
     Message reply = ReplyTo(r.req);
     std::string err = Handle(r.req, &reply, false, true);
     reply.meta.set_server_clock(gate.Clock());
@@ -131,7 +223,8 @@ void ServerCore::WorkerDead(int id) {
     it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
   }
   gate.RemoveWorker(id, &released);
-  applied.erase(id);
+  log.Forget(id);
+  held_ids.erase(id);
   AnswerReleased(released);
 }
 

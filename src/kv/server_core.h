@@ -11,10 +11,12 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "consistency/pull_gate.h"
+#include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
 #include "store/store.h"
@@ -68,14 +70,15 @@ class ServerCore {
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> duplicates_{0};
 
-  // Exactly-once pushes: per worker, the (timestamp, part) pairs applied at or above the
-  // worker's low-water mark; anything below the mark completed long ago.
-  struct Applied {
-    int lwm = 0;
-    std::set<std::pair<int, int>> parts;
-    std::set<std::pair<int, int>> held;  // reads held by the barrier (a copy is not held twice)
-  };
-  std::unordered_map<int, Applied> applied;
+  // Exactly-once pushes: what of each worker's requests was applied (above its low-water mark).
+  AppliedLog log;
+  // Reads held by the barrier, per worker (a copy of one is not held twice).
+  using ReadId = std::tuple<int, int, int>;  // timestamp, part, attempt
+  std::unordered_map<int, std::set<ReadId>> held_ids;
+  // True when all of push m is new. Otherwise *pieces gets the parts of it not applied yet
+  // (none for a pure copy).
+  bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
+  void Record(int worker, const Message& m);
 
   struct HeldRead {
     Message req;

@@ -51,7 +51,7 @@ def main():
            "--env", "PS_CONSISTENCY=" + policy, "--env", "PS_SEED=" + a.seed]
     if kill:
         cmd += ["--allow-dead-workers", "1", "--env", "PS_HEARTBEAT_INTERVAL_MS=100",
-                "--env", "PS_HEARTBEAT_TIMEOUT_MS=1000"]
+                "--env", "PS_HEARTBEAT_TIMEOUT_MS=2000"]
     cmd += ["--", a.job, "--seed", a.seed] + job_args
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

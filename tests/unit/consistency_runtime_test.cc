@@ -33,7 +33,7 @@ struct Cluster {
     base.request_timeout_ms = 20000;
     base.barrier_timeout_ms = 20000;
     base.heartbeat_interval_ms = 50;
-    base.heartbeat_timeout_ms = 400;
+    base.heartbeat_timeout_ms = 1000;
     base.exit_on_scheduler_loss = false;  // many nodes share this process
   }
   template <typename F>
