@@ -30,6 +30,8 @@ class Customer {
   virtual void OnNodeDead(int /*id*/) {}
   /// A node joined the running job.
   virtual void OnNodeJoined(const NodeInfo& /*node*/) {}
+  /// The ring changed (a server left): here is the new one.
+  virtual void OnRingChange(std::shared_ptr<const Ring> /*ring*/) {}
   /// The node cannot go on (it lost the scheduler): fail what is waiting, with `why`.
   virtual void OnFatal(const std::string& /*why*/) {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.

@@ -56,6 +56,7 @@ struct KVWorkerBase::Impl : public Customer {
     int64_t step = 0;
     int64_t min_clock = INT64_MAX;  // pulls: the smallest server clock among the replies
     uint64_t max_held_us = 0;       // pulls: the longest a server held a part
+    int attempt = 0;                // how many times the request was planned again
     std::vector<Message> sent;      // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     bool streams() const {
@@ -75,6 +76,7 @@ struct KVWorkerBase::Impl : public Customer {
         created(std::chrono::steady_clock::now()) {}
 
   void Process(Message& msg) override;
+  void OnRingChange(std::shared_ptr<const Ring> ring) override { OnRing(std::move(ring)); }
   void OnFatal(const std::string& why) override {
     std::lock_guard<std::mutex> lk(mu);
     fatal = why;
@@ -98,6 +100,13 @@ struct KVWorkerBase::Impl : public Customer {
   void CopyPart(Pending* p, size_t k, const Message& r);
   int Submit(detail::KVRequest req);
   void Fail(int ts, size_t part, const std::string& why);
+  // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
+  // Throws ps::Error for a malformed request.
+  std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
+                            int64_t step_now, int64_t read_now);
+  // The ring changed: requests with a part at a server that left are planned again under the
+  // new ring and sent whole (servers apply each key of a push once, however it is regrouped).
+  void OnRing(std::shared_ptr<const Ring> ring);
 
   Node* node;
   Node::Impl* rt;
@@ -182,11 +191,10 @@ void KVWorkerBase::Impl::ResendLoop() {
 
 int KVWorkerBase::Submit(detail::KVRequest req) { return impl_->Submit(std::move(req)); }
 
-int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
-  auto p = std::make_unique<Pending>();
+std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVRequest& req,
+                                              const Ring* ring, int64_t step_now,
+                                              int64_t read_now) {
   const size_t n = req.keys.size();
-  auto ring = rt->ring();
-  if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
   std::vector<Message> msgs;
   auto base_meta = [&](int server, size_t part) {
     Message m;
@@ -201,13 +209,6 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     return m;
   };
 
-  int64_t step_now, read_now;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    if (!fatal.empty()) throw Error(fatal);
-    step_now = step;
-    read_now = read_clock;
-  }
   if (req.op == detail::KVRequest::kClock) {
     for (int server : ring->servers()) {
       Message m = base_meta(server, msgs.size());
@@ -343,7 +344,6 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     }
   }
 
-  const size_t nparts = msgs.size();
   p->step = step_now;
   for (auto& m : msgs) {
     p->part_server.push_back(m.meta.receiver());
@@ -351,6 +351,22 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     m.meta.set_step(req.op == detail::KVRequest::kClock ? step_now + 1 : step_now);
     if (req.push && read_now >= 0) m.meta.set_read_clock(read_now);
   }
+  return msgs;
+}
+
+int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
+  auto p = std::make_unique<Pending>();
+  auto ring = rt->ring();
+  if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
+  int64_t step_now, read_now;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!fatal.empty()) throw Error(fatal);
+    step_now = step;
+    read_now = read_clock;
+  }
+  std::vector<Message> msgs = Plan(p.get(), req, ring.get(), step_now, read_now);
+  const size_t nparts = msgs.size();
   p->replies.resize(nparts);
   p->got.assign(nparts, false);
   p->req = std::move(req);
@@ -386,6 +402,48 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   return ts;
 }
 
+void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
+  std::vector<Message> out;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    const auto& live = ring->servers();
+    const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+    for (auto& e : pending) {
+      Pending* p = e.second.get();
+      bool stranded = false;
+      for (size_t k = 0; k < p->part_server.size(); ++k) {
+        stranded |= !p->got[k] &&
+                    std::find(live.begin(), live.end(), p->part_server[k]) == live.end();
+      }
+      if (!stranded) continue;
+      p->attempt++;
+      p->parts.clear();
+      p->segs.clear();
+      p->seg_part.clear();
+      p->part_server.clear();
+      p->prefix.clear();
+      p->out = SArray<char>();
+      p->copy_error.clear();
+      p->min_clock = INT64_MAX;
+      p->max_held_us = 0;
+      std::vector<Message> msgs = Plan(p, p->req, ring.get(), p->step, read_clock);
+      p->replies.assign(msgs.size(), Message());
+      p->got.assign(msgs.size(), false);
+      p->received = 0;
+      for (auto& m : msgs) {
+        m.meta.set_timestamp(p->ts);
+        m.meta.set_lwm(lwm);
+        m.meta.set_attempt(p->attempt);
+      }
+      p->sent = msgs;
+      p->sent_at.assign(msgs.size(), std::chrono::steady_clock::now());
+      VLOG(1) << "request " << p->ts << " planned again under ring epoch " << ring->epoch();
+      for (auto& m : msgs) out.push_back(m);
+    }
+  }
+  for (auto& m : out) rt->Send(m);
+}
+
 void KVWorkerBase::Impl::Fail(int ts, size_t part, const std::string& why) {
   std::lock_guard<std::mutex> lk(mu);
   auto it = pending.find(ts);
@@ -403,6 +461,7 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   if (it == pending.end()) return;
   Pending* p = it->second.get();
   size_t part = static_cast<size_t>(msg.meta.part());
+  if (msg.meta.attempt() != p->attempt) return;  // a reply to an older plan
   if (part >= p->replies.size() || p->got[part]) return;
   p->got[part] = true;
   if (!msg.meta.error().empty() && p->error.empty()) {

@@ -49,8 +49,12 @@ std::vector<int> Ring::Chain(size_t segment) const {
   std::vector<int> chain;
   if (segments_.empty()) return chain;
   const size_t want = std::min<size_t>(replicas_ + 1, servers_.size());
-  for (size_t i = 0; i < segments_.size() && chain.size() < want; ++i) {
-    int s = segments_[(segment + i) % segments_.size()].server;
+  // A key belongs to the closest position at or before it, so when a server leaves, its
+  // segments go to the owners of the segments before them: the chain walks backwards, and
+  // its first replica is exactly the server that inherits the range.
+  const size_t n = segments_.size();
+  for (size_t i = 0; i < n && chain.size() < want; ++i) {
+    int s = segments_[(segment + n - i) % n].server;
     if (std::find(chain.begin(), chain.end(), s) == chain.end()) chain.push_back(s);
   }
   return chain;

@@ -45,7 +45,8 @@ class Ring {
   size_t SegmentOf(Key k) const;
   /// The master of key k.
   int Owner(Key k) const { return segments_[SegmentOf(k)].server; }
-  /// Master of the segment followed by up to k distinct successors clockwise.
+  /// Master of the segment followed by up to k distinct replicas: the owners of the segments
+  /// before it, which inherit the segment, in order, when the servers before them leave.
   std::vector<int> Chain(size_t segment) const;
   /// The key ranges a server masters, in key order.
   std::vector<Range> RangesOf(int server) const;

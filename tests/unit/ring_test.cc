@@ -125,6 +125,30 @@ TEST(RingTest, ChainHoldsMasterAndKDistinctSuccessors) {
   EXPECT_EQ(small.Chain(0).size(), 2u) << "a chain never repeats a server";
 }
 
+// Fail-over needs the replicas to be the heirs: when the master of a segment leaves, every key of
+// the segment belongs to the first server of its chain under the new ring; when that one has
+// left too, to the second.
+TEST(RingTest, ChainOrderIsTheOrderOfInheritance) {
+  const auto ids = Ids(6);
+  Ring ring(ids, 16, 2, 1);
+  for (size_t s = 0; s < ring.segments().size(); ++s) {
+    const auto chain = ring.Chain(s);
+    const Range r = ring.segments()[s].range;
+    for (size_t gone = 1; gone < chain.size(); ++gone) {
+      std::vector<int> left;
+      for (int id : ids) {
+        if (std::find(chain.begin(), chain.begin() + gone, id) == chain.begin() + gone) {
+          left.push_back(id);
+        }
+      }
+      Ring after(left, 16, 2, 2);
+      for (Key k : {r.begin, r.begin + (r.end - r.begin) / 2, r.end - 1}) {
+        ASSERT_EQ(after.Owner(k), chain[gone]) << "segment " << s << " after " << gone;
+      }
+    }
+  }
+}
+
 TEST(RingTest, SliceRangeSplitsAtSegmentBoundaries) {
   Ring ring(Ids(3), 16, 0, 1);
   Range r(ring.segments()[2].range.begin + 5, ring.segments()[6].range.begin + 7);
