@@ -86,6 +86,7 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_HEARTBEAT_INTERVAL_MS"}, 1, 1 << 30, &c.heartbeat_interval_ms);
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
+  ReadInt(env, {"PS_REPLICAS"}, -1, 64, &c.replicas);
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
   ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
   ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);
@@ -131,6 +132,11 @@ void Config::Validate() const {
   if (num_servers < 1) throw Error("PS_NUM_SERVERS must be at least 1");
   if (num_workers < 1) throw Error("PS_NUM_WORKERS must be at least 1");
   if (vnodes < 1) throw Error("PS_VNODES must be at least 1");
+  if (replicas >= num_servers) {
+    throw Error("PS_REPLICAS=" + std::to_string(replicas) + " needs more than " +
+                std::to_string(replicas) +
+                " servers (PS_NUM_SERVERS=" + std::to_string(num_servers) + ")");
+  }
   ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
   if (max_delay < -1) throw Error("PS_MAX_DELAY must be -1 (unbounded) or >= 0");
   if (fault_drop + fault_duplicate + fault_delay > 1) {

@@ -38,6 +38,11 @@ struct Config {
   int request_timeout_ms = 60000;
   /// How long a barrier (and Finalize) waits for the other nodes (ms).
   int barrier_timeout_ms = 600000;
+  /// Copies of every key range besides the master's (PS_REPLICAS): a push is acknowledged
+  /// once every copy holds it, and the job survives that many server failures. -1 = 1 when
+  /// there are at least 2 servers, else 0.
+  int replicas = -1;
+  int EffectiveReplicas() const { return replicas >= 0 ? replicas : (num_servers >= 2 ? 1 : 0); }
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".
   std::string consistency = "asp";

@@ -326,8 +326,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       if (res == Membership::RegisterResult::kComplete) {
         nodes_ = membership_->nodes();
-        ring_ =
-            std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes, 0, membership_->epoch());
+        ring_ = std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
+                                       cfg.EffectiveReplicas(), membership_->epoch());
         for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         BroadcastTable();
@@ -405,13 +405,26 @@ void Node::Impl::HandleControl(const Message& msg) {
       lk.lock();
       break;
     }
-    case pb::Control::NODE_DEAD:
-      if (std::find(dead_.begin(), dead_.end(), c.dead_id()) == dead_.end()) {
-        dead_.push_back(c.dead_id());
-        lk.unlock();
-        NotifyDead(c.dead_id());
-        lk.lock();
+    case pb::Control::NODE_DEAD: {
+      std::shared_ptr<const Ring> fresh;
+      if (c.has_ring() && ring_ && c.ring().epoch() > ring_->epoch()) {
+        std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
+        ring_ = std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
+                                       c.ring().epoch());
+        fresh = ring_;
       }
+      const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();
+      if (!known) dead_.push_back(c.dead_id());
+      lk.unlock();
+      if (!known) NotifyDead(c.dead_id());
+      if (fresh) NotifyRing(fresh);
+      lk.lock();
+      break;
+    }
+    case pb::Control::ABORT:
+      lk.unlock();
+      Fatal(c.error());
+      lk.lock();
       break;
     default:
       break;
@@ -556,22 +569,12 @@ void Node::Impl::HeartbeatLoop() {
       const int64_t silent_ms = NowMs() - heard_scheduler_ms_;
       lk.lock();
       if (ready_ && fatal_.empty() && silent_ms > cfg.heartbeat_timeout_ms) {
-        fatal_ = "lost the scheduler at " + cfg.scheduler_host + ":" +
-                 std::to_string(cfg.scheduler_port) + ": nothing heard for " +
-                 std::to_string(silent_ms) +
-                 " ms (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
-        cv_.notify_all();
-        const std::string why = fatal_;
+        const std::string why = "lost the scheduler at " + cfg.scheduler_host + ":" +
+                                std::to_string(cfg.scheduler_port) + ": nothing heard for " +
+                                std::to_string(silent_ms) + " ms (PS_HEARTBEAT_TIMEOUT_MS=" +
+                                std::to_string(cfg.heartbeat_timeout_ms) + ")";
         lk.unlock();
-        LOG(ERROR) << why;
-        if (cfg.exit_on_scheduler_loss) {
-          std::fprintf(stderr, "ps: %s; exiting\n", why.c_str());
-          std::fflush(stderr);
-          google::FlushLogFiles(google::GLOG_INFO);
-          std::_Exit(1);
-        }
-        std::lock_guard<std::mutex> cl(cust_mu_);
-        for (auto& cu : customers_) cu.second->OnFatal(why);
+        Fatal(why);
         lk.lock();
       }
     }
@@ -582,6 +585,8 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids) {
   for (int id : ids) {
     std::vector<Membership::Release> releases;
     std::vector<int> tell;
+    std::shared_ptr<const Ring> fresh;
+    std::string abort;
     {
       std::lock_guard<std::mutex> lk(mu_);
       releases = membership_->MarkDead(id);
@@ -590,16 +595,80 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids) {
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
+      const auto& servers = ring_->servers();
+      if (std::find(servers.begin(), servers.end(), id) != servers.end()) {
+        // A server left: its segments go to the first replica of each chain, which holds
+        // every acknowledged update of them. Without refill, more than k losses in all may
+        // have taken every copy of some range: stop rather than serve zeros.
+        dead_servers_++;
+        std::vector<int> left;
+        for (int s : servers) {
+          if (s != id) left.push_back(s);
+        }
+        if (left.empty() || dead_servers_ > ring_->replicas()) {
+          abort = "server node " + std::to_string(id) + " died and " +
+                  std::to_string(dead_servers_) + " of " + std::to_string(cfg.num_servers) +
+                  " servers are lost, more than the " + std::to_string(ring_->replicas()) +
+                  " replicas per range (PS_REPLICAS) can cover: some key ranges have no copy "
+                  "left";
+        } else {
+          ring_ =
+              std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), ring_->epoch() + 1);
+          fresh = ring_;
+        }
+      }
     }
     LOG(WARNING) << "node " << id << " silent for more than " << cfg.heartbeat_timeout_ms
                  << " ms (PS_HEARTBEAT_TIMEOUT_MS): declared dead";
+    if (!abort.empty()) {
+      LOG(ERROR) << abort;
+      pb::Control a;
+      a.set_cmd(pb::Control::ABORT);
+      a.set_error(abort);
+      for (int to : tell) SendControl(to, a, true);
+      Fatal(abort);
+      return;
+    }
     pb::Control c;
     c.set_cmd(pb::Control::NODE_DEAD);
     c.set_dead_id(id);
+    if (fresh) {
+      LOG(WARNING) << "ring epoch " << fresh->epoch() << ": " << fresh->servers().size()
+                   << " servers";
+      auto* r = c.mutable_ring();
+      r->set_epoch(fresh->epoch());
+      r->set_vnodes(fresh->vnodes());
+      r->set_replicas(fresh->replicas());
+      for (int s : fresh->servers()) r->add_servers(s);
+    }
     for (int to : tell) SendControl(to, c, true);
     NotifyDead(id);
+    if (fresh) NotifyRing(fresh);
     for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
   }
+}
+
+void Node::Impl::NotifyRing(std::shared_ptr<const Ring> ring) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& c : customers_) c.second->OnRingChange(ring);
+}
+
+void Node::Impl::Fatal(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!fatal_.empty()) return;
+    fatal_ = why;
+    cv_.notify_all();
+  }
+  LOG(ERROR) << why;
+  if (cfg.exit_on_scheduler_loss && cfg.role != Role::kScheduler) {
+    std::fprintf(stderr, "ps: %s; exiting\n", why.c_str());
+    std::fflush(stderr);
+    google::FlushLogFiles(google::GLOG_INFO);
+    std::_Exit(1);
+  }
+  std::lock_guard<std::mutex> cl(cust_mu_);
+  for (auto& cu : customers_) cu.second->OnFatal(why);
 }
 
 void Node::Impl::NotifyDead(int id) {

@@ -102,6 +102,10 @@ struct Node::Impl {
   // Scheduler: declares silent nodes dead, tells everyone, releases barriers they blocked.
   void DeclareDead(const std::vector<int>& ids);
   void NotifyDead(int id);
+  void NotifyRing(std::shared_ptr<const Ring> ring);
+  // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
+  // reason, then exit (PS_ON_SCHEDULER_LOSS=exit) or let the waits throw.
+  void Fatal(const std::string& why);
 
   enum class Holder { kNone, kBackground, kUser };
   std::mutex token_mu_;
@@ -128,6 +132,7 @@ struct Node::Impl {
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
+  int dead_servers_ = 0;                                    // scheduler
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::string fatal_;  // why this node cannot go on (lost the scheduler)
   std::string policy_;

@@ -25,10 +25,12 @@ struct KVServerBase::Impl : public Customer {
               return std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::steady_clock::now().time_since_epoch())
                   .count();
-            }) {}
+            },
+            n->id(), [rt = n->impl()] { return rt->ring(); }) {}
 
   void Process(Message& msg) override { core.Process(msg); }
   void OnNodeDead(int id) override { core.WorkerDead(id); }
+  void OnRingChange(std::shared_ptr<const Ring> ring) override { core.RingChanged(ring); }
   void OnNodeJoined(const NodeInfo& n) override {
     if (n.role == Role::kWorker) core.WorkerJoined(n.id);
   }

@@ -9,13 +9,16 @@ namespace ps {
 
 ServerCore::ServerCore(int a, DataType t, std::shared_ptr<StoreBase> s,
                        std::shared_ptr<const BarrierPolicy> policy, uint64_t seed,
-                       const std::vector<int>& workers, SendFn snd, NowFn now)
+                       const std::vector<int>& workers, SendFn snd, NowFn now, int self,
+                       RingFn ring)
     : app(a),
       dtype(t),
       esize(DataTypeSize(t)),
       store(std::move(s)),
       send(std::move(snd)),
       now_us(std::move(now)),
+      self_(self),
+      ring_(std::move(ring)),
       gate(std::move(policy), seed) {
   gate.SetWorkers(workers);
 }
@@ -53,6 +56,15 @@ Message ServerCore::ReplyTo(const Message& msg) const {
 }
 
 void ServerCore::Process(Message& msg) {
+  if (msg.meta.replica()) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (msg.meta.request()) {
+      OnReplica(msg);
+    } else {
+      OnReplicaAck(msg);
+    }
+    return;
+  }
   if (!msg.meta.request()) return;
   const int worker = msg.meta.sender();
   const int64_t step = msg.meta.step();
@@ -74,7 +86,16 @@ void ServerCore::Process(Message& msg) {
   std::vector<Message> pieces;
   const bool fresh_all = push ? FreshPart(worker, msg, &pieces) : false;
   const bool apply = push && (fresh_all || !pieces.empty());
-  if (push && !fresh_all) duplicates_++;
+  if (push && !fresh_all) {
+    duplicates_++;
+    // A copy of a push still waiting for its replicas: a copy on the way may have been lost.
+    auto e = entry_of_.find({worker, msg.meta.timestamp()});
+    if (e != entry_of_.end()) {
+      for (auto& h : hops_) {
+        if (h.second.entry == e->second) send(h.second.msg);
+      }
+    }
+  }
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
   const uint64_t h = next_handle;
@@ -92,10 +113,16 @@ void ServerCore::Process(Message& msg) {
     if (err.empty() && pull && pass) err = Handle(msg, &reply, false, true);
   }
   if (apply && err.empty()) {
+    auto ring = ring_ ? ring_() : nullptr;
+    const bool copies = ring && ring->replicas() > 0;
     if (fresh_all) {
       Record(worker, msg);
+      if (copies) Replicate(worker, msg, *ring);
     } else {
-      for (const auto& piece : pieces) Record(worker, piece);
+      for (const auto& piece : pieces) {
+        Record(worker, piece);
+        if (copies) Replicate(worker, piece, *ring);
+      }
     }
     if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -247,8 +274,134 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
     reply->data.clear();
     reply->meta.set_error(err);
     VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
+  } else {
+    // A push is acknowledged only once every replica holds it (a copy of it, too).
+    auto it = entry_of_.find({msg.meta.sender(), msg.meta.timestamp()});
+    if (it != entry_of_.end()) {
+      entries_[it->second].replies.push_back(std::move(*reply));
+      return;
+    }
   }
   send(*reply);
+}
+
+void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring) {
+  auto pieces = SplitByChain(applied, ring, esize);
+  if (pieces.empty()) return;
+  auto at = entry_of_.find({worker, applied.meta.timestamp()});
+  uint64_t e;
+  if (at == entry_of_.end()) {
+    e = next_fwd_++;
+    entries_[e].worker = worker;
+    entries_[e].ts = applied.meta.timestamp();
+    entry_of_[{worker, applied.meta.timestamp()}] = e;
+  } else {
+    e = at->second;
+  }
+  for (auto& p : pieces) {
+    p.msg.meta.set_origin(worker);
+    SendHop(e, std::move(p));
+  }
+}
+
+void ServerCore::SendHop(uint64_t entry, ChainPiece piece) {
+  const uint64_t id = next_fwd_++;
+  Message m = std::move(piece.msg);
+  m.meta.set_replica(true);
+  m.meta.set_request(true);
+  m.meta.set_pull(false);
+  m.meta.set_push(true);
+  m.meta.set_app_id(app);
+  m.meta.set_fwd_id(id);
+  m.meta.set_master(self_);
+  m.meta.set_receiver(piece.path[0]);
+  m.meta.clear_chain();
+  for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
+  entries_[entry].open++;
+  hops_[id] = Hop{entry, m};
+  send(m);
+}
+
+void ServerCore::OnReplica(Message& msg) {
+  const int origin = msg.meta.origin();
+  log.Advance(origin, msg.meta.lwm());
+  std::vector<Message> pieces;
+  const bool fresh_all = FreshPart(origin, msg, &pieces);
+  std::vector<const Message*> apply;
+  if (fresh_all) {
+    apply.push_back(&msg);
+  } else {
+    for (const auto& p : pieces) apply.push_back(&p);
+  }
+  for (const Message* piece : apply) {
+    Message scratch;
+    std::string err = Handle(*piece, &scratch, true, false);
+    if (!err.empty()) {
+      LOG(ERROR) << "replica copy from node " << msg.meta.sender() << " rejected: " << err;
+      return;  // never acknowledged: the master keeps the worker waiting, the worker resends
+    }
+    Record(origin, *piece);
+  }
+  if (msg.meta.chain_size() > 0) {  // pass it on along the chain
+    Message next = msg;
+    next.meta.set_receiver(msg.meta.chain(0));
+    next.meta.clear_chain();
+    for (int i = 1; i < msg.meta.chain_size(); ++i) next.meta.add_chain(msg.meta.chain(i));
+    send(next);
+    return;
+  }
+  Message ack;  // the tail holds it: tell the master
+  ack.meta.set_receiver(msg.meta.master());
+  ack.meta.set_app_id(app);
+  ack.meta.set_replica(true);
+  ack.meta.set_request(false);
+  ack.meta.set_fwd_id(msg.meta.fwd_id());
+  send(ack);
+}
+
+void ServerCore::OnReplicaAck(const Message& msg) {
+  auto h = hops_.find(msg.meta.fwd_id());
+  if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
+  const uint64_t e = h->second.entry;
+  hops_.erase(h);
+  auto it = entries_.find(e);
+  if (it != entries_.end() && --it->second.open == 0) Flush(e);
+}
+
+void ServerCore::Flush(uint64_t e) {
+  auto it = entries_.find(e);
+  if (it == entries_.end()) return;
+  Entry entry = std::move(it->second);
+  entries_.erase(it);
+  entry_of_.erase({entry.worker, entry.ts});
+  for (auto& r : entry.replies) send(r);
+}
+
+void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
+  std::lock_guard<std::mutex> lk(mu);
+  const auto& live = ring->servers();
+  auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
+  std::vector<uint64_t> lost;
+  for (const auto& h : hops_) {
+    bool ok = alive(h.second.msg.meta.receiver());
+    for (int c : h.second.msg.meta.chain()) ok &= alive(c);
+    if (!ok) lost.push_back(h.first);
+  }
+  std::sort(lost.begin(), lost.end());
+  for (uint64_t id : lost) {
+    Hop hop = std::move(hops_[id]);
+    hops_.erase(id);
+    auto& entry = entries_[hop.entry];
+    entry.open--;
+    // Send the copy along the chains of the new ring (the heirs of the server that left).
+    for (auto& p : SplitByChain(hop.msg, *ring, esize)) SendHop(hop.entry, std::move(p));
+    if (entries_[hop.entry].open == 0) Flush(hop.entry);
+  }
+}
+
+size_t ServerCore::replicating() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return entries_.size();
 }
 
 std::string ServerCore::Handle(const Message& req, Message* reply, bool do_push, bool do_pull) {

@@ -19,6 +19,8 @@
 #include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
+#include "replication/chain.h"
+#include "ring/ring.h"
 #include "store/store.h"
 
 namespace ps {
@@ -29,15 +31,25 @@ class ServerCore {
   /// Microseconds on any monotonic clock (wall or virtual).
   using NowFn = std::function<int64_t()>;
 
+  using RingFn = std::function<std::shared_ptr<const Ring>()>;
+
+  /// self: this server's node id; ring: the current ring (its replicas say how many copies a
+  /// push needs before it is acknowledged; null or 0 replicas = none).
   ServerCore(int app, DataType dtype, std::shared_ptr<StoreBase> store,
              std::shared_ptr<const BarrierPolicy> policy, uint64_t seed,
-             const std::vector<int>& workers, SendFn send, NowFn now_us);
+             const std::vector<int>& workers, SendFn send, NowFn now_us, int self = -1,
+             RingFn ring = nullptr);
 
   /// Handles one request: validates it, applies its push half, answers its pull half now or
   /// when the barrier policy lets it (DESIGN §7), and sends the replies.
   void Process(Message& msg);
   /// A worker was declared dead: it leaves the step table; reads it held back are answered.
   void WorkerDead(int id);
+  /// The ring changed (a server left): copies on their way to a server that left go to the
+  /// new chain instead.
+  void RingChanged(std::shared_ptr<const Ring> ring);
+  /// Pushes waiting for their replicas right now.
+  size_t replicating() const;
   /// A worker joined the running job: it enters the step table at the current minimum step.
   void WorkerJoined(int id);
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
@@ -79,6 +91,30 @@ class ServerCore {
   // (none for a pure copy).
   bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
   void Record(int worker, const Message& m);
+
+  // Chain replication (master side): every applied piece travels to its replicas; the replies
+  // to the worker wait in the request's entry until every copy is acknowledged.
+  struct Entry {
+    int worker = -1;
+    int ts = -1;
+    size_t open = 0;
+    std::vector<Message> replies;
+  };
+  struct Hop {
+    uint64_t entry;
+    Message msg;  // the copy as sent (receiver = first replica, chain = the rest)
+  };
+  void Replicate(int worker, const Message& applied, const Ring& ring);
+  void SendHop(uint64_t entry, ChainPiece piece);
+  void OnReplica(Message& msg);
+  void OnReplicaAck(const Message& msg);
+  void Flush(uint64_t entry);
+  int self_;
+  RingFn ring_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::unordered_map<uint64_t, Hop> hops_;
+  std::map<std::pair<int, int>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
+  uint64_t next_fwd_ = 1;
 
   struct HeldRead {
     Message req;

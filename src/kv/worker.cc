@@ -57,6 +57,7 @@ struct KVWorkerBase::Impl : public Customer {
     int64_t min_clock = INT64_MAX;  // pulls: the smallest server clock among the replies
     uint64_t max_held_us = 0;       // pulls: the longest a server held a part
     int attempt = 0;                // how many times the request was planned again
+    uint64_t epoch = 0;             // ring epoch of the current plan
     std::vector<Message> sent;      // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     bool streams() const {
@@ -107,6 +108,8 @@ struct KVWorkerBase::Impl : public Customer {
   // The ring changed: requests with a part at a server that left are planned again under the
   // new ring and sent whole (servers apply each key of a push once, however it is regrouped).
   void OnRing(std::shared_ptr<const Ring> ring);
+  // Plans a pending request again under ring (mu held); appends the messages to send.
+  void Replan(Pending* p, const Ring& ring, std::vector<Message>* out);
 
   Node* node;
   Node::Impl* rt;
@@ -393,13 +396,50 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     // Kept for resending until each part is answered.
     p->sent = msgs;
     p->sent_at.assign(nparts, std::chrono::steady_clock::now());
+    p->epoch = ring->epoch();
+    Pending* raw = p.get();
     pending[ts] = std::move(p);
+    // The ring may have changed since it was read above: then OnRing did not see this
+    // request, so plan it under the new ring here.
+    auto now = rt->ring();
+    if (now->epoch() != raw->epoch) {
+      msgs.clear();
+      Replan(raw, *now, &msgs);
+    }
   }
-  for (size_t k = 0; k < nparts; ++k) {
+  for (size_t k = 0; k < msgs.size(); ++k) {
     int server = msgs[k].meta.receiver();
     if (!rt->Send(msgs[k])) Fail(ts, k, "cannot send to server node " + std::to_string(server));
   }
   return ts;
+}
+
+void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Message>* out) {
+  const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+  p->attempt++;
+  p->parts.clear();
+  p->segs.clear();
+  p->seg_part.clear();
+  p->part_server.clear();
+  p->prefix.clear();
+  p->out = SArray<char>();
+  p->copy_error.clear();
+  p->min_clock = INT64_MAX;
+  p->max_held_us = 0;
+  std::vector<Message> msgs = Plan(p, p->req, &ring, p->step, read_clock);
+  p->replies.assign(msgs.size(), Message());
+  p->got.assign(msgs.size(), false);
+  p->received = 0;
+  for (auto& m : msgs) {
+    m.meta.set_timestamp(p->ts);
+    m.meta.set_lwm(lwm);
+    m.meta.set_attempt(p->attempt);
+  }
+  p->sent = msgs;
+  p->sent_at.assign(msgs.size(), std::chrono::steady_clock::now());
+  p->epoch = ring.epoch();
+  VLOG(1) << "request " << p->ts << " planned again under ring epoch " << ring.epoch();
+  for (auto& m : msgs) out->push_back(m);
 }
 
 void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
@@ -407,38 +447,14 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
   {
     std::lock_guard<std::mutex> lk(mu);
     const auto& live = ring->servers();
-    const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
     for (auto& e : pending) {
       Pending* p = e.second.get();
       bool stranded = false;
       for (size_t k = 0; k < p->part_server.size(); ++k) {
-        stranded |= !p->got[k] &&
-                    std::find(live.begin(), live.end(), p->part_server[k]) == live.end();
+        stranded |=
+            !p->got[k] && std::find(live.begin(), live.end(), p->part_server[k]) == live.end();
       }
-      if (!stranded) continue;
-      p->attempt++;
-      p->parts.clear();
-      p->segs.clear();
-      p->seg_part.clear();
-      p->part_server.clear();
-      p->prefix.clear();
-      p->out = SArray<char>();
-      p->copy_error.clear();
-      p->min_clock = INT64_MAX;
-      p->max_held_us = 0;
-      std::vector<Message> msgs = Plan(p, p->req, ring.get(), p->step, read_clock);
-      p->replies.assign(msgs.size(), Message());
-      p->got.assign(msgs.size(), false);
-      p->received = 0;
-      for (auto& m : msgs) {
-        m.meta.set_timestamp(p->ts);
-        m.meta.set_lwm(lwm);
-        m.meta.set_attempt(p->attempt);
-      }
-      p->sent = msgs;
-      p->sent_at.assign(msgs.size(), std::chrono::steady_clock::now());
-      VLOG(1) << "request " << p->ts << " planned again under ring epoch " << ring->epoch();
-      for (auto& m : msgs) out.push_back(m);
+      if (stranded) Replan(p, *ring, &out);
     }
   }
   for (auto& m : out) rt->Send(m);

@@ -6,12 +6,16 @@ really happened (so a pass is not vacuous).
   lossy: 3 servers, 3 workers; every node loses 5% of its data messages, sends 5% twice and
          holds 5% back 30 ms (so they arrive after later ones). Workers resend what gets no
          reply; servers apply every push exactly once. The sums must be exact.
+  kill_server: 4 servers (one replica per range, the default), 4 workers pushing; a server
+         chosen by the seed is SIGKILLed a seeded 0-400 ms after the pushes start. Its
+         replicas take over and every worker's final sums must be exact.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
 """
 import argparse
 import os
+import random
 import re
 import signal
 import subprocess
@@ -27,6 +31,14 @@ SCENARIOS = {
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "30"],
     },
+    "kill_server": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
+                "PS_REPLICAS=1"],
+        "launch": ["--allow-dead-servers", "1"],
+        "job": ["--scenario", "sum", "--universe", "400000", "--keys", "50000",
+                "--rounds", "40"],
+    },
     "scheduler_loss": {
         "servers": 2, "workers": 2,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
@@ -34,6 +46,39 @@ SCENARIOS = {
         "job": ["--scenario", "hang"],
     },
 }
+
+
+def run_and_kill_server(cmd, servers, workers, seed):
+    """Runs cmd; a seeded delay after every worker started pushing, SIGKILLs a seeded server."""
+    rng = random.Random(int(seed))
+    victim, delay = rng.randrange(servers), rng.uniform(0.0, 0.4)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, state = [], {"pids": {}, "up": 0, "killed": None}
+
+    def kill_later(pid):
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        state["killed"] = pid
+        print("run_fault: SIGKILL to server %d (pid %d) %.0f ms after the pushes started"
+              % (victim, pid, delay * 1000), flush=True)
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            m = re.search(r"started server (\d+) pid (\d+)", line)
+            if m:
+                state["pids"][int(m.group(1))] = int(m.group(2))
+            if "PUSHING worker" in line:
+                state["up"] += 1
+                if state["up"] == workers:
+                    threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
+
+    t = threading.Thread(target=read)
+    t.start()
+    rc = proc.wait()
+    t.join()
+    return rc, "".join(lines), victim, state["killed"]
 
 
 def run_and_kill_scheduler(cmd, workers):
@@ -99,6 +144,23 @@ def main():
             return 1
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
+        return 0
+    if a.scenario == "kill_server":
+        rc, out, victim, killed = run_and_kill_server(cmd, sc["servers"], sc["workers"], a.seed)
+        if killed is None:
+            failures.append("the server was never killed")
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if "ring epoch 2" not in out:
+            failures.append("the scheduler never published a ring without the dead server")
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): server %d killed, sums exact" % (a.scenario, a.seed, victim))
         return 0
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout)

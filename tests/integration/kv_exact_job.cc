@@ -145,6 +145,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     garbage = std::thread([&] { SendGarbage(node->nodes(), o.seed, 10000); });
   }
   // Push: round t's push is in flight while round t+1's is prepared.
+  std::cout << "PUSHING worker " << rank << std::endl;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<uint32_t> idx;
   std::vector<int64_t> vals;

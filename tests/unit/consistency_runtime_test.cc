@@ -2,8 +2,10 @@
 // workers as Node objects in one process over the in-process van.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -20,6 +22,9 @@ struct Cluster {
   std::mutex mu;
   std::exception_ptr failure;
   std::vector<KVServer<int64_t>::BarrierStats> server_stats;
+  // Runs on each server after its KVServer exists; returning false stops the node without
+  // Finalize (a dead server).
+  std::function<bool(Node*, KVServer<int64_t>*)> server_body;
 
   Cluster(int S, int W, const std::string& policy) {
     static int port = 9100;
@@ -66,6 +71,7 @@ struct Cluster {
         Node n(c);
         n.Start();
         KVServer<int64_t> server(&n);
+        if (server_body && !server_body(&n, &server)) return;
         n.Finalize();
         std::lock_guard<std::mutex> lk(mu);
         server_stats.push_back(server.barrier_stats());
@@ -263,6 +269,61 @@ TEST(ConsistencyRuntimeTest, BoundedDelayZeroMakesClockWaitForTheStep) {
     EXPECT_EQ(kv->step(), 5);
     return true;
   });
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// A server dies (its node stops without a word) after pushes were acknowledged: its replicas
+// take over and every sum stays exact; pushes in flight at the moment are resent to them.
+TEST(FailoverTest, ReplicasTakeOverTheRangesOfADeadServer) {
+  const uint64_t seed = 31;
+  Cluster c(3, 1, "asp");
+  c.base.replicas = 1;
+  std::atomic<bool> kill{false}, killed{false};
+  // Servers: rank 1 dies when told to.
+  c.base.heartbeat_interval_ms = 50;
+  c.base.heartbeat_timeout_ms = 500;
+  std::vector<Key> keys;
+  Rng rng(seed);
+  for (int i = 0; i < 3000; ++i) keys.push_back(HashKey(rng.Next()) % (kMaxKey - 1));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  const SArray<Key> K(keys);
+  c.server_body = [&](Node* n, KVServer<int64_t>*) {
+    if (n->rank() != 1) return true;
+    while (!kill) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    killed = true;
+    return false;  // stop without Finalize, like a killed process
+  };
+  c.Run([&](Node* node, KVWorker<int64_t>* kv, int) {
+    std::vector<int64_t> ref(keys.size(), 0);
+    for (int round = 0; round < 30; ++round) {
+      SArray<int64_t> v(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        v[i] = static_cast<int64_t>(rng.Below(1000)) - 300;
+        ref[i] += v[i];
+      }
+      if (round == 10) kill = true;
+      kv->Wait(kv->Push(K, v));
+    }
+    while (node->ring_epoch() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    SArray<int64_t> got;
+    kv->Wait(kv->Pull(K, &got));
+    size_t wrong = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (got[i] != ref[i] && wrong++ < 5) {
+        ADD_FAILURE() << "seed " << seed << " key " << keys[i] << ": " << got[i] << " want "
+                      << ref[i];
+      }
+    }
+    EXPECT_EQ(wrong, 0u);
+    return true;
+  });
+  EXPECT_TRUE(killed.load());
 }
 
 }  // namespace

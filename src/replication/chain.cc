@@ -1,0 +1,79 @@
+#include "replication/chain.h"
+
+#include <map>
+
+namespace ps {
+
+std::vector<ChainPiece> SplitByChain(const Message& m, const Ring& ring, size_t esize) {
+  std::vector<ChainPiece> out;
+  auto replicas = [&ring](size_t segment) {
+    auto chain = ring.Chain(segment);
+    return std::vector<int>(chain.begin() + (chain.empty() ? 0 : 1), chain.end());
+  };
+  if (m.meta.op() == pb::Meta::DENSE_PUSH) {
+    const Range r(m.meta.range_begin(), m.meta.range_end());
+    if (r.begin >= r.end || m.data.size() != 1) return out;
+    const size_t row = m.data[0].size() / r.size();
+    std::vector<RingSegment> segs;
+    ring.SliceRange(r, &segs);
+    for (const auto& s : segs) {
+      auto path = replicas(ring.SegmentOf(s.range.begin));
+      if (path.empty()) continue;
+      ChainPiece p;
+      p.path = std::move(path);
+      p.msg.meta = m.meta;
+      p.msg.meta.set_range_begin(s.range.begin);
+      p.msg.meta.set_range_end(s.range.end);
+      p.msg.data = {
+          m.data[0].Segment((s.range.begin - r.begin) * row, (s.range.end - r.begin) * row)};
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  if (m.data.size() < 2 || m.data[0].size() % sizeof(Key) || m.data[1].size() % esize) return out;
+  const SArray<Key> keys(m.data[0]);
+  const size_t n = keys.size();
+  if (n == 0) return out;
+  if (m.meta.val_total() > 0) {  // a part of one key's large value
+    auto path = replicas(ring.SegmentOf(keys[0]));
+    if (!path.empty()) out.push_back({std::move(path), m});
+    return out;
+  }
+  const bool lens = m.meta.has_lens() && m.data.size() == 3;
+  const size_t nvals = m.data[1].size() / esize;
+  std::vector<uint64_t> off(n + 1, 0);
+  if (lens) {
+    if (m.data[2].size() != n * sizeof(int)) return out;
+    const int* l = reinterpret_cast<const int*>(m.data[2].data());
+    for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + static_cast<uint64_t>(std::max(0, l[i]));
+  } else {
+    for (size_t i = 0; i <= n; ++i) off[i] = i * (nvals / n);
+  }
+  if (off[n] != nvals) return out;
+  std::vector<KeySlice> slices;
+  ring.SliceKeys(keys.data(), n, &slices);
+  std::map<std::vector<int>, std::vector<std::pair<size_t, size_t>>> groups;
+  for (const auto& s : slices) {
+    auto path = replicas(s.segment);
+    if (!path.empty()) groups[path].emplace_back(s.begin, s.end);
+  }
+  for (auto& g : groups) {
+    ChainPiece p;
+    p.path = g.first;
+    p.msg.meta = m.meta;
+    SArray<Key> k;
+    SArray<char> v;
+    SArray<int> l;
+    for (auto run : g.second) {
+      k.append(keys.Segment(run.first, run.second));
+      v.append(m.data[1].Segment(off[run.first] * esize, off[run.second] * esize));
+      if (lens) l.append(SArray<int>(m.data[2]).Segment(run.first, run.second));
+    }
+    p.msg.data = {SArray<char>(k), v};
+    if (lens) p.msg.data.push_back(SArray<char>(l));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace ps

@@ -1,0 +1,27 @@
+// Chain replication helpers. Pure logic: which replicas an applied update must reach.
+#ifndef PS_REPLICATION_CHAIN_H_
+#define PS_REPLICATION_CHAIN_H_
+
+#include <utility>
+#include <vector>
+
+#include "message/message.h"
+#include "ring/ring.h"
+
+namespace ps {
+
+/// One piece of an update and the replicas it must reach, in chain order.
+struct ChainPiece {
+  std::vector<int> path;
+  Message msg;
+};
+
+/// Cuts an applied push (explicit keys with fixed or variable widths, a value part of one key,
+/// or a dense range) by the replica chains of its keys under `ring`: each piece holds the keys
+/// (and their values) whose chain has the same replicas after the master. Keys whose chain is
+/// only the master need no copy and are left out. `esize` is the size of one value.
+std::vector<ChainPiece> SplitByChain(const Message& push, const Ring& ring, size_t esize);
+
+}  // namespace ps
+
+#endif  // PS_REPLICATION_CHAIN_H_
