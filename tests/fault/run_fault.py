@@ -36,7 +36,7 @@ SCENARIOS = {
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
                 "PS_REPLICAS=1"],
         "launch": ["--allow-dead-servers", "1"],
-        "job": ["--scenario", "sum", "--universe", "400000", "--keys", "50000",
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
     },
     "scheduler_loss": {
