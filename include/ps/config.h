@@ -30,8 +30,8 @@ struct Config {
   /// Rank wished for by the launcher (PS_RANK); -1 = assigned in order of arrival.
   int rank_hint = -1;
   /// Heartbeat period and the silence after which the scheduler marks a node dead (ms).
-  int heartbeat_interval_ms = 1000;
-  int heartbeat_timeout_ms = 10000;
+  int heartbeat_interval_ms = 200;
+  int heartbeat_timeout_ms = 800;
   /// How long the scheduler waits for the expected nodes, and nodes for the node table (ms).
   int register_timeout_ms = 60000;
   /// How long Wait() waits for a request before throwing ps::Error (ms).

@@ -177,6 +177,21 @@ void Node::Impl::Start() {
                 " ms (PS_REGISTER_TIMEOUT_MS)");
   }
   lk.unlock();
+  if (scheduler) {
+    // A node whose process dies closes its connections at once: declare it dead then,
+    // instead of waiting out the heartbeat timeout (a hang still needs the timeout).
+    van->WatchPeers([this](int id) {
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (final_released_ || id <= 0 || membership_->IsDead(id)) return;
+        bool known = false;
+        for (const auto& n : nodes_) known |= n.id == id;
+        if (!known) return;
+      }
+      LOG(WARNING) << "connection to node " << id << " broke";
+      DeclareDead({id}, "its connection broke");
+    });
+  }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
 }
 
@@ -495,6 +510,11 @@ void Node::Impl::NotifyJoined(const NodeInfo& n) {
 }
 
 void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq) {
+  if (groups == kAllGroups && !ids.empty()) {
+    std::lock_guard<std::mutex> lk(mu_);
+    // The scheduler inside Finalize: this is the last barrier, and everyone leaves after it.
+    if (finalized_) final_released_ = true;
+  }
   for (int id : ids) {
     if (id == 0) {
       std::lock_guard<std::mutex> lk(mu_);
@@ -555,7 +575,10 @@ void Node::Impl::HeartbeatLoop() {
         if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
       }
       lk.unlock();
-      if (!silent.empty()) DeclareDead(silent);
+      if (!silent.empty()) {
+        DeclareDead(silent, "silent for more than " + std::to_string(cfg.heartbeat_timeout_ms) +
+                                " ms (PS_HEARTBEAT_TIMEOUT_MS)");
+      }
       // The scheduler beats too, so that every node can tell when it is gone.
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
@@ -581,7 +604,7 @@ void Node::Impl::HeartbeatLoop() {
   }
 }
 
-void Node::Impl::DeclareDead(const std::vector<int>& ids) {
+void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how) {
   for (int id : ids) {
     std::vector<Membership::Release> releases;
     std::vector<int> tell;
@@ -589,6 +612,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids) {
     std::string abort;
     {
       std::lock_guard<std::mutex> lk(mu_);
+      if (final_released_) return;  // the job is over: everyone is leaving
       releases = membership_->MarkDead(id);
       if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
       dead_.push_back(id);
@@ -618,8 +642,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids) {
         }
       }
     }
-    LOG(WARNING) << "node " << id << " silent for more than " << cfg.heartbeat_timeout_ms
-                 << " ms (PS_HEARTBEAT_TIMEOUT_MS): declared dead";
+    LOG(WARNING) << "node " << id << " declared dead: " << how;
     if (!abort.empty()) {
       LOG(ERROR) << abort;
       pb::Control a;
@@ -657,7 +680,10 @@ void Node::Impl::Fatal(const std::string& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!fatal_.empty()) return;
+    // Past the last barrier the job is over: nothing can fail any more.
+    if (finalized_ && barrier_done_[kAllGroups] >= barrier_sent_[kAllGroups]) return;
     fatal_ = why;
+    has_fatal_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
   LOG(ERROR) << why;

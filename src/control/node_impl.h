@@ -62,8 +62,9 @@ struct Node::Impl {
   /// The current barrier policy spec and bounded delay.
   std::string policy() const;
   int max_delay() const;
-  /// Why this node cannot go on, or "" (under mu_).
+  /// Why this node cannot go on, or "" (a cheap check first: it is on every request's path).
   std::string fatal() const {
+    if (!has_fatal_.load(std::memory_order_acquire)) return "";
     std::lock_guard<std::mutex> lk(mu_);
     return fatal_;
   }
@@ -100,7 +101,7 @@ struct Node::Impl {
   // Applies a consistency change here and hands it to the customers.
   void ApplyConsistency(const pb::Control& c);
   // Scheduler: declares silent nodes dead, tells everyone, releases barriers they blocked.
-  void DeclareDead(const std::vector<int>& ids);
+  void DeclareDead(const std::vector<int>& ids, const std::string& how);
   void NotifyDead(int id);
   void NotifyRing(std::shared_ptr<const Ring> ring);
   // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
@@ -132,9 +133,11 @@ struct Node::Impl {
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
-  int dead_servers_ = 0;                                    // scheduler
+  int dead_servers_ = 0;         // scheduler
+  bool final_released_ = false;  // scheduler: the last barrier is released
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::string fatal_;  // why this node cannot go on (lost the scheduler)
+  std::atomic<bool> has_fatal_{false};
   std::string policy_;
   int max_delay_;
   bool finalized_ = false;

@@ -363,6 +363,8 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
   int64_t step_now, read_now;
   {
+    const std::string node_fatal = rt->fatal();
+    if (!node_fatal.empty()) throw Error(node_fatal);
     std::lock_guard<std::mutex> lk(mu);
     if (!fatal.empty()) throw Error(fatal);
     step_now = step;

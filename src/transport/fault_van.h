@@ -38,6 +38,7 @@ class FaultVan : public Van {
   bool Send(const Message& msg) override;
   bool Recv(Message* msg, int timeout_ms) override;
   void Interrupt() override { inner_->Interrupt(); }
+  void WatchPeers(std::function<void(int)> lost) override { inner_->WatchPeers(std::move(lost)); }
   void Stop(int linger_ms) override;
   /// The wrapped van's counters, with the injected faults added to them.
   const VanCounters& counters() const override { return inner_->counters(); }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,11 @@ class Van {
   /// Closes every socket; wakes Recv. Messages still queued for sending get up to linger_ms
   /// to leave (0 = drop them).
   virtual void Stop(int linger_ms) = 0;
+
+  /// Asks to hear, through lost(id), when the connection to a connected peer breaks (its
+  /// process is gone: the kernel closed its sockets). Called on a van thread. Vans that cannot
+  /// tell (in-process) never call it.
+  virtual void WatchPeers(std::function<void(int id)> lost) { (void)lost; }
 
   virtual const VanCounters& counters() const { return counters_; }
   VanCounters& mutable_counters() { return counters_; }

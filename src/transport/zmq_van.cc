@@ -4,6 +4,7 @@
 #include <zmq.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -70,6 +71,7 @@ void ZmqVan::Connect(int id, const std::string& host, int port) {
     zmq_close(peer->socket);
     throw Error("cannot connect to " + addr + ": " + err);
   }
+  if (lost_) Monitor(id, peer->socket);
   std::shared_ptr<Peer> old;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
@@ -230,9 +232,90 @@ void ZmqVan::Interrupt() {
   if (interrupter_) zmq_send(interrupter_, "", 0, ZMQ_DONTWAIT);
 }
 
+void ZmqVan::WatchPeers(std::function<void(int)> lost) {
+  lost_ = std::move(lost);
+  std::vector<std::pair<int, std::shared_ptr<Peer>>> existing;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    for (auto& p : peers_) existing.emplace_back(p.first, p.second);
+  }
+  for (auto& e : existing) {
+    std::lock_guard<std::mutex> lk(e.second->mu);  // sockets are not thread-safe
+    if (e.second->socket) Monitor(e.first, e.second->socket);
+  }
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+void ZmqVan::Monitor(int id, void* dealer) {
+  std::lock_guard<std::mutex> lk(mon_mu_);
+  const std::string ep = "inproc://ps-monitor-" +
+                         std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
+                         std::to_string(mon_seq_++);
+  if (zmq_socket_monitor(dealer, ep.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) return;
+  void* pair = zmq_socket(context_, ZMQ_PAIR);
+  int zero = 0;
+  zmq_setsockopt(pair, ZMQ_LINGER, &zero, sizeof(zero));
+  if (zmq_connect(pair, ep.c_str()) != 0) {
+    zmq_close(pair);
+    return;
+  }
+  mon_new_.emplace_back(id, pair);
+}
+
+void ZmqVan::MonitorLoop() {
+  std::vector<std::pair<int, void*>> socks;
+  while (!mon_stop_) {
+    {
+      std::lock_guard<std::mutex> lk(mon_mu_);
+      for (auto& n : mon_new_) {
+        socks.push_back(n);
+        mon_current_[n.first] = n.second;  // a reconnect replaces the peer's monitor
+      }
+      mon_new_.clear();
+    }
+    std::vector<zmq_pollitem_t> items(socks.size());
+    for (size_t i = 0; i < socks.size(); ++i) items[i] = {socks[i].second, 0, ZMQ_POLLIN, 0};
+    if (items.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (zmq_poll(items.data(), static_cast<int>(items.size()), 50) <= 0) continue;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      // An event is two frames: 6 bytes (uint16 event, uint32 value), then the endpoint.
+      zmq_msg_t ev;
+      zmq_msg_init(&ev);
+      uint16_t event = 0;
+      if (zmq_msg_recv(&ev, socks[i].second, ZMQ_DONTWAIT) >= 6) {
+        std::memcpy(&event, zmq_msg_data(&ev), sizeof(event));
+      }
+      const bool more = zmq_msg_more(&ev);
+      zmq_msg_close(&ev);
+      if (more) {
+        zmq_msg_t ep;
+        zmq_msg_init(&ep);
+        zmq_msg_recv(&ep, socks[i].second, ZMQ_DONTWAIT);
+        zmq_msg_close(&ep);
+      }
+      bool current;
+      {
+        std::lock_guard<std::mutex> lk(mon_mu_);
+        current = mon_current_[socks[i].first] == socks[i].second;
+      }
+      if (event == ZMQ_EVENT_DISCONNECTED && current && !mon_stop_) lost_(socks[i].first);
+    }
+  }
+  for (auto& s : socks) zmq_close(s.second);
+  std::lock_guard<std::mutex> lk(mon_mu_);
+  for (auto& n : mon_new_) zmq_close(n.second);
+  mon_new_.clear();
+}
+
 void ZmqVan::Stop(int linger_ms) {
   if (stopped_) return;
   stopped_ = true;
+  mon_stop_ = true;
+  if (monitor_.joinable()) monitor_.join();
   {
     std::lock_guard<std::mutex> lk(interrupt_mu_);
     if (interrupter_) zmq_close(interrupter_);

@@ -2,9 +2,14 @@
 #ifndef PS_TRANSPORT_ZMQ_VAN_H_
 #define PS_TRANSPORT_ZMQ_VAN_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "transport/van.h"
 
@@ -21,6 +26,7 @@ class ZmqVan : public Van {
   bool Recv(Message* msg, int timeout_ms) override;
   void Interrupt() override;
   void Stop(int linger_ms) override;
+  void WatchPeers(std::function<void(int)> lost) override;
 
  private:
   struct Peer {
@@ -40,6 +46,18 @@ class ZmqVan : public Van {
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   bool stopped_ = false;
+
+  // Connection monitoring (WatchPeers): a PAIR socket per peer DEALER receives its
+  // disconnect events; one thread polls them.
+  void MonitorLoop();
+  void Monitor(int id, void* dealer);
+  std::function<void(int)> lost_;
+  std::thread monitor_;
+  std::mutex mon_mu_;
+  std::vector<std::pair<int, void*>> mon_new_;  // handed to the monitor thread
+  std::unordered_map<int, void*> mon_current_;  // the live monitor of each peer id
+  std::atomic<bool> mon_stop_{false};
+  uint64_t mon_seq_ = 0;
 };
 
 }  // namespace ps

@@ -9,6 +9,9 @@ really happened (so a pass is not vacuous).
   kill_server: 4 servers (one replica per range, the default), 4 workers pushing; a server
          chosen by the seed is SIGKILLed a seeded 0-400 ms after the pushes start. Its
          replicas take over and every worker's final sums must be exact.
+  stop_server: as kill_server, but the server is SIGSTOPped (a hang, not a crash: its
+         connections stay open) with the default heartbeat settings; the scheduler must declare
+         it dead by heartbeat timeout. The stopped process is SIGKILLed at the end, by PID.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -39,6 +42,13 @@ SCENARIOS = {
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
     },
+    "stop_server": {
+        "servers": 4, "workers": 4,
+        "env": [],
+        "launch": ["--allow-dead-servers", "1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "40"],
+    },
     "scheduler_loss": {
         "servers": 2, "workers": 2,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
@@ -48,8 +58,9 @@ SCENARIOS = {
 }
 
 
-def run_and_kill_server(cmd, servers, workers, seed):
-    """Runs cmd; a seeded delay after every worker started pushing, SIGKILLs a seeded server."""
+def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL):
+    """Runs cmd; a seeded delay after every worker started pushing, sends sig to a seeded
+    server. A stopped server is SIGKILLed once every worker has finished."""
     rng = random.Random(int(seed))
     victim, delay = rng.randrange(servers), rng.uniform(0.0, 0.4)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -57,10 +68,10 @@ def run_and_kill_server(cmd, servers, workers, seed):
 
     def kill_later(pid):
         time.sleep(delay)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, sig)
         state["killed"] = pid
-        print("run_fault: SIGKILL to server %d (pid %d) %.0f ms after the pushes started"
-              % (victim, pid, delay * 1000), flush=True)
+        print("run_fault: %s to server %d (pid %d) %.0f ms after the pushes started"
+              % (signal.Signals(sig).name, victim, pid, delay * 1000), flush=True)
 
     def read():
         for line in proc.stdout:
@@ -73,6 +84,10 @@ def run_and_kill_server(cmd, servers, workers, seed):
                 state["up"] += 1
                 if state["up"] == workers:
                     threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
+            if "OK worker" in line:
+                state["ok"] = state.get("ok", 0) + 1
+                if state["ok"] == workers and sig == signal.SIGSTOP and state["killed"]:
+                    os.kill(state["killed"], signal.SIGKILL)  # clean up the hung one
 
     t = threading.Thread(target=read)
     t.start()
@@ -145,8 +160,10 @@ def main():
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
         return 0
-    if a.scenario == "kill_server":
-        rc, out, victim, killed = run_and_kill_server(cmd, sc["servers"], sc["workers"], a.seed)
+    if a.scenario in ("kill_server", "stop_server"):
+        sig = signal.SIGKILL if a.scenario == "kill_server" else signal.SIGSTOP
+        rc, out, victim, killed = run_and_kill_server(cmd, sc["servers"], sc["workers"], a.seed,
+                                                      sig)
         if killed is None:
             failures.append("the server was never killed")
         if rc != 0:
@@ -157,10 +174,13 @@ def main():
                             % (sc["workers"], len(ok)))
         if "ring epoch 2" not in out:
             failures.append("the scheduler never published a ring without the dead server")
+        if sig == signal.SIGSTOP and "declared dead: silent for more than" not in out:
+            failures.append("the hung server was not declared dead by heartbeat timeout")
         if failures:
             print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
             return 1
-        print("PASSED %s (seed %s): server %d killed, sums exact" % (a.scenario, a.seed, victim))
+        print("PASSED %s (seed %s): server %d got %s, sums exact"
+              % (a.scenario, a.seed, victim, signal.Signals(sig).name))
         return 0
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout)
