@@ -565,14 +565,23 @@ void Node::Impl::RemoveCustomer(int app_id) {
 
 void Node::Impl::HeartbeatLoop() {
   std::unique_lock<std::mutex> lk(mu_);
+  // The scheduler looks for silent nodes more often than it beats, so a hang is declared
+  // within the timeout plus a few ms rather than plus a whole interval.
+  const int tick = cfg.role == Role::kScheduler ? std::min(cfg.heartbeat_interval_ms, 20)
+                                                : cfg.heartbeat_interval_ms;
+  int64_t next_beat = NowMs() + cfg.heartbeat_interval_ms;
   while (running_) {
-    cv_.wait_for(lk, std::chrono::milliseconds(cfg.heartbeat_interval_ms));
+    cv_.wait_for(lk, std::chrono::milliseconds(tick));
     if (!running_) break;
     if (cfg.role == Role::kScheduler) {
-      auto silent = membership_->Silent(NowMs(), cfg.heartbeat_timeout_ms);
+      const int64_t now = NowMs();
+      auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
       std::vector<int> live;
-      for (const auto& n : nodes_) {
-        if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
+      if (now >= next_beat) {
+        next_beat = now + cfg.heartbeat_interval_ms;
+        for (const auto& n : nodes_) {
+          if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
+        }
       }
       lk.unlock();
       if (!silent.empty()) {

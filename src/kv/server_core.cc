@@ -78,6 +78,10 @@ void ServerCore::Process(Message& msg) {
     return;
   }
   const bool push = msg.meta.push(), pull = msg.meta.pull();
+  if (!push && !pull) {
+    Answer(msg, &reply, "neither push nor pull");
+    return;
+  }
   const ReadId id{msg.meta.timestamp(), msg.meta.part(), msg.meta.attempt()};
   log.Advance(worker, msg.meta.lwm());
   if (pull && held_ids[worker].count(id)) return;  // a copy of a held read: one answer will do

@@ -29,6 +29,9 @@ struct Job {
     base.request_timeout_ms = 20000;
     base.barrier_timeout_ms = 20000;
     base.exit_on_scheduler_loss = false;  // many nodes share this process
+    // No heartbeats while a test runs: some tests count the messages a node receives.
+    base.heartbeat_interval_ms = 30000;
+    base.heartbeat_timeout_ms = 60000;
     if (inproc) {
       base.inproc = net;
       base.scheduler_port = next_port++;
