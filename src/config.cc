@@ -93,6 +93,7 @@ Config Config::FromMap(const Env& env) {
   ReadFraction(env, "PS_FAULT_DELAY", &c.fault_delay);
   ReadInt(env, {"PS_FAULT_DELAY_MS"}, 0, 600000, &c.fault_delay_ms);
   ReadInt(env, {"PS_RESEND_TIMEOUT_MS"}, 1, 1 << 30, &c.resend_timeout_ms);
+  ReadInt(env, {"PS_TASK_TIMEOUT_MS"}, 0, 1 << 30, &c.task_timeout_ms);
   std::string loss;
   ReadString(env, {"PS_ON_SCHEDULER_LOSS"}, &loss);
   if (loss == "throw") {

@@ -64,6 +64,8 @@ struct Config {
   /// (default; a hang is worse), or make every blocking call throw ps::Error (tests that run
   /// many nodes in one process).
   bool exit_on_scheduler_loss = true;
+  /// A task held longer than this goes back to the pool (PS_TASK_TIMEOUT_MS; 0 = never).
+  int task_timeout_ms = 0;
   /// Join a job that is already running (PS_JOIN=1); only workers can, for now. The new worker
   /// gets the next id and rank, takes part in every barrier not released yet, and enters the
   /// servers' step tables at the current minimum step.

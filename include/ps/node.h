@@ -95,6 +95,28 @@ class Node {
   /// The barrier policy spec and bounded delay this node currently knows.
   std::string consistency_policy() const;
   int max_delay() const;
+  /// Data shards (tasks). The scheduler keeps a pool; workers take tasks one at a time and
+  /// report them done; the unfinished tasks of a worker that dies (or holds one longer than
+  /// PS_TASK_TIMEOUT_MS) go back to the pool for the others.
+  ///
+  /// Scheduler only: adds n tasks to the pool and returns the id of the first (ids are
+  /// consecutive and never reused). Until the first call, workers asking for a task wait.
+  int AddTasks(int n);
+  /// Worker only: the next task to do. Blocks while the pool is empty but tasks are still out
+  /// with other workers (one may die and its tasks come back); returns -1 when every task is
+  /// done. Throws ps::Error after Config::barrier_timeout_ms.
+  int NextTask();
+  /// Worker only: reports a task finished. A report for a task that was taken away (this worker
+  /// was too slow or declared dead) is ignored by the scheduler.
+  void TaskDone(int task);
+  /// Scheduler only: tasks added, done, and handed out more than once (redone).
+  struct TaskStats {
+    int added = 0;
+    int done = 0;
+    int redone = 0;
+  };
+  TaskStats task_stats() const;
+
   /// Ids of nodes the scheduler declared dead (silent beyond PS_HEARTBEAT_TIMEOUT_MS).
   std::vector<int> dead_nodes() const;
   /// Epoch of the ring this node knows (grows with every membership change).

@@ -58,6 +58,10 @@ std::vector<NodeInfo> Node::nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->nodes_;
 }
+int Node::AddTasks(int n) { return impl_->AddTasks(n); }
+int Node::NextTask() { return impl_->NextTask(); }
+void Node::TaskDone(int task) { impl_->TaskDone(task); }
+Node::TaskStats Node::task_stats() const { return impl_->GetTaskStats(); }
 void Node::SetConsistency(const std::string& policy, int max_delay) {
   impl_->SetConsistency(policy, max_delay != kKeepDelay, max_delay == kKeepDelay ? 0 : max_delay);
 }
@@ -357,6 +361,28 @@ void Node::Impl::HandleControl(const Message& msg) {
     } else if (c.cmd() == pb::Control::CONSISTENCY && membership_->complete()) {
       lk.unlock();
       ApplyConsistency(c);
+    } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from)) {
+      std::vector<std::pair<int, int>> answers;
+      int task = -1;
+      auto a = tasks_added_ ? tasks_.Take(from, NowMs(), &task) : TaskPool::Answer::kWait;
+      if (a == TaskPool::Answer::kWait) {
+        if (std::find(task_waiters_.begin(), task_waiters_.end(), from) == task_waiters_.end()) {
+          task_waiters_.push_back(from);
+        }
+      } else {
+        answers.emplace_back(from, a == TaskPool::Answer::kTask ? task : -1);
+      }
+      lk.unlock();
+      SendTaskAnswers(answers);
+    } else if (c.cmd() == pb::Control::TASK_DONE) {
+      std::vector<std::pair<int, int>> answers;
+      if (!tasks_.Done(from, c.task())) {
+        LOG(INFO) << "task " << c.task() << " reported done by node " << from
+                  << " after it was taken back: ignored";
+      }
+      ServeTaskWaiters(&answers);
+      lk.unlock();
+      SendTaskAnswers(answers);
     }
     return;
   }
@@ -436,6 +462,11 @@ void Node::Impl::HandleControl(const Message& msg) {
       lk.lock();
       break;
     }
+    case pb::Control::TASK_GIVE:
+      task_answer_ = c.task();
+      task_answers_++;
+      cv_.notify_all();
+      break;
     case pb::Control::ABORT:
       lk.unlock();
       Fatal(c.error());
@@ -576,6 +607,8 @@ void Node::Impl::HeartbeatLoop() {
     if (cfg.role == Role::kScheduler) {
       const int64_t now = NowMs();
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
+      std::vector<std::pair<int, int>> task_answers;
+      if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
       std::vector<int> live;
       if (now >= next_beat) {
         next_beat = now + cfg.heartbeat_interval_ms;
@@ -592,6 +625,7 @@ void Node::Impl::HeartbeatLoop() {
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
       for (int id : live) SendControl(id, c, true);
+      SendTaskAnswers(task_answers);
       lk.lock();
     } else {
       lk.unlock();
@@ -615,6 +649,7 @@ void Node::Impl::HeartbeatLoop() {
 
 void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how) {
   for (int id : ids) {
+    std::vector<std::pair<int, int>> task_answers;
     std::vector<Membership::Release> releases;
     std::vector<int> tell;
     std::shared_ptr<const Ring> fresh;
@@ -624,6 +659,14 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       if (final_released_) return;  // the job is over: everyone is leaving
       releases = membership_->MarkDead(id);
       if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
+      auto back = tasks_.WorkerDead(id);
+      if (!back.empty()) {
+        LOG(WARNING) << back.size() << " unfinished task(s) of node " << id
+                     << " go back to the pool";
+      }
+      task_waiters_.erase(std::remove(task_waiters_.begin(), task_waiters_.end(), id),
+                          task_waiters_.end());
+      ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
@@ -676,8 +719,81 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     for (int to : tell) SendControl(to, c, true);
     NotifyDead(id);
     if (fresh) NotifyRing(fresh);
+    SendTaskAnswers(task_answers);
     for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
   }
+}
+
+void Node::Impl::ServeTaskWaiters(std::vector<std::pair<int, int>>* answers) {
+  while (!task_waiters_.empty() && tasks_added_) {
+    int task = -1;
+    auto a = tasks_.Take(task_waiters_.front(), NowMs(), &task);
+    if (a == TaskPool::Answer::kWait) break;
+    answers->emplace_back(task_waiters_.front(), a == TaskPool::Answer::kTask ? task : -1);
+    task_waiters_.erase(task_waiters_.begin());
+  }
+}
+
+void Node::Impl::SendTaskAnswers(const std::vector<std::pair<int, int>>& answers) {
+  for (const auto& a : answers) {
+    pb::Control c;
+    c.set_cmd(pb::Control::TASK_GIVE);
+    c.set_task(a.second);
+    SendControl(a.first, c);
+  }
+}
+
+int Node::Impl::AddTasks(int n) {
+  if (cfg.role != Role::kScheduler) throw Error("AddTasks: only the scheduler keeps the pool");
+  if (n < 0) throw Error("AddTasks: n must be >= 0");
+  std::vector<std::pair<int, int>> answers;
+  int first;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!ready_) throw Error("AddTasks called before Start");
+    first = tasks_.Add(n);
+    tasks_added_ = true;
+    ServeTaskWaiters(&answers);
+  }
+  SendTaskAnswers(answers);
+  return first;
+}
+
+int Node::Impl::NextTask() {
+  if (cfg.role != Role::kWorker) throw Error("NextTask: only workers take tasks");
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    seen = task_answers_;
+  }
+  pb::Control c;
+  c.set_cmd(pb::Control::TASK_TAKE);
+  SendControl(0, c);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
+                    [&] { return task_answers_ > seen || !fatal_.empty(); })) {
+    throw Error("NextTask: no answer from the scheduler within " +
+                std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+  }
+  if (!fatal_.empty()) throw Error("NextTask: " + fatal_);
+  return task_answer_;
+}
+
+void Node::Impl::TaskDone(int task) {
+  if (cfg.role != Role::kWorker) throw Error("TaskDone: only workers do tasks");
+  pb::Control c;
+  c.set_cmd(pb::Control::TASK_DONE);
+  c.set_task(task);
+  SendControl(0, c);
+}
+
+Node::TaskStats Node::Impl::GetTaskStats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Node::TaskStats t;
+  t.done = static_cast<int>(tasks_.done());
+  t.added = static_cast<int>(tasks_.done() + tasks_.outstanding() + tasks_.pending());
+  for (const auto& h : tasks_.handouts()) t.redone += h.second > 1;
+  return t;
 }
 
 void Node::Impl::NotifyRing(std::shared_ptr<const Ring> ring) {

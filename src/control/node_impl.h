@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "control/membership.h"
+#include "control/task_pool.h"
 #include "ps/node.h"
 #include "ring/ring.h"
 #include "transport/van.h"
@@ -135,6 +136,23 @@ struct Node::Impl {
   std::vector<int> dead_;
   int dead_servers_ = 0;         // scheduler
   bool final_released_ = false;  // scheduler: the last barrier is released
+  // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
+  TaskPool tasks_;
+  bool tasks_added_ = false;
+  std::vector<int> task_waiters_;
+  int task_answer_ = 0;
+  uint64_t task_answers_ = 0;
+
+ public:
+  int AddTasks(int n);
+  int NextTask();
+  void TaskDone(int task);
+  Node::TaskStats GetTaskStats() const;
+
+ private:
+  // Scheduler (mu_ held): answers waiting workers when tasks came back or everything is done.
+  void ServeTaskWaiters(std::vector<std::pair<int, int>>* answers);
+  void SendTaskAnswers(const std::vector<std::pair<int, int>>& answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::string fatal_;  // why this node cannot go on (lost the scheduler)
   std::atomic<bool> has_fatal_{false};

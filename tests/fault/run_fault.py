@@ -12,6 +12,10 @@ really happened (so a pass is not vacuous).
   stop_server: as kill_server, but the server is SIGSTOPped (a hang, not a crash: its
          connections stay open) with the default heartbeat settings; the scheduler must declare
          it dead by heartbeat timeout. The stopped process is SIGKILLed at the end, by PID.
+  kill_worker: 2 servers, 3 workers taking 60 data shards from the scheduler's task pool
+         (task_job); worker 1 is SIGKILLed while it holds its third shard. Its shard must go
+         back to the pool and be redone; every shard is marked exactly once and reported done
+         exactly once, and the job finishes.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -48,6 +52,12 @@ SCENARIOS = {
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
+    },
+    "kill_worker": {
+        "servers": 2, "workers": 3,
+        "env": [],
+        "launch": ["--allow-dead-workers", "1"],
+        "job": ["--shards", "60", "--work-ms", "20"],
     },
     "scheduler_loss": {
         "servers": 2, "workers": 2,
@@ -94,6 +104,26 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL):
     rc = proc.wait()
     t.join()
     return rc, "".join(lines), victim, state["killed"]
+
+
+def run_and_kill_worker(cmd):
+    """Runs cmd; SIGKILLs worker 1 (by its PID) when it takes its third shard."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, state = [], {"pid": None, "taken": 0, "killed": None}
+    for line in proc.stdout:
+        lines.append(line)
+        sys.stdout.write(line)
+        m = re.search(r"started worker 1 pid (\d+)", line)
+        if m:
+            state["pid"] = int(m.group(1))
+        m = re.match(r"\[worker 1\] TAKEN (\d+)", line)
+        if m and state["killed"] is None:
+            state["taken"] += 1
+            if state["taken"] == 3:
+                os.kill(state["pid"], signal.SIGKILL)
+                state["killed"] = int(m.group(1))
+                print("run_fault: SIGKILL to worker 1 holding shard %s" % m.group(1), flush=True)
+    return proc.wait(), "".join(lines), state["killed"]
 
 
 def run_and_kill_scheduler(cmd, workers):
@@ -159,6 +189,25 @@ def main():
             return 1
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
+        return 0
+    if a.scenario == "kill_worker":
+        rc, out, shard = run_and_kill_worker(cmd)
+        if shard is None:
+            failures.append("worker 1 was never killed")
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        if not re.search(r"^\[worker 0\] SHARDS ok=60 of 60", out, re.M):
+            failures.append("not every shard was marked exactly once")
+        m = re.search(r"TASKS added=(\d+) done=(\d+) redone=(\d+)", out)
+        if not m or m.group(1) != "60" or m.group(2) != "60" or int(m.group(3)) < 1:
+            failures.append("scheduler's pool: %s; want 60 added, 60 done, the killed "
+                            "worker's shard redone" % (m.group(0) if m else "no TASKS line"))
+        if shard is not None and len(re.findall(r"TAKEN %d$" % shard, out, re.M)) < 2:
+            failures.append("shard %d was not taken again" % shard)
+        if failures:
+            print("FAILED %s: %s" % (a.scenario, "; ".join(failures)))
+            return 1
+        print("PASSED %s: shard %d redone, %s" % (a.scenario, shard, m.group(0)))
         return 0
     if a.scenario in ("kill_server", "stop_server"):
         sig = signal.SIGKILL if a.scenario == "kill_server" else signal.SIGSTOP

@@ -1,0 +1,77 @@
+// The job behind fault.kill_worker: the scheduler puts --shards data shards in the task pool;
+// workers take them one at a time, "process" each (a short sleep, then marking the shard's key
+// with an assign rule, so redoing a shard cannot count it twice) and report it done. The test
+// kills a worker while it holds a shard: the shard must be redone by another worker, and in the
+// end every shard is marked exactly once and reported done exactly once.
+//
+//   task_job [--shards N] [--work-ms M] [--seed S]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "ps/ps.h"
+
+int main(int argc, char** argv) {
+  int shards = 60, work_ms = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--shards") {
+      shards = std::atoi(argv[i + 1]);
+    } else if (k == "--work-ms") {
+      work_ms = std::atoi(argv[i + 1]);
+    } else if (k == "--seed") {
+      // Nothing here is random; the driver passes a seed to every job.
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  try {
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    if (node.role() == ps::Role::kScheduler) {
+      node.AddTasks(shards);
+      node.Finalize();
+      auto t = node.task_stats();
+      std::printf("TASKS added=%d done=%d redone=%d\n", t.added, t.done, t.redone);
+      return 0;
+    }
+    if (node.role() == ps::Role::kServer) {
+      ps::KVServer<int64_t> server(&node, 0, std::make_shared<ps::AssignRule<int64_t>>());
+      node.Finalize();
+      return 0;
+    }
+    ps::KVWorker<int64_t> kv(&node);
+    int mine = 0;
+    for (int t; (t = node.NextTask()) >= 0;) {
+      std::printf("TAKEN %d\n", t);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
+      kv.Wait(kv.Push(ps::SArray<ps::Key>(1, ps::HashKey(t) % (ps::kMaxKey - 1)),
+                      ps::SArray<int64_t>(1, 1)));
+      node.TaskDone(t);
+      mine++;
+    }
+    node.Barrier(ps::kWorkerGroup);
+    if (node.rank() == 0) {
+      ps::SArray<ps::Key> keys;
+      for (int t = 0; t < shards; ++t) keys.push_back(ps::HashKey(t) % (ps::kMaxKey - 1));
+      std::sort(keys.begin(), keys.end());
+      ps::SArray<int64_t> vals;
+      kv.Wait(kv.Pull(keys, &vals));
+      int ok = 0;
+      for (int64_t v : vals) ok += v == 1;
+      std::printf("SHARDS ok=%d of %d\n", ok, shards);
+      if (ok != shards) return 1;
+    }
+    std::printf("WORKER did %d shards\n", mine);
+    node.Finalize();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "task_job: %s\n", e.what());
+    return 1;
+  }
+}
