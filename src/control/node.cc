@@ -181,6 +181,14 @@ void Node::Impl::Start() {
                 " ms (PS_REGISTER_TIMEOUT_MS)");
   }
   lk.unlock();
+  if (!scheduler) {
+    // The scheduler's process dying closes our connection to it: noted here, acted on by the
+    // heartbeat thread after a grace period (the last messages it sent may still be queued
+    // for our receive thread, such as the release of the final barrier).
+    van->WatchPeers([this](int id) {
+      if (id == 0) scheduler_broken_ms_ = NowMs();
+    });
+  }
   if (scheduler) {
     // A node whose process dies closes its connections at once: declare it dead then,
     // instead of waiting out the heartbeat timeout (a hang still needs the timeout).
@@ -632,13 +640,22 @@ void Node::Impl::HeartbeatLoop() {
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
       SendControl(0, c, true);
-      const int64_t silent_ms = NowMs() - heard_scheduler_ms_;
+      const int64_t now = NowMs();
+      const int64_t silent_ms = now - heard_scheduler_ms_;
+      const int64_t broken = scheduler_broken_ms_;
       lk.lock();
-      if (ready_ && fatal_.empty() && silent_ms > cfg.heartbeat_timeout_ms) {
-        const std::string why = "lost the scheduler at " + cfg.scheduler_host + ":" +
-                                std::to_string(cfg.scheduler_port) + ": nothing heard for " +
-                                std::to_string(silent_ms) + " ms (PS_HEARTBEAT_TIMEOUT_MS=" +
-                                std::to_string(cfg.heartbeat_timeout_ms) + ")";
+      // Silence alone is judged leniently (3x the timeout): a node whose receive thread is
+      // behind a backlog hears late even from a live scheduler. A broken connection is the
+      // sure sign of a dead one.
+      const bool gone = broken > 0 && now - broken > cfg.heartbeat_timeout_ms;
+      const bool mute = silent_ms > 3 * static_cast<int64_t>(cfg.heartbeat_timeout_ms);
+      if (ready_ && fatal_.empty() && (gone || mute)) {
+        const std::string why =
+            "lost the scheduler at " + cfg.scheduler_host + ":" +
+            std::to_string(cfg.scheduler_port) + ": " +
+            (gone ? "its connection broke " + std::to_string(now - broken) + " ms ago"
+                  : "nothing heard for " + std::to_string(silent_ms) + " ms") +
+            " (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
         lk.unlock();
         Fatal(why);
         lk.lock();
