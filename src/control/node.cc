@@ -307,6 +307,18 @@ void Node::Impl::HandleControl(const Message& msg) {
   const bool scheduler = cfg.role == Role::kScheduler;
   if (scheduler) {
     std::unique_lock<std::mutex> lk(mu_);
+    if (from > 0 && membership_->IsDead(from) && c.cmd() != pb::Control::REGISTER) {
+      // Fencing: a node declared dead that speaks again (a hang that ended) has been replaced;
+      // it must not serve anything with its old view. Tell it to stop.
+      lk.unlock();
+      pb::Control a;
+      a.set_cmd(pb::Control::ABORT);
+      a.set_error("node " + std::to_string(from) +
+                  " was declared dead by the scheduler (silent too long, or its connection "
+                  "broke) and its work was given to others; a dead node cannot come back");
+      SendControl(from, a, true);
+      return;
+    }
     if (from > 0) membership_->Heartbeat(from, NowMs());
     if (c.cmd() == pb::Control::REGISTER && c.nodes_size() == 1) {
       const auto& e = c.nodes(0);

@@ -16,6 +16,9 @@ really happened (so a pass is not vacuous).
          (task_job); worker 1 is SIGKILLed while it holds its third shard. Its shard must go
          back to the pool and be redone; every shard is marked exactly once and reported done
          exactly once, and the job finishes.
+  stop_resume: as stop_server, but once the stopped server has been declared dead it gets
+         SIGCONT: it must be fenced (told it is dead, and exit naming why) instead of serving
+         with its old view; the sums stay exact.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -53,6 +56,13 @@ SCENARIOS = {
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
     },
+    "stop_resume": {
+        "servers": 4, "workers": 4,
+        "env": [],
+        "launch": ["--allow-dead-servers", "1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "40"],
+    },
     "kill_worker": {
         "servers": 2, "workers": 3,
         "env": [],
@@ -68,7 +78,7 @@ SCENARIOS = {
 }
 
 
-def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL):
+def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=False):
     """Runs cmd; a seeded delay after every worker started pushing, sends sig to a seeded
     server. A stopped server is SIGKILLed once every worker has finished."""
     rng = random.Random(int(seed))
@@ -94,16 +104,21 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL):
                 state["up"] += 1
                 if state["up"] == workers:
                     threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
+            if resume and "ring epoch 2" in line and state["killed"]:
+                os.kill(state["killed"], signal.SIGCONT)  # the hang ends after it was replaced
+                state["resumed"] = True
+                print("run_fault: SIGCONT to the stopped server", flush=True)
             if "OK worker" in line:
                 state["ok"] = state.get("ok", 0) + 1
-                if state["ok"] == workers and sig == signal.SIGSTOP and state["killed"]:
+                if (state["ok"] == workers and sig == signal.SIGSTOP and state["killed"] and
+                        not resume):
                     os.kill(state["killed"], signal.SIGKILL)  # clean up the hung one
 
     t = threading.Thread(target=read)
     t.start()
     rc = proc.wait()
     t.join()
-    return rc, "".join(lines), victim, state["killed"]
+    return rc, "".join(lines), victim, state["killed"], state.get("resumed", False)
 
 
 def run_and_kill_worker(cmd):
@@ -209,10 +224,19 @@ def main():
             return 1
         print("PASSED %s: shard %d redone, %s" % (a.scenario, shard, m.group(0)))
         return 0
-    if a.scenario in ("kill_server", "stop_server"):
+    if a.scenario in ("kill_server", "stop_server", "stop_resume"):
         sig = signal.SIGKILL if a.scenario == "kill_server" else signal.SIGSTOP
-        rc, out, victim, killed = run_and_kill_server(cmd, sc["servers"], sc["workers"], a.seed,
-                                                      sig)
+        resume = a.scenario == "stop_resume"
+        rc, out, victim, killed, resumed = run_and_kill_server(
+            cmd, sc["servers"], sc["workers"], a.seed, sig, resume)
+        if resume:
+            if not resumed:
+                failures.append("the stopped server was never resumed")
+            if not re.search(r"^\[server %d\] .*was declared dead by the scheduler" % victim,
+                             out, re.M):
+                failures.append("the resumed server was not fenced")
+            if not re.search(r"server %d \(pid \d+\) exited with code 1" % victim, out):
+                failures.append("the fenced server did not exit with code 1")
         if killed is None:
             failures.append("the server was never killed")
         if rc != 0:
