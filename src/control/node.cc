@@ -593,11 +593,11 @@ void Node::Impl::HeartbeatLoop() {
       const int64_t silent_ms = now - heard_scheduler_ms_;
       const int64_t broken = scheduler_broken_ms_;
       lk.lock();
-      // Silence alone is judged leniently (3x the timeout): a node whose receive thread is
+      // Silence alone is judged leniently (10x the timeout): a node whose receive thread is
       // behind a backlog hears late even from a live scheduler. A broken connection is the
       // sure sign of a dead one.
       const bool gone = broken > 0 && now - broken > cfg.heartbeat_timeout_ms;
-      const bool mute = silent_ms > 3 * static_cast<int64_t>(cfg.heartbeat_timeout_ms);
+      const bool mute = silent_ms > 10 * static_cast<int64_t>(cfg.heartbeat_timeout_ms);
       if (ready_ && fatal_.empty() && (gone || mute)) {
         const std::string why =
             "lost the scheduler at " + cfg.scheduler_host + ":" +
