@@ -49,9 +49,11 @@ def main():
     kill = a.scenario.startswith("kill")
     cmd = [sys.executable, a.launcher, "-s", str(s), "-w", str(w), "--timeout", "120",
            "--env", "PS_CONSISTENCY=" + policy, "--env", "PS_SEED=" + a.seed]
+    # Generous heartbeats so that load never makes a live node look dead; the killed worker is
+    # found by its broken connection at once.
+    cmd += ["--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
     if kill:
-        cmd += ["--allow-dead-workers", "1", "--env", "PS_HEARTBEAT_INTERVAL_MS=100",
-                "--env", "PS_HEARTBEAT_TIMEOUT_MS=2000"]
+        cmd += ["--allow-dead-workers", "1"]
     cmd += ["--", a.job, "--seed", a.seed] + job_args
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -22,7 +22,10 @@ def main():
     p.add_argument("--seed", default="2026")
     a = p.parse_args()
     s, w, job_args = SCENARIOS[a.scenario]
-    cmd = [sys.executable, a.launcher, "-s", str(s), "-w", str(w), "--timeout", "500", "--",
+    # Generous heartbeats: these jobs test results, not failure detection, and a loaded machine
+    # (or a sanitizer build) must not make a live node look dead.
+    cmd = [sys.executable, a.launcher, "-s", str(s), "-w", str(w), "--timeout", "500",
+           "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000", "--",
            a.job, "--scenario", a.scenario, "--seed", a.seed] + job_args
     print("running:", " ".join(cmd), flush=True)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
