@@ -155,7 +155,7 @@ struct Node::Impl {
   void SendTaskAnswers(const std::vector<std::pair<int, int>>& answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
-  std::string fatal_;  // why this node cannot go on (lost the scheduler)
+  std::string fatal_;                            // why this node cannot go on (lost the scheduler)
   std::atomic<bool> has_fatal_{false};
   std::string policy_;
   int max_delay_;
