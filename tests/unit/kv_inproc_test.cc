@@ -362,6 +362,26 @@ TEST(KVRobustnessTest, RandomWellFramedRequestsAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Vans, KVInprocTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Inproc" : "ZeroMQ"; });
 
+Config WithRole(Config c, Role role) {
+  c.role = role;
+  return c;
+}
+
+// A scheduler, one server and one worker, started (in process).
+struct Trio {
+  std::unique_ptr<Node> scheduler, server, worker;
+  explicit Trio(const Config& c)
+      : scheduler(std::make_unique<Node>(WithRole(c, Role::kScheduler))),
+        server(std::make_unique<Node>(WithRole(c, Role::kServer))),
+        worker(std::make_unique<Node>(WithRole(c, Role::kWorker))) {
+    std::thread ts([&] { scheduler->Start(); });
+    std::thread tv([&] { server->Start(); });
+    worker->Start();
+    ts.join();
+    tv.join();
+  }
+};
+
 TEST(NodeTest, ANodeBeyondTheExpectedNumbersIsRejectedWithTheReason) {
   Config c;
   c.inproc = std::make_shared<InprocNetwork>();
@@ -369,19 +389,8 @@ TEST(NodeTest, ANodeBeyondTheExpectedNumbersIsRejectedWithTheReason) {
   c.num_servers = 1;
   c.num_workers = 1;
   c.register_timeout_ms = 10000;
-  auto start = [&](Role role) {
-    Config x = c;
-    x.role = role;
-    return std::make_unique<Node>(x);
-  };
-  auto scheduler = start(Role::kScheduler), server = start(Role::kServer),
-       worker = start(Role::kWorker);
-  std::thread ts([&] { scheduler->Start(); });
-  std::thread tv([&] { server->Start(); });
-  worker->Start();
-  ts.join();
-  tv.join();
-  auto extra = start(Role::kServer);
+  Trio trio(c);
+  auto extra = std::make_unique<Node>(WithRole(c, Role::kServer));
   try {
     extra->Start();
     FAIL() << "a second server must be rejected";
@@ -397,18 +406,10 @@ TEST(NodeTest, LosingTheSchedulerFailsEveryWaitWithTheReason) {
   c.heartbeat_interval_ms = 50;
   c.heartbeat_timeout_ms = 300;
   c.exit_on_scheduler_loss = false;
-  auto start = [&](Role role) {
-    Config x = c;
-    x.role = role;
-    return std::make_unique<Node>(x);
-  };
-  auto scheduler = start(Role::kScheduler), server = start(Role::kServer),
-       worker = start(Role::kWorker);
-  std::thread ts([&] { scheduler->Start(); });
-  std::thread tv([&] { server->Start(); });
-  worker->Start();
-  ts.join();
-  tv.join();
+  Trio trio(c);
+  auto& scheduler = trio.scheduler;
+  auto& server = trio.server;
+  auto& worker = trio.worker;
   KVServer<int64_t> kvs(server.get());
   KVWorker<int64_t> kv(worker.get());
   kv.Wait(kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1)));
