@@ -71,10 +71,7 @@ std::vector<int> Node::dead_nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->dead_;
 }
-uint64_t Node::ring_epoch() const {
-  auto r = impl_->ring();
-  return r ? r->epoch() : 0;
-}
+uint64_t Node::ring_epoch() const { return impl_->ring_epoch(); }
 const Config& Node::config() const { return impl_->cfg; }
 
 NodeStats Node::stats() const {
@@ -365,8 +362,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       if (res == Membership::RegisterResult::kComplete) {
         nodes_ = membership_->nodes();
-        ring_ = std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
-                                       cfg.EffectiveReplicas(), membership_->epoch());
+        SetRing(std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
+                                       cfg.EffectiveReplicas(), membership_->epoch()));
         for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         BroadcastTable();
@@ -428,8 +425,8 @@ void Node::Impl::HandleControl(const Message& msg) {
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);
       }
       std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
-      ring_ =
-          std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(), c.ring().epoch());
+      SetRing(std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
+                                     c.ring().epoch()));
       ready_ = true;
       cv_.notify_all();
       break;
@@ -470,8 +467,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       std::shared_ptr<const Ring> fresh;
       if (c.has_ring() && ring_ && c.ring().epoch() > ring_->epoch()) {
         std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
-        ring_ = std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
-                                       c.ring().epoch());
+        SetRing(std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
+                                       c.ring().epoch()));
         fresh = ring_;
       }
       const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();

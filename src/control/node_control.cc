@@ -126,8 +126,8 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
                   " replicas per range (PS_REPLICAS) can cover: some key ranges have no copy "
                   "left";
         } else {
-          ring_ =
-              std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), ring_->epoch() + 1);
+          SetRing(
+              std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), ring_->epoch() + 1));
           fresh = ring_;
         }
       }

@@ -54,6 +54,8 @@ struct Node::Impl {
   bool Send(Message& msg);
   /// The current ring (never null after Start()).
   std::shared_ptr<const Ring> ring() const;
+  /// Its epoch, without a lock (checked on every request).
+  uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_acquire); }
   /// Registers the customer for app_id and hands it the messages that arrived before it.
   void AddCustomer(int app_id, Customer* c);
   void RemoveCustomer(int app_id);
@@ -131,6 +133,12 @@ struct Node::Impl {
   int my_rank_ = -1;
   std::vector<NodeInfo> nodes_;
   std::shared_ptr<const Ring> ring_;
+  std::atomic<uint64_t> ring_epoch_{0};
+  // Replaces the ring (mu_ held).
+  void SetRing(std::shared_ptr<const Ring> r) {
+    ring_ = std::move(r);
+    ring_epoch_.store(ring_->epoch(), std::memory_order_release);
+  }
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;

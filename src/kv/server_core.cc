@@ -403,11 +403,6 @@ void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   }
 }
 
-size_t ServerCore::replicating() const {
-  std::lock_guard<std::mutex> lk(mu);
-  return entries_.size();
-}
-
 std::string ServerCore::Handle(const Message& req, Message* reply, bool do_push, bool do_pull) {
   try {
     return Run(req, reply, do_push, do_pull);

@@ -48,8 +48,6 @@ class ServerCore {
   /// The ring changed (a server left): copies on their way to a server that left go to the
   /// new chain instead.
   void RingChanged(std::shared_ptr<const Ring> ring);
-  /// Pushes waiting for their replicas right now.
-  size_t replicating() const;
   /// A worker joined the running job: it enters the step table at the current minimum step.
   void WorkerJoined(int id);
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
@@ -60,7 +58,6 @@ class ServerCore {
   uint64_t duplicates() const { return duplicates_; }
   /// The step table (callers must not race with Process; the simulator is single-threaded).
   const StepTable& table() const { return gate.table(); }
-  const StoreBase& store_ref() const { return *store; }
 
  private:
   // Runs the push half and/or the pull half of a request against the store; returns "" or why

@@ -403,10 +403,9 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     pending[ts] = std::move(p);
     // The ring may have changed since it was read above: then OnRing did not see this
     // request, so plan it under the new ring here.
-    auto now = rt->ring();
-    if (now->epoch() != raw->epoch) {
+    if (rt->ring_epoch() != raw->epoch) {
       msgs.clear();
-      Replan(raw, *now, &msgs);
+      Replan(raw, *rt->ring(), &msgs);
     }
   }
   for (size_t k = 0; k < msgs.size(); ++k) {

@@ -78,13 +78,25 @@ SCENARIOS = {
 }
 
 
+def stream(cmd, on_line):
+    """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
+    Returns the exit code and the whole output."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        sys.stdout.write(line)
+        on_line(line)
+    return proc.wait(), "".join(lines)
+
+
 def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=False):
     """Runs cmd; a seeded delay after every worker started pushing, sends sig to a seeded
-    server. A stopped server is SIGKILLed once every worker has finished."""
+    server. A stopped server is SIGKILLed once every worker has finished (or, with resume,
+    gets SIGCONT once the ring without it is out)."""
     rng = random.Random(int(seed))
     victim, delay = rng.randrange(servers), rng.uniform(0.0, 0.4)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, state = [], {"pids": {}, "up": 0, "killed": None}
+    state = {"pids": {}, "up": 0, "ok": 0, "killed": None, "resumed": False}
 
     def kill_later(pid):
         time.sleep(delay)
@@ -93,41 +105,32 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=
         print("run_fault: %s to server %d (pid %d) %.0f ms after the pushes started"
               % (signal.Signals(sig).name, victim, pid, delay * 1000), flush=True)
 
-    def read():
-        for line in proc.stdout:
-            lines.append(line)
-            sys.stdout.write(line)
-            m = re.search(r"started server (\d+) pid (\d+)", line)
-            if m:
-                state["pids"][int(m.group(1))] = int(m.group(2))
-            if "PUSHING worker" in line:
-                state["up"] += 1
-                if state["up"] == workers:
-                    threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
-            if resume and "ring epoch 2" in line and state["killed"]:
-                os.kill(state["killed"], signal.SIGCONT)  # the hang ends after it was replaced
-                state["resumed"] = True
-                print("run_fault: SIGCONT to the stopped server", flush=True)
-            if "OK worker" in line:
-                state["ok"] = state.get("ok", 0) + 1
-                if (state["ok"] == workers and sig == signal.SIGSTOP and state["killed"] and
-                        not resume):
-                    os.kill(state["killed"], signal.SIGKILL)  # clean up the hung one
+    def on_line(line):
+        m = re.search(r"started server (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][int(m.group(1))] = int(m.group(2))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
+        if resume and "ring epoch 2" in line and state["killed"]:
+            os.kill(state["killed"], signal.SIGCONT)  # the hang ends after it was replaced
+            state["resumed"] = True
+            print("run_fault: SIGCONT to the stopped server", flush=True)
+        if "OK worker" in line:
+            state["ok"] += 1
+            if state["ok"] == workers and sig == signal.SIGSTOP and state["killed"] and not resume:
+                os.kill(state["killed"], signal.SIGKILL)  # clean up the hung one
 
-    t = threading.Thread(target=read)
-    t.start()
-    rc = proc.wait()
-    t.join()
-    return rc, "".join(lines), victim, state["killed"], state.get("resumed", False)
+    rc, out = stream(cmd, on_line)
+    return rc, out, victim, state["killed"], state["resumed"]
 
 
 def run_and_kill_worker(cmd):
     """Runs cmd; SIGKILLs worker 1 (by its PID) when it takes its third shard."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, state = [], {"pid": None, "taken": 0, "killed": None}
-    for line in proc.stdout:
-        lines.append(line)
-        sys.stdout.write(line)
+    state = {"pid": None, "taken": 0, "killed": None}
+
+    def on_line(line):
         m = re.search(r"started worker 1 pid (\d+)", line)
         if m:
             state["pid"] = int(m.group(1))
@@ -138,34 +141,28 @@ def run_and_kill_worker(cmd):
                 os.kill(state["pid"], signal.SIGKILL)
                 state["killed"] = int(m.group(1))
                 print("run_fault: SIGKILL to worker 1 holding shard %s" % m.group(1), flush=True)
-    return proc.wait(), "".join(lines), state["killed"]
+
+    rc, out = stream(cmd, on_line)
+    return rc, out, state["killed"]
 
 
 def run_and_kill_scheduler(cmd, workers):
     """Runs cmd; once every worker is up, SIGKILLs the scheduler (by its PID)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, state = [], {"pid": None, "up": 0, "killed_at": None}
+    state = {"pid": None, "up": 0, "killed_at": None}
 
-    def read():
-        for line in proc.stdout:
-            lines.append(line)
-            sys.stdout.write(line)
-            m = re.search(r"started scheduler 0 pid (\d+)", line)
-            if m:
-                state["pid"] = int(m.group(1))
-            if "HANGING worker" in line:
-                state["up"] += 1
-                if state["up"] == workers and state["pid"]:
-                    os.kill(state["pid"], signal.SIGKILL)
-                    state["killed_at"] = time.time()
-                    print("run_fault: SIGKILL to scheduler pid %d" % state["pid"], flush=True)
+    def on_line(line):
+        m = re.search(r"started scheduler 0 pid (\d+)", line)
+        if m:
+            state["pid"] = int(m.group(1))
+        if "HANGING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers and state["pid"]:
+                os.kill(state["pid"], signal.SIGKILL)
+                state["killed_at"] = time.time()
+                print("run_fault: SIGKILL to scheduler pid %d" % state["pid"], flush=True)
 
-    t = threading.Thread(target=read)
-    t.start()
-    rc = proc.wait()
-    t.join()
-    ended = time.time()
-    return rc, "".join(lines), state["killed_at"], ended
+    rc, out = stream(cmd, on_line)
+    return rc, out, state["killed_at"], time.time()
 
 
 def main():
@@ -255,11 +252,9 @@ def main():
         print("PASSED %s (seed %s): server %d got %s, sums exact"
               % (a.scenario, a.seed, victim, signal.Signals(sig).name))
         return 0
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(r.stdout)
-    out = r.stdout
-    if r.returncode != 0:
-        failures.append("ps-launch exited with %d" % r.returncode)
+    rc, out = stream(cmd, lambda line: None)
+    if rc != 0:
+        failures.append("ps-launch exited with %d" % rc)
     ok = re.findall(r"^\[worker (\d+)\] OK worker .*resends=(\d+)", out, re.M)
     if len(ok) != sc["workers"]:
         failures.append("expected an exact-result OK line from %d workers, got %d"

@@ -310,7 +310,10 @@ TEST(FailoverTest, ReplicasTakeOverTheRangesOfADeadServer) {
       if (round == 10) kill = true;
       kv->Wait(kv->Push(K, v));
     }
-    while (node->ring_epoch() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 1000 && node->ring_epoch() < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(node->ring_epoch(), 2u) << "the dead server was never replaced";
     SArray<int64_t> got;
     kv->Wait(kv->Pull(K, &got));
     size_t wrong = 0;
