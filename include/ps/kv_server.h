@@ -20,8 +20,13 @@ class StoreBase;
 /// The untyped core of KVServer<V>: validates requests, runs them against the store, replies.
 class KVServerBase {
  public:
-  /// Number of keys this server stores.
+  /// Number of keys this server stores (the ranges it masters and its replicas).
   size_t NumKeys() const;
+  /// Number of stored keys in the ranges this server masters under the current ring.
+  size_t NumMasteredKeys() const;
+  /// Key ranges this server still has to copy from others (after a failure, or while it
+  /// joins); 0 when it holds everything its chains give it.
+  size_t PendingRanges() const;
   /// Requests rejected because they were malformed or did not match the store.
   uint64_t RejectedRequests() const;
   /// Pushes that arrived again (a worker's resend, a duplicated message) and were acknowledged

@@ -38,11 +38,6 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   }
   if (complete_ && r.join) {
     if (IdOf(r.host, r.port) >= 0) return RegisterResult::kDuplicate;
-    if (r.role != Role::kWorker) {
-      *why = "only workers can join a running job (a server joining " + r.host + ":" +
-             std::to_string(r.port) + " needs the ring hand-off of the fault-tolerance work)";
-      return RegisterResult::kRejected;
-    }
     NodeInfo info;
     info.id = nodes_.back().id + 1;
     info.role = r.role;

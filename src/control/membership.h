@@ -20,7 +20,7 @@ struct Registration {
   std::string host;
   int port = 0;
   int rank_hint = -1;
-  /// The node joins a job that is already running (PS_JOIN); only workers can, for now.
+  /// The node joins a job that is already running (PS_JOIN).
   bool join = false;
 };
 
@@ -35,7 +35,7 @@ class Membership {
     kComplete,   // this registration completed the table: ids and ranks are assigned
     kDuplicate,  // the same host:port registered before (a resend); ignored
     kRejected,   // the job is full or the role is not server/worker; *why says which
-    kJoined,     // a worker joined the running job: nodes().back() describes it
+    kJoined,     // a node joined the running job: nodes().back() describes it
   };
   RegisterResult Register(const Registration& r, std::string* why);
 

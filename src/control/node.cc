@@ -391,6 +391,12 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       lk.unlock();
       SendTaskAnswers(answers);
+    } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
+      refill_[{from, c.app()}] = {c.epoch(), c.pending()};
+      server_apps_.insert(c.app());
+      auto cut = CheckRefill();
+      lk.unlock();
+      if (cut) CutOver(cut);
     } else if (c.cmd() == pb::Control::TASK_DONE) {
       std::vector<std::pair<int, int>> answers;
       if (!tasks_.Done(from, c.task())) {
@@ -424,9 +430,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);
       }
-      std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
-      SetRing(std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
-                                     c.ring().epoch()));
+      SetRing(RingOf(c.ring()));
       ready_ = true;
       cv_.notify_all();
       break;
@@ -466,9 +470,8 @@ void Node::Impl::HandleControl(const Message& msg) {
     case pb::Control::NODE_DEAD: {
       std::shared_ptr<const Ring> fresh;
       if (c.has_ring() && ring_ && c.ring().epoch() > ring_->epoch()) {
-        std::vector<int> servers(c.ring().servers().begin(), c.ring().servers().end());
-        SetRing(std::make_shared<Ring>(servers, c.ring().vnodes(), c.ring().replicas(),
-                                       c.ring().epoch()));
+        SetRing(RingOf(c.ring()));
+        if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
         fresh = ring_;
       }
       const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();
@@ -476,6 +479,25 @@ void Node::Impl::HandleControl(const Message& msg) {
       lk.unlock();
       if (!known) NotifyDead(c.dead_id());
       if (fresh) NotifyRing(fresh);
+      lk.lock();
+      break;
+    }
+    case pb::Control::RING_PREPARE: {
+      if (!c.has_ring() || !ring_) break;
+      auto next = RingOf(c.ring());
+      next_ring_ = next->epoch() > ring_->epoch() ? next : nullptr;
+      lk.unlock();
+      NotifyPrepare(next);
+      lk.lock();
+      break;
+    }
+    case pb::Control::RING: {
+      if (!c.has_ring() || !ring_ || c.ring().epoch() <= ring_->epoch()) break;
+      SetRing(RingOf(c.ring()));
+      if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
+      auto fresh = ring_;
+      lk.unlock();
+      NotifyRing(fresh);
       lk.lock();
       break;
     }
@@ -517,6 +539,12 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 }
 
 void Node::Impl::Dispatch(Message& msg) {
+  // A worker's request routed under the prepared ring: the cut-over reached the worker first.
+  // (Copies between servers carry epochs too, but only a worker has adopted a cut-over.)
+  if (msg.meta.epoch() > ring_epoch() && msg.meta.request() && !msg.meta.replica() &&
+      msg.meta.op() != pb::Meta::REFILL) {
+    AdoptNextRing(msg.meta.epoch());
+  }
   std::lock_guard<std::mutex> lk(cust_mu_);
   auto it = customers_.find(msg.meta.app_id());
   if (it != customers_.end()) {
@@ -533,9 +561,15 @@ void Node::Impl::Dispatch(Message& msg) {
 }
 
 void Node::Impl::AddCustomer(int app_id, Customer* c) {
+  std::shared_ptr<const Ring> next;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    next = next_ring_;
+  }
   std::lock_guard<std::mutex> lk(cust_mu_);
   if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
   customers_[app_id] = c;
+  if (next) c->OnPrepare(next);
   auto it = parked_.find(app_id);
   if (it == parked_.end()) return;
   for (auto& m : it->second) c->Process(m);
@@ -586,6 +620,10 @@ void Node::Impl::HeartbeatLoop() {
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
       SendControl(0, c, true);
+      if (cfg.role == Role::kServer) {
+        std::lock_guard<std::mutex> cl(cust_mu_);
+        for (auto& cu : customers_) cu.second->OnTick();
+      }
       const int64_t now = NowMs();
       const int64_t silent_ms = now - heard_scheduler_ms_;
       const int64_t broken = scheduler_broken_ms_;

@@ -34,11 +34,7 @@ pb::Control Node::Impl::TableMessage() const {
     e->set_host(n.host);
     e->set_port(n.port);
   }
-  auto* r = c.mutable_ring();
-  r->set_epoch(ring_->epoch());
-  r->set_vnodes(ring_->vnodes());
-  r->set_replicas(ring_->replicas());
-  for (int s : ring_->servers()) r->add_servers(s);
+  FillRing(*ring_, c.mutable_ring());
   for (const auto& g : membership_->released()) {
     c.add_released_groups(g.first);
     c.add_released_seqs(g.second);
@@ -56,8 +52,8 @@ void Node::Impl::BroadcastTable() {
 }
 
 void Node::Impl::Joined(const NodeInfo& n) {
-  LOG(INFO) << "worker " << n.rank << " (node " << n.id << ", " << n.host << ":" << n.port
-            << ") joined the running job";
+  LOG(INFO) << RoleName(n.role) << " " << n.rank << " (node " << n.id << ", " << n.host << ":"
+            << n.port << ") joined the running job";
   pb::Control t = TableMessage();
   t.set_your_id(n.id);
   SendControl(n.id, t);
@@ -78,6 +74,125 @@ void Node::Impl::Joined(const NodeInfo& n) {
   }
   for (int to : tell) SendControl(to, j);
   NotifyJoined(n);
+  if (n.role == Role::kServer) {
+    std::vector<int> servers;
+    pb::Control prepare;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      PrepareJoin(&servers, &prepare);
+    }
+    for (int to : servers) SendControl(to, prepare);
+  }
+}
+
+void Node::Impl::FillRing(const Ring& ring, pb::RingInfo* r) {
+  r->set_epoch(ring.epoch());
+  r->set_vnodes(ring.vnodes());
+  r->set_replicas(ring.replicas());
+  for (int s : ring.servers()) r->add_servers(s);
+}
+
+std::shared_ptr<const Ring> Node::Impl::RingOf(const pb::RingInfo& r) {
+  std::vector<int> servers(r.servers().begin(), r.servers().end());
+  return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch());
+}
+
+void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
+  // Every live server registered after the current ring was built joins at the cut-over.
+  std::vector<int> servers = ring_->servers();
+  for (const auto& m : nodes_) {
+    if (m.role == Role::kServer && !membership_->IsDead(m.id) &&
+        std::find(servers.begin(), servers.end(), m.id) == servers.end()) {
+      servers.push_back(m.id);
+    }
+  }
+  const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
+  // No joiner left (it died): the current ring again, which cancels the preparation.
+  next_ring_ = servers.size() == ring_->servers().size()
+                   ? nullptr
+                   : std::make_shared<Ring>(servers, ring_->vnodes(), ring_->replicas(), epoch);
+  prepare->set_cmd(pb::Control::RING_PREPARE);
+  FillRing(next_ring_ ? *next_ring_ : *ring_, prepare->mutable_ring());
+  if (next_ring_) {
+    LOG(WARNING) << "preparing ring epoch " << epoch << " with " << servers.size()
+                 << " servers: the joining server(s) copy their ranges before the cut-over";
+  }
+  tell->clear();
+  for (const auto& m : nodes_) {
+    if (m.role == Role::kServer && !membership_->IsDead(m.id)) tell->push_back(m.id);
+  }
+  prepare_started_ms_ = NowMs();
+}
+
+std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
+  const auto& target = next_ring_ ? next_ring_ : ring_;
+  if (!target) return nullptr;
+  for (int s : target->servers()) {
+    for (int app : server_apps_) {
+      auto it = refill_.find({s, app});
+      if (it == refill_.end() || it->second.first < target->epoch() || it->second.second > 0) {
+        return nullptr;
+      }
+    }
+  }
+  if (next_ring_) {
+    LOG(WARNING) << "cut-over to ring epoch " << next_ring_->epoch() << " with "
+                 << next_ring_->servers().size() << " servers: the pre-copy took "
+                 << NowMs() - prepare_started_ms_ << " ms";
+    auto cut = next_ring_;
+    next_ring_ = nullptr;
+    SetRing(cut);
+    return cut;
+  }
+  if (failures_since_full_ > 0) {
+    LOG(WARNING) << "refill done: every key range has its copies again under ring epoch "
+                 << ring_->epoch() << " (" << NowMs() - degraded_since_ms_ << " ms after the "
+                 << "first of " << failures_since_full_ << " failure(s))";
+    failures_since_full_ = 0;
+  }
+  return nullptr;
+}
+
+void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
+  pb::Control c;
+  c.set_cmd(pb::Control::RING);
+  FillRing(*ring, c.mutable_ring());
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& n : nodes_) {
+      if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+    }
+  }
+  for (int to : tell) SendControl(to, c, true);
+  NotifyRing(ring);
+}
+
+void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
+  pb::Control c;
+  c.set_cmd(pb::Control::REFILL);
+  c.set_app(app);
+  c.set_epoch(epoch);
+  c.set_pending(pending);
+  SendControl(0, c);
+}
+
+void Node::Impl::NotifyPrepare(std::shared_ptr<const Ring> next) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& c : customers_) c.second->OnPrepare(next);
+}
+
+void Node::Impl::AdoptNextRing(uint64_t epoch) {
+  std::shared_ptr<const Ring> fresh;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!next_ring_ || next_ring_->epoch() != epoch || !ring_ || ring_->epoch() >= epoch) return;
+    SetRing(next_ring_);
+    next_ring_ = nullptr;
+    fresh = ring_;
+  }
+  VLOG(1) << "adopted ring epoch " << epoch << " from a data message";
+  NotifyRing(fresh);
 }
 
 void Node::Impl::NotifyJoined(const NodeInfo& n) {
@@ -92,6 +207,8 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     std::vector<int> tell;
     std::shared_ptr<const Ring> fresh;
     std::string abort;
+    std::vector<int> prepare_to;
+    pb::Control prepare;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (final_released_) return;  // the job is over: everyone is leaving
@@ -110,25 +227,36 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
       const auto& servers = ring_->servers();
-      if (std::find(servers.begin(), servers.end(), id) != servers.end()) {
+      const bool member = std::find(servers.begin(), servers.end(), id) != servers.end();
+      if (member) {
         // A server left: its segments go to the first replica of each chain, which holds
-        // every acknowledged update of them. Without refill, more than k losses in all may
-        // have taken every copy of some range: stop rather than serve zeros.
-        dead_servers_++;
+        // every acknowledged update of them, and the chains are refilled in the background.
+        // More than k losses before the refill ends may have taken every copy of some range:
+        // stop rather than serve zeros (DESIGN §8, no silent loss).
+        if (failures_since_full_++ == 0) degraded_since_ms_ = NowMs();
         std::vector<int> left;
         for (int s : servers) {
           if (s != id) left.push_back(s);
         }
-        if (left.empty() || dead_servers_ > ring_->replicas()) {
+        if (left.empty() || failures_since_full_ > ring_->replicas()) {
           abort = "server node " + std::to_string(id) + " died and " +
-                  std::to_string(dead_servers_) + " of " + std::to_string(cfg.num_servers) +
-                  " servers are lost, more than the " + std::to_string(ring_->replicas()) +
+                  std::to_string(failures_since_full_) +
+                  " server(s) are lost since every key range last had all its copies, more "
+                  "than the " +
+                  std::to_string(ring_->replicas()) +
                   " replicas per range (PS_REPLICAS) can cover: some key ranges have no copy "
                   "left";
         } else {
-          SetRing(
-              std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), ring_->epoch() + 1));
+          const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
+          SetRing(std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), epoch));
           fresh = ring_;
+        }
+      }
+      if (abort.empty() && next_ring_) {
+        // A join was being prepared: prepare it again over the servers that are left.
+        const auto& nx = next_ring_->servers();
+        if (member || std::find(nx.begin(), nx.end(), id) != nx.end()) {
+          PrepareJoin(&prepare_to, &prepare);
         }
       }
     }
@@ -148,13 +276,10 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     if (fresh) {
       LOG(WARNING) << "ring epoch " << fresh->epoch() << ": " << fresh->servers().size()
                    << " servers";
-      auto* r = c.mutable_ring();
-      r->set_epoch(fresh->epoch());
-      r->set_vnodes(fresh->vnodes());
-      r->set_replicas(fresh->replicas());
-      for (int s : fresh->servers()) r->add_servers(s);
+      FillRing(*fresh, c.mutable_ring());
     }
     for (int to : tell) SendControl(to, c, true);
+    for (int to : prepare_to) SendControl(to, prepare, true);
     NotifyDead(id);
     if (fresh) NotifyRing(fresh);
     SendTaskAnswers(task_answers);

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +36,10 @@ class Customer {
   virtual void OnRingChange(std::shared_ptr<const Ring> /*ring*/) {}
   /// The node cannot go on (it lost the scheduler): fail what is waiting, with `why`.
   virtual void OnFatal(const std::string& /*why*/) {}
+  /// A server is joining: `next` becomes the ring at the cut-over (servers pre-copy for it).
+  virtual void OnPrepare(std::shared_ptr<const Ring> /*next*/) {}
+  /// Periodic (every heartbeat interval, servers only): retries of what got no answer.
+  virtual void OnTick() {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }
@@ -73,6 +78,9 @@ struct Node::Impl {
   }
   /// Live worker ids (the node table minus the nodes declared dead).
   std::vector<int> LiveWorkers() const;
+  /// Server: tells the scheduler that app still has `pending` ranges to fetch under the ring of
+  /// `epoch` (0: it holds everything its chains give it there).
+  void ReportRefill(int app, uint64_t epoch, uint64_t pending);
   Role role() const { return cfg.role; }
 
   /// The receive token. Whoever holds it receives and handles messages; by default the
@@ -107,6 +115,19 @@ struct Node::Impl {
   void DeclareDead(const std::vector<int>& ids, const std::string& how);
   void NotifyDead(int id);
   void NotifyRing(std::shared_ptr<const Ring> ring);
+  void NotifyPrepare(std::shared_ptr<const Ring> next);
+  // A ring from a control message.
+  static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
+  static void FillRing(const Ring& ring, pb::RingInfo* r);
+  // Scheduler: a server joins; prepares the ring with it (and any other joiner) and tells every
+  // server to pre-copy (mu_ held; returns the servers to tell and the message).
+  void PrepareJoin(std::vector<int>* tell, pb::Control* prepare);
+  // Scheduler (mu_ held): the refill progress changed; returns the ring to cut over to when
+  // every server of the prepared ring holds its ranges, else null.
+  std::shared_ptr<const Ring> CheckRefill();
+  void CutOver(std::shared_ptr<const Ring> ring);
+  // A data message routed under the prepared ring: the cut-over reached its sender first.
+  void AdoptNextRing(uint64_t epoch);
   // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
   // reason, then exit (PS_ON_SCHEDULER_LOSS=exit) or let the waits throw.
   void Fatal(const std::string& why);
@@ -142,7 +163,15 @@ struct Node::Impl {
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
-  int dead_servers_ = 0;         // scheduler
+  // Elasticity. Scheduler: the ring being prepared for joining servers, the apps servers run,
+  // each (server, app)'s last refill report (epoch, pending), and the server failures since
+  // every range last had all its copies. Servers: the prepared ring.
+  std::shared_ptr<const Ring> next_ring_;
+  std::set<int> server_apps_;
+  std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> refill_;
+  int failures_since_full_ = 0;
+  int64_t degraded_since_ms_ = 0;
+  int64_t prepare_started_ms_ = 0;
   bool final_released_ = false;  // scheduler: the last barrier is released
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;

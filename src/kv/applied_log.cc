@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "clock/range_clock.h"
+
 namespace ps {
 
 void AppliedLog::Advance(int worker, int lwm) {
@@ -89,6 +91,142 @@ size_t AppliedLog::size() const {
   size_t n = 0;
   for (const auto& w : workers_) n += w.second.records.size();
   return n;
+}
+
+void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* records) const {
+  RangeVectorClock c;
+  SArray<uint64_t> out;
+  std::vector<int> ids;
+  for (const auto& w : workers_) ids.push_back(w.first);
+  std::sort(ids.begin(), ids.end());  // a deterministic encoding
+  for (int id : ids) {
+    const Worker& w = workers_.at(id);
+    if (w.lwm > 0) c.Set(id, r, w.lwm);
+    for (const auto& rec : w.records) {
+      SArray<Key> keys;
+      for (const auto& f : rec.second.keys) {
+        for (Key k : f) {
+          if (k >= r.begin && k < r.end) keys.push_back(k);
+        }
+      }
+      std::sort(keys.begin(), keys.end());
+      std::vector<Range> ranges;
+      for (const Range& x : rec.second.ranges) {
+        Range y(std::max(x.begin, r.begin), std::min(x.end, r.end));
+        if (y.begin < y.end) ranges.push_back(y);
+      }
+      std::vector<std::pair<Key, uint64_t>> parts;
+      for (const auto& p : rec.second.value_parts) {
+        if (p.first >= r.begin && p.first < r.end) parts.push_back(p);
+      }
+      if (keys.empty() && ranges.empty() && parts.empty()) continue;
+      out.push_back(static_cast<uint64_t>(id));
+      out.push_back(static_cast<uint64_t>(rec.first));
+      out.push_back(keys.size());
+      out.append(keys);
+      out.push_back(ranges.size());
+      for (const Range& x : ranges) {
+        out.push_back(x.begin);
+        out.push_back(x.end);
+      }
+      out.push_back(parts.size());
+      for (const auto& p : parts) {
+        out.push_back(p.first);
+        out.push_back(p.second);
+      }
+    }
+  }
+  *clock = c.Encode();
+  *records = out;
+}
+
+std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
+                               const SArray<uint64_t>& records) {
+  RangeVectorClock c;
+  try {
+    c = RangeVectorClock::Decode(clock);
+  } catch (const std::exception& e) {
+    return std::string("applied-log import: ") + e.what();
+  }
+  // Parse everything before changing anything.
+  struct In {
+    int worker, ts;
+    Record rec;
+  };
+  std::vector<In> in;
+  const size_t n = records.size();
+  size_t i = 0;
+  auto take = [&](uint64_t* v) {
+    if (i >= n) return false;
+    *v = records[i++];
+    return true;
+  };
+  while (i < n) {
+    uint64_t id, ts, nk, nr, np;
+    if (!take(&id) || !take(&ts) || !take(&nk) || nk > n - i)
+      return "applied-log import: truncated";
+    In x;
+    x.worker = static_cast<int>(id);
+    x.ts = static_cast<int>(ts);
+    SArray<Key> keys = records.Segment(i, i + nk);
+    i += nk;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      if (keys[j] < r.begin || keys[j] >= r.end || (j > 0 && keys[j] <= keys[j - 1])) {
+        return "applied-log import: keys outside the range or not sorted";
+      }
+    }
+    if (!keys.empty()) x.rec.keys.push_back(keys);
+    if (!take(&nr) || nr > (n - i) / 2) return "applied-log import: truncated";
+    for (uint64_t j = 0; j < nr; ++j, i += 2) {
+      Range y(records[i], records[i + 1]);
+      if (y.begin >= y.end || y.begin < r.begin || y.end > r.end) {
+        return "applied-log import: range outside the range";
+      }
+      x.rec.ranges.push_back(y);
+    }
+    if (!take(&np) || np > (n - i) / 2) return "applied-log import: truncated";
+    for (uint64_t j = 0; j < np; ++j, i += 2) {
+      if (records[i] < r.begin || records[i] >= r.end) {
+        return "applied-log import: value part outside the range";
+      }
+      x.rec.value_parts.emplace_back(records[i], records[i + 1]);
+    }
+    in.push_back(std::move(x));
+  }
+  // Forget what was recorded in r, keep the rest of every record.
+  for (auto& w : workers_) {
+    for (auto& rec : w.second.records) {
+      std::vector<SArray<Key>> frames;
+      for (const auto& f : rec.second.keys) {
+        const size_t lo = std::lower_bound(f.begin(), f.end(), r.begin) - f.begin();
+        const size_t hi = std::lower_bound(f.begin(), f.end(), r.end) - f.begin();
+        if (lo > 0) frames.push_back(f.Segment(0, lo));
+        if (hi < f.size()) frames.push_back(f.Segment(hi, f.size()));
+      }
+      rec.second.keys.swap(frames);
+      std::vector<Range> ranges;
+      for (const Range& x : rec.second.ranges) {
+        if (x.begin < r.begin) ranges.emplace_back(x.begin, std::min(x.end, r.begin));
+        if (x.end > r.end) ranges.emplace_back(std::max(x.begin, r.end), x.end);
+      }
+      rec.second.ranges.swap(ranges);
+      auto& v = rec.second.value_parts;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&r](const std::pair<Key, uint64_t>& p) {
+                               return p.first >= r.begin && p.first < r.end;
+                             }),
+              v.end());
+    }
+  }
+  for (int id : c.Nodes()) Advance(id, static_cast<int>(c.Min(id, r)));
+  for (auto& x : in) {
+    if (Below(x.worker, x.ts)) continue;
+    Record& rec = workers_[x.worker].records[x.ts];
+    for (auto& f : x.rec.keys) rec.keys.push_back(f);
+    for (auto& y : x.rec.ranges) rec.ranges.push_back(y);
+    for (auto& p : x.rec.value_parts) rec.value_parts.push_back(p);
+  }
+  return "";
 }
 
 }  // namespace ps

@@ -11,6 +11,7 @@
 #define PS_KV_APPLIED_LOG_H_
 
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,6 +41,13 @@ class AppliedLog {
   void Forget(int worker) { workers_.erase(worker); }
   /// Requests remembered, over all workers.
   size_t size() const;
+
+  /// What was applied in key range r (a range handed to another server): each worker's
+  /// low-water mark as a range vector clock over r, and the records above it restricted to r.
+  void Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* records) const;
+  /// Replaces what is recorded in r by an export of r (the receiver's own marks only grow).
+  /// Returns "" or why the encoding is malformed; then nothing changes.
+  std::string Import(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records);
 
  private:
   struct Record {

@@ -26,7 +26,10 @@ struct KVServerBase::Impl : public Customer {
                          std::chrono::steady_clock::now().time_since_epoch())
                   .count();
             },
-            n->id(), [rt = n->impl()] { return rt->ring(); }) {}
+            n->id(), [rt = n->impl()] { return rt->ring(); }) {
+    core.SetReport(
+        [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
+  }
 
   void Process(Message& msg) override { core.Process(msg); }
   void OnNodeDead(int id) override { core.WorkerDead(id); }
@@ -34,6 +37,8 @@ struct KVServerBase::Impl : public Customer {
   void OnNodeJoined(const NodeInfo& n) override {
     if (n.role == Role::kWorker) core.WorkerJoined(n.id);
   }
+  void OnPrepare(std::shared_ptr<const Ring> next) override { core.Prepare(std::move(next)); }
+  void OnTick() override { core.Tick(); }
   void OnConsistency(const std::string& policy, bool, int) override {
     if (!policy.empty()) core.SetPolicy(ParsePolicy(policy));
   }
@@ -54,6 +59,8 @@ KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
 
 KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->core.Stats(); }
 size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }
+size_t KVServerBase::NumMasteredKeys() const { return impl_->core.NumMastered(); }
+size_t KVServerBase::PendingRanges() const { return impl_->core.PendingRanges(); }
 uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
 uint64_t KVServerBase::DuplicatePushes() const { return impl_->core.duplicates(); }
 

@@ -56,6 +56,15 @@ Message ServerCore::ReplyTo(const Message& msg) const {
 }
 
 void ServerCore::Process(Message& msg) {
+  if (msg.meta.op() == pb::Meta::REFILL) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (msg.meta.request()) {
+      OnRefillRequest(msg);
+    } else {
+      OnRefillReply(msg);
+    }
+    return;
+  }
   if (msg.meta.replica()) {
     std::lock_guard<std::mutex> lk(mu);
     if (msg.meta.request()) {
@@ -71,6 +80,20 @@ void ServerCore::Process(Message& msg) {
   std::vector<uint64_t> released;
   std::lock_guard<std::mutex> lk(mu);
   Message reply = ReplyTo(msg);
+  if (msg.meta.epoch() < cur_epoch_) {
+    // Routed under an older ring: serve it only if the keys are still mastered here (fencing,
+    // DESIGN §8). Otherwise the worker re-plans under the ring it is about to receive.
+    auto ring = ring_();
+    if (!Owns(msg, *ring)) {
+      reply.meta.set_redirect(true);
+      reply.meta.set_epoch(ring->epoch());
+      reply.meta.set_error("redirect: server " + std::to_string(self_) +
+                           " does not master these keys under ring epoch " +
+                           std::to_string(ring->epoch()));
+      send(reply);
+      return;
+    }
+  }
   if (msg.meta.op() == pb::Meta::CLOCK) {
     gate.Report(worker, step, &released);
     Answer(msg, &reply, "");
@@ -118,7 +141,7 @@ void ServerCore::Process(Message& msg) {
   }
   if (apply && err.empty()) {
     auto ring = ring_ ? ring_() : nullptr;
-    const bool copies = ring && ring->replicas() > 0;
+    const bool copies = ring && (ring->replicas() > 0 || next_);
     if (fresh_all) {
       Record(worker, msg);
       if (copies) Replicate(worker, msg, *ring);
@@ -291,6 +314,7 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
 
 void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring) {
   auto pieces = SplitByChain(applied, ring, esize);
+  for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
   if (pieces.empty()) return;
   auto at = entry_of_.find({worker, applied.meta.timestamp()});
   uint64_t e;
@@ -346,6 +370,8 @@ void ServerCore::OnReplica(Message& msg) {
     }
     Record(origin, *piece);
   }
+  // Something is still being fetched: keep the copy to apply again over the fetched range.
+  if (!fetches_.empty()) buffered_.push_back(msg);
   if (msg.meta.chain_size() > 0) {  // pass it on along the chain
     Message next = msg;
     next.meta.set_receiver(msg.meta.chain(0));
@@ -401,6 +427,7 @@ void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
     for (auto& p : SplitByChain(hop.msg, *ring, esize)) SendHop(hop.entry, std::move(p));
     if (entries_[hop.entry].open == 0) Flush(hop.entry);
   }
+  Plan();
 }
 
 std::string ServerCore::Handle(const Message& req, Message* reply, bool do_push, bool do_pull) {

@@ -20,6 +20,7 @@
 #include "message/message.h"
 #include "ps/kv_server.h"
 #include "replication/chain.h"
+#include "replication/refill.h"
 #include "ring/ring.h"
 #include "store/store.h"
 
@@ -32,6 +33,9 @@ class ServerCore {
   using NowFn = std::function<int64_t()>;
 
   using RingFn = std::function<std::shared_ptr<const Ring>()>;
+  /// Tells the scheduler how many ranges this server still has to fetch under the ring of
+  /// `epoch` (0: it holds every range its chains give it).
+  using ReportFn = std::function<void(uint64_t epoch, uint64_t pending)>;
 
   /// self: this server's node id; ring: the current ring (its replicas say how many copies a
   /// push needs before it is acknowledged; null or 0 replicas = none).
@@ -50,9 +54,23 @@ class ServerCore {
   void RingChanged(std::shared_ptr<const Ring> ring);
   /// A worker joined the running job: it enters the step table at the current minimum step.
   void WorkerJoined(int id);
+  /// A server is joining: `next` becomes the ring at the cut-over. This server fetches what it
+  /// will hold under it and copies updates to the servers that join (DESIGN §8).
+  void Prepare(std::shared_ptr<const Ring> next);
+  /// Periodic: asks again for ranges whose copy did not arrive (a lost message, a slow source).
+  void Tick();
+  /// Where progress of the refill goes (the scheduler); reports the current state at once.
+  void SetReport(ReportFn report);
+  /// Keys stored in the ranges this server masters under the current ring.
+  size_t NumMastered() const;
+  /// Ranges this server still has to fetch.
+  size_t PendingRanges() const;
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
   KVServerBase::BarrierStats Stats() const;
-  size_t NumKeys() const { return store->size(); }
+  size_t NumKeys() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return store->size();
+  }
   uint64_t rejected() const { return rejected_; }
   /// Pushes recognised as copies of ones already applied (resends, duplicated messages).
   uint64_t duplicates() const { return duplicates_; }
@@ -112,6 +130,37 @@ class ServerCore {
   std::unordered_map<uint64_t, Hop> hops_;
   std::map<std::pair<int, int>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
   uint64_t next_fwd_ = 1;
+
+  // Refill and hand-off (server_refill.cc; mu held). held_: the ranges this server holds
+  // completely; fetches_: copies asked for, by id; buffered_: copies of updates that arrived
+  // while something was missing, applied again (deduplicated) after each imported range.
+  void Plan();
+  void SendFetch(uint64_t id);
+  void OnRefillRequest(Message& msg);
+  void OnRefillReply(const Message& msg);
+  void ServeWaiting();
+  void ApplyCopy(const Message& msg);
+  void Report();
+  // True when every key of a worker request is mastered here under ring.
+  bool Owns(const Message& msg, const Ring& ring) const;
+  // Copies of an applied update for the servers that join at the prepared ring.
+  std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
+  struct Fetch {
+    RangeSet ranges;
+    int from = -1;
+    int64_t sent_us = 0;
+  };
+  std::shared_ptr<const Ring> next_;  // the ring being prepared (a join), or null
+  uint64_t planned_epoch_ = 0;
+  uint64_t cur_epoch_ = 0;  // of the current ring (0: no ring, as in the simulator)
+  bool have_held_ = false;
+  RangeSet held_;
+  std::map<uint64_t, Fetch> fetches_;
+  std::vector<Message> buffered_;
+  std::vector<Message> waiting_;  // refill requests this server cannot serve yet
+  ReportFn report_;
+  uint64_t next_fetch_ = 1;
+  int64_t fetch_timeout_us_ = 1000000;
 
   struct HeldRead {
     Message req;

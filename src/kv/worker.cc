@@ -58,6 +58,7 @@ struct KVWorkerBase::Impl : public Customer {
     uint64_t max_held_us = 0;       // pulls: the longest a server held a part
     int attempt = 0;                // how many times the request was planned again
     uint64_t epoch = 0;             // ring epoch of the current plan
+    bool redirected = false;        // a server answered that it no longer masters a part
     std::vector<Message> sent;      // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     bool streams() const {
@@ -418,6 +419,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
 void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Message>* out) {
   const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
   p->attempt++;
+  p->redirected = false;
   p->parts.clear();
   p->segs.clear();
   p->seg_part.clear();
@@ -455,7 +457,7 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
         stranded |=
             !p->got[k] && std::find(live.begin(), live.end(), p->part_server[k]) == live.end();
       }
-      if (stranded) Replan(p, *ring, &out);
+      if (stranded || p->redirected) Replan(p, *ring, &out);
     }
   }
   for (auto& m : out) rt->Send(m);
@@ -480,6 +482,18 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   size_t part = static_cast<size_t>(msg.meta.part());
   if (msg.meta.attempt() != p->attempt) return;  // a reply to an older plan
   if (part >= p->replies.size() || p->got[part]) return;
+  if (msg.meta.redirect()) {
+    // Routed under an older ring than the server's: plan again under the newer one, now if
+    // this node has it, else when it arrives (OnRing).
+    p->redirected = true;
+    if (rt->ring_epoch() > p->epoch) {
+      std::vector<Message> out;
+      Replan(p, *rt->ring(), &out);
+      lk.unlock();
+      for (auto& m : out) rt->Send(m);
+    }
+    return;
+  }
   p->got[part] = true;
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();

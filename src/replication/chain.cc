@@ -5,11 +5,16 @@
 namespace ps {
 
 std::vector<ChainPiece> SplitByChain(const Message& m, const Ring& ring, size_t esize) {
-  std::vector<ChainPiece> out;
-  auto replicas = [&ring](size_t segment) {
+  if (ring.replicas() <= 0) return {};
+  return SplitByPath(m, ring, esize, [&ring](size_t segment) {
     auto chain = ring.Chain(segment);
     return std::vector<int>(chain.begin() + (chain.empty() ? 0 : 1), chain.end());
-  };
+  });
+}
+
+std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t esize,
+                                    const std::function<std::vector<int>(size_t)>& replicas) {
+  std::vector<ChainPiece> out;
   if (m.meta.op() == pb::Meta::DENSE_PUSH) {
     const Range r(m.meta.range_begin(), m.meta.range_end());
     if (r.begin >= r.end || m.data.size() != 1) return out;

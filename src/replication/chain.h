@@ -2,6 +2,7 @@
 #ifndef PS_REPLICATION_CHAIN_H_
 #define PS_REPLICATION_CHAIN_H_
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct ChainPiece {
 /// (and their values) whose chain has the same replicas after the master. Keys whose chain is
 /// only the master need no copy and are left out. `esize` is the size of one value.
 std::vector<ChainPiece> SplitByChain(const Message& push, const Ring& ring, size_t esize);
+/// The same cut with any path per ring segment (empty: that segment's keys need no copy).
+std::vector<ChainPiece> SplitByPath(const Message& push, const Ring& ring, size_t esize,
+                                    const std::function<std::vector<int>(size_t)>& path_of);
 
 }  // namespace ps
 

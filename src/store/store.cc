@@ -267,6 +267,104 @@ void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
   *out_vals = SArray<char>(vals);
 }
 
+template <typename V>
+size_t Store<V>::CountRange(Range r) const {
+  size_t n = std::lower_bound(keys_.begin(), keys_.end(), r.end) -
+             std::lower_bound(keys_.begin(), keys_.end(), r.begin);
+  for (auto it = side_.lower_bound(r.begin); it != side_.end() && it->first < r.end; ++it) ++n;
+  return n;
+}
+
+template <typename V>
+void Store<V>::ExportRange(Range r, SArray<Key>* out_keys, SArray<char>* out_slots,
+                           SArray<uint64_t>* out_sizes) const {
+  SArray<Key> keys;
+  SArray<V> slots;
+  SArray<uint64_t> sizes;
+  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
+  auto it = side_.lower_bound(r.begin);
+  auto emit = [&](Key k, const V* slot, size_t n) {
+    keys.push_back(k);
+    sizes.push_back(n);
+    size_t at = slots.size();
+    slots.resize(at + n);
+    std::copy(slot, slot + n, slots.data() + at);
+  };
+  for (;;) {
+    bool main_ok = i < keys_.size() && keys_[i] < r.end;
+    bool side_ok = it != side_.end() && it->first < r.end;
+    if (!main_ok && !side_ok) break;
+    if (main_ok && (!side_ok || keys_[i] < it->first)) {
+      emit(keys_[i], data_.data() + off_[i], off_[i + 1] - off_[i]);
+      ++i;
+    } else {
+      emit(it->first, it->second.data(), it->second.size());
+      ++it;
+    }
+  }
+  *out_keys = keys;
+  *out_slots = SArray<char>(slots);
+  *out_sizes = sizes;
+}
+
+template <typename V>
+std::string Store<V>::ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,
+                                   const SArray<char>& raw, const SArray<uint64_t>& sizes) {
+  if (keys.size() != sizes.size()) return "range import: keys and sizes differ in number";
+  if (raw.size() % sizeof(V)) return "range import: slots frame size";
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (rs[i].begin >= rs[i].end || (i > 0 && rs[i].begin < rs[i - 1].end)) {
+      return "range import: ranges not sorted and disjoint";
+    }
+  }
+  uint64_t total = 0;
+  size_t at = 0;  // the range holding keys[i]
+  for (size_t i = 0; i < keys.size(); ++i) {
+    while (at < rs.size() && keys[i] >= rs[at].end) ++at;
+    if (at == rs.size() || keys[i] < rs[at].begin) return "range import: key outside the ranges";
+    if (i > 0 && keys[i] <= keys[i - 1]) return "range import: keys not sorted and unique";
+    if (sizes[i] == 0 || sizes[i] % (1 + sw_)) return "range import: slot size";
+    total += sizes[i];
+  }
+  if (total != raw.size() / sizeof(V)) return "range import: slots do not add up";
+  std::vector<std::pair<Key, std::vector<V>>> none;
+  MergeSide(&none);
+  // One pass: old keys outside the ranges and imported keys, merged in key order.
+  const V* vals = reinterpret_cast<const V*>(raw.data());
+  std::vector<Key> nk;
+  std::vector<uint64_t> off{0};
+  std::vector<V> data;
+  nk.reserve(keys_.size() + keys.size());
+  data.reserve(data_.size() + total);
+  size_t i = 0, j = 0, r = 0;
+  while (i < keys_.size() || j < keys.size()) {
+    if (i < keys_.size()) {
+      while (r < rs.size() && rs[r].end <= keys_[i]) ++r;
+      if (r < rs.size() && rs[r].Contains(keys_[i])) {  // replaced by the import
+        ++i;
+        continue;
+      }
+    }
+    if (j == keys.size() || (i < keys_.size() && keys_[i] < keys[j])) {
+      nk.push_back(keys_[i]);
+      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      ++i;
+    } else {
+      nk.push_back(keys[j]);
+      data.insert(data.end(), vals, vals + sizes[j]);
+      vals += sizes[j];
+      ++j;
+    }
+    off.push_back(data.size());
+  }
+  keys_.swap(nk);
+  off_.swap(off);
+  data_.swap(data);
+  uniform_ = 0;
+  for (size_t k = 0; k < keys_.size(); ++k) NoteWidth(SlotLen(off_[k + 1] - off_[k]));
+  return "";
+}
+
 template class Store<float>;
 template class Store<double>;
 template class Store<int32_t>;

@@ -37,6 +37,21 @@ class StoreBase {
   virtual void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) = 0;
   /// Number of stored keys.
   virtual size_t size() const = 0;
+  /// Number of stored keys in r.
+  virtual size_t CountRange(Range r) const = 0;
+
+  // Range hand-off (refill of a replica, a server joining): the raw slots, update-rule state
+  // included, so the receiver continues exactly where the sender stands.
+  /// Every stored key in r, its raw slot (values then rule state) and each slot's size in
+  /// elements.
+  virtual void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots,
+                           SArray<uint64_t>* sizes) const = 0;
+  /// Replaces everything stored in the sorted, disjoint ranges rs by an export of them (keys in
+  /// order across the ranges); checked first, nothing changes when it is malformed.
+  virtual std::string ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,
+                                   const SArray<char>& slots, const SArray<uint64_t>& sizes) = 0;
+  /// Removes every key in r (a range this server no longer holds).
+  virtual void EraseRange(Range r) = 0;
 };
 
 /// Sorted arrays plus a small sorted side table. Pushes arrive with sorted keys, so lookups
@@ -59,6 +74,12 @@ class Store : public StoreBase {
                        SArray<char>* vals) override;
   void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) override;
   size_t size() const override { return keys_.size() + side_.size(); }
+  size_t CountRange(Range r) const override;
+  void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots,
+                   SArray<uint64_t>* sizes) const override;
+  std::string ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,
+                           const SArray<char>& slots, const SArray<uint64_t>& sizes) override;
+  void EraseRange(Range r) override { ImportRanges({r}, {}, {}, {}); }
 
  private:
   struct Found {

@@ -19,6 +19,14 @@ really happened (so a pass is not vacuous).
   stop_resume: as stop_server, but once the stopped server has been declared dead it gets
          SIGCONT: it must be fenced (told it is dead, and exit naming why) instead of serving
          with its old view; the sums stay exact.
+  kill_two: 4 servers (k=1), 4 workers pushing at a steady pace; a seeded server is
+         SIGKILLed, and once the scheduler reports every range refilled to two copies a second
+         seeded server is SIGKILLed. With k=1 the second loss is survivable only because the
+         chains were refilled; the sums must be exact.
+  join_server: 4 servers (k=1), 4 workers pushing; a seeded moment after the pushes started
+         a fifth server is added with `ps-launch --join`. It copies its ranges while updates go
+         on, takes over at a new ring epoch, and must end up mastering about 1/5 of the keys;
+         the sums must be exact.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -68,6 +76,20 @@ SCENARIOS = {
         "env": [],
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "60", "--work-ms", "20"],
+    },
+    "kill_two": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
+                "PS_REPLICAS=1"],
+        "launch": ["--allow-dead-servers", "2"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "80", "--pace-ms", "40"],
+    },
+    "join_server": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_REPLICAS=1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "60", "--pace-ms", "50"],
     },
     "scheduler_loss": {
         "servers": 2, "workers": 2,
@@ -124,6 +146,81 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=
 
     rc, out = stream(cmd, on_line)
     return rc, out, victim, state["killed"], state["resumed"]
+
+
+def run_and_kill_two(cmd, servers, workers, seed):
+    """Runs cmd; kills a seeded server once every worker pushes, and a second one once the
+    scheduler reports the refill done. Returns (rc, output, victims, ok lines seen before the
+    second kill)."""
+    rng = random.Random(int(seed))
+    victims, delay = rng.sample(range(servers), 2), rng.uniform(0.0, 0.4)
+    state = {"pids": {}, "up": 0, "killed": [], "ok_before": 0, "ok": 0}
+
+    def kill(i):
+        os.kill(state["pids"][victims[i]], signal.SIGKILL)
+        state["killed"].append(victims[i])
+        state["ok_before"] = state["ok"]
+        print("run_fault: SIGKILL to server %d (pid %d)" % (victims[i], state["pids"][victims[i]]),
+              flush=True)
+
+    def first_later():
+        time.sleep(delay)
+        kill(0)
+
+    def on_line(line):
+        m = re.search(r"started server (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][int(m.group(1))] = int(m.group(2))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                threading.Thread(target=first_later).start()
+        if "OK worker" in line:
+            state["ok"] += 1
+        if "refill done" in line and len(state["killed"]) == 1:
+            kill(1)
+
+    rc, out = stream(cmd, on_line)
+    return rc, out, state["killed"], state["ok_before"]
+
+
+def run_and_join(cmd, join_cmd, workers, seed):
+    """Runs cmd; a seeded delay after every worker started pushing, runs join_cmd (with the
+    scheduler's address) to add a server. Returns (rc, output, joiner rc, joiner output, ok lines
+    seen before the cut-over)."""
+    rng = random.Random(int(seed))
+    delay = rng.uniform(0.1, 0.6)
+    state = {"port": None, "up": 0, "join": None, "ok": 0, "ok_at_cut": None}
+
+    def join_later():
+        time.sleep(delay)
+        full = join_cmd[:2] + ["--join", "127.0.0.1:%d" % state["port"]] + join_cmd[2:]
+        print("run_fault: adding a server %.0f ms after the pushes started: %s"
+              % (delay * 1000, " ".join(full)), flush=True)
+        p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in p.stdout.splitlines():
+            print("[joiner] " + line, flush=True)
+        state["join"] = (p.returncode, p.stdout)
+
+    def on_line(line):
+        m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
+        if m:
+            state["port"] = int(m.group(1))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                state["thread"] = threading.Thread(target=join_later)
+                state["thread"].start()
+        if "OK worker" in line:
+            state["ok"] += 1
+        if "cut-over to ring epoch" in line:
+            state["ok_at_cut"] = state["ok"]
+
+    rc, out = stream(cmd, on_line)
+    if "thread" in state:
+        state["thread"].join()
+    jrc, jout = state["join"] if state["join"] else (None, "")
+    return rc, out, jrc, jout, state["ok_at_cut"]
 
 
 def run_and_kill_worker(cmd):
@@ -201,6 +298,57 @@ def main():
             return 1
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
+        return 0
+    if a.scenario == "kill_two":
+        rc, out, killed, ok_before = run_and_kill_two(cmd, sc["servers"], sc["workers"], a.seed)
+        if len(killed) != 2:
+            failures.append("%d server(s) killed, want 2 (was the refill reported?)" % len(killed))
+        elif ok_before:
+            failures.append("the second kill came after %d worker(s) had finished" % ok_before)
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if len(re.findall(r"refill done", out)) < 2:
+            failures.append("the scheduler did not report both refills")
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): servers %s SIGKILLed one after the other, sums exact"
+              % (a.scenario, a.seed, killed))
+        return 0
+    if a.scenario == "join_server":
+        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240",
+                    "--", a.job, "--seed", a.seed] + sc["job"]
+        rc, out, jrc, jout, ok_at_cut = run_and_join(cmd, join_cmd, sc["workers"], a.seed)
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        if jrc != 0:
+            failures.append("the joining ps-launch exited with %s" % jrc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if ok_at_cut is None:
+            failures.append("no cut-over to a ring with the new server")
+        elif ok_at_cut:
+            failures.append("the cut-over came after %d worker(s) had finished" % ok_at_cut)
+        old = [int(x) for x in re.findall(r"^\[server \d+\] STATS .* mastered=(\d+)", out, re.M)]
+        new = [int(x) for x in re.findall(r"^\[server \d+\] STATS .* mastered=(\d+)", jout, re.M)]
+        share = None
+        if len(old) != sc["servers"] or len(new) != 1:
+            failures.append("missing server STATS lines (%d old, %d new)" % (len(old), len(new)))
+        else:
+            share = new[0] / float(sum(old) + new[0])
+            if not 0.12 <= share <= 0.28:
+                failures.append("the new server masters %.3f of the keys, want about 1/5" % share)
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): the fifth server masters %.3f of the keys, sums exact"
+              % (a.scenario, a.seed, share))
         return 0
     if a.scenario == "kill_worker":
         rc, out, shard = run_and_kill_worker(cmd)

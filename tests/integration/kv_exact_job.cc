@@ -3,7 +3,7 @@
 // computed locally from the same seeds; any difference exits non-zero.
 //
 //   kv_exact_job --scenario sum|range|varlen|garbage|fail|hang [--universe U] [--keys K]
-//                [--rounds R] [--seed S]
+//                [--rounds R] [--pace-ms MS] [--seed S]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -28,6 +28,7 @@ struct Options {
   size_t universe = 1000000;
   size_t keys = 100000;
   int rounds = 20;
+  int pace_ms = 0;  // pause between rounds, so a fault test can act while pushes go on
   uint64_t seed = 2026;
 };
 
@@ -43,6 +44,8 @@ Options Parse(int argc, char** argv) {
       o.keys = std::stoull(v);
     } else if (k == "--rounds") {
       o.rounds = std::stoi(v);
+    } else if (k == "--pace-ms") {
+      o.pace_ms = std::stoi(v);
     } else if (k == "--seed") {
       o.seed = std::stoull(v);
     } else {
@@ -159,6 +162,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     ps::SArray<int> l = o.scenario == "varlen" ? ps::SArray<int>(lens) : ps::SArray<int>();
     if (last >= 0) kv.Wait(last);
     last = kv.Push(keys, v, l);
+    if (o.pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pace_ms));
   }
   kv.Wait(last);
   if (garbage.joinable()) garbage.join();
@@ -262,6 +266,7 @@ int main(int argc, char** argv) {
       ps::KVServer<int64_t> server(&node);
       node.Finalize();
       std::cout << "STATS " << node.StatsJson() << " keys=" << server.NumKeys()
+                << " mastered=" << server.NumMasteredKeys()
                 << " rejected=" << server.RejectedRequests()
                 << " duplicates=" << server.DuplicatePushes() << std::endl;
       return 0;

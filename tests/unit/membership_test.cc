@@ -103,10 +103,13 @@ TEST(MembershipJoinTest, WorkerJoinsARunningJobWithTheNextIdAndRank) {
   EXPECT_EQ(m.nodes().back().rank, 2);
   EXPECT_EQ(m.IdOf("127.0.0.1", 50), 4);
   EXPECT_EQ(m.Register(early, &why), Membership::RegisterResult::kDuplicate);
+  // A server joins too, with the next id and the next server rank.
   Registration server = Reg(Role::kServer, 60);
   server.join = true;
-  EXPECT_EQ(m.Register(server, &why), Membership::RegisterResult::kRejected);
-  EXPECT_NE(why.find("only workers"), std::string::npos) << why;
+  ASSERT_EQ(m.Register(server, &why), Membership::RegisterResult::kJoined);
+  EXPECT_EQ(m.nodes().back().id, 5);
+  EXPECT_EQ(m.nodes().back().role, Role::kServer);
+  EXPECT_EQ(m.nodes().back().rank, 1);
 }
 
 TEST(MembershipJoinTest, JoinerTakesPartInBarriersNotReleasedYet) {

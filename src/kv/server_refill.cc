@@ -1,0 +1,309 @@
+// ServerCore, second half: moving key ranges between servers when the ring changes — the
+// refill of a chain after a failure and the pre-copy for a server that joins (DESIGN §8,
+// invariant 5: refill before trust). The request path is server_core.cc.
+//
+// The protocol, for one range r that server X must hold and does not:
+//  1. X asks the current master M of r for a copy (REFILL request, with the epoch X planned
+//     with). M answers only once it knows that ring (so every update it applies afterwards
+//     reaches X along the chain, or as a copy to a joiner) and holds r completely itself.
+//  2. M's answer is a snapshot taken under its lock: the raw slots (update-rule state
+//     included) and its applied log over r (each worker's low-water mark as a range vector
+//     clock, and the records above it).
+//  3. X replaces r by the snapshot, then applies again every update copy it received while
+//     something was missing: the imported log drops those the snapshot already holds.
+// Chain copies X receives meanwhile are acknowledged as usual (X keeps them), so the ack to a
+// worker still means every member of the chain has the update.
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "kv/server_core.h"
+
+namespace ps {
+
+void ServerCore::SetReport(ReportFn report) {
+  std::lock_guard<std::mutex> lk(mu);
+  report_ = std::move(report);
+  Plan();
+}
+
+size_t ServerCore::PendingRanges() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return fetches_.size();
+}
+
+size_t ServerCore::NumMastered() const {
+  std::lock_guard<std::mutex> lk(mu);
+  auto ring = ring_ ? ring_() : nullptr;
+  if (!ring) return store->size();
+  size_t n = 0;
+  for (const Range& r : MasteredRanges(*ring, self_)) n += store->CountRange(r);
+  return n;
+}
+
+void ServerCore::Report() {
+  if (report_) report_(planned_epoch_, fetches_.size());
+}
+
+void ServerCore::Prepare(std::shared_ptr<const Ring> next) {
+  std::lock_guard<std::mutex> lk(mu);
+  next_ = std::move(next);
+  Plan();
+}
+
+void ServerCore::Plan() {
+  auto cur = ring_ ? ring_() : nullptr;
+  if (!cur || cur->servers().empty()) return;
+  if (next_ && next_->epoch() <= cur->epoch()) next_ = nullptr;  // the cut-over happened
+  if (!have_held_) {
+    // First look at a ring: a server of the starting ring holds its (empty) ranges; one that
+    // joins holds nothing yet.
+    have_held_ = true;
+    const auto& s = cur->servers();
+    if (std::find(s.begin(), s.end(), self_) != s.end()) held_ = HeldRanges(*cur, self_);
+  }
+  cur_epoch_ = cur->epoch();
+  const uint64_t target = next_ ? next_->epoch() : cur->epoch();
+  RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);
+  for (const Range& r : plan.drop) {
+    store->EraseRange(r);
+    VLOG(1) << "server " << self_ << " dropped [" << r.begin << ", " << r.end << ")";
+  }
+  held_ = Subtract(held_, plan.drop);
+  for (const Range& r : plan.orphans) {
+    LOG(ERROR) << "server " << self_ << " should hold [" << r.begin << ", " << r.end
+               << ") under ring epoch " << target << " but no server holds a complete copy";
+  }
+  const bool changed = target != planned_epoch_;
+  planned_epoch_ = target;
+  fetches_.clear();
+  std::map<int, RangeSet> by_source;  // one request per source
+  for (const auto& f : plan.fetch) by_source[f.second].push_back(f.first);
+  for (auto& b : by_source) {
+    const uint64_t id = next_fetch_++;
+    fetches_[id] = Fetch{Normalize(std::move(b.second)), b.first, 0};
+    SendFetch(id);
+  }
+  if (fetches_.empty()) buffered_.clear();
+  if (changed || !plan.fetch.empty()) {
+    LOG_IF(INFO, !plan.fetch.empty()) << "server " << self_ << " fetches " << plan.fetch.size()
+                                      << " range(s) for ring epoch " << target;
+  }
+  Report();
+  ServeWaiting();
+}
+
+void ServerCore::SendFetch(uint64_t id) {
+  Fetch& f = fetches_[id];
+  f.sent_us = now_us();
+  Message m;
+  m.meta.set_receiver(f.from);
+  m.meta.set_app_id(app);
+  m.meta.set_request(true);
+  m.meta.set_op(pb::Meta::REFILL);
+  m.meta.set_dtype(static_cast<int>(dtype));
+  m.meta.set_fwd_id(id);
+  m.meta.set_epoch(planned_epoch_);
+  SArray<Key> pairs;
+  for (const Range& r : f.ranges) {
+    pairs.push_back(r.begin);
+    pairs.push_back(r.end);
+  }
+  m.data = {SArray<char>(pairs)};
+  send(m);
+}
+
+void ServerCore::Tick() {
+  std::lock_guard<std::mutex> lk(mu);
+  const int64_t now = now_us();
+  for (auto& f : fetches_) {
+    if (now - f.second.sent_us >= fetch_timeout_us_) {
+      VLOG(1) << "server " << self_ << " asks node " << f.second.from << " again for "
+              << f.second.ranges.size() << " range(s)";
+      SendFetch(f.first);
+    }
+  }
+  ServeWaiting();
+}
+
+// Request frame 0: sorted (begin, end) pairs. Reply frames: the pairs, then keys, raw slots
+// and slot sizes over all the ranges, then for each range its applied-log clock and records,
+// each as a length then the words.
+static bool ParseRanges(const SArray<char>& frame, RangeSet* out) {
+  if (frame.empty() || frame.size() % (2 * sizeof(Key))) return false;
+  SArray<Key> pairs(frame);
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    if (pairs[i] >= pairs[i + 1] || (i > 0 && pairs[i] < pairs[i - 1])) return false;
+    out->emplace_back(pairs[i], pairs[i + 1]);
+  }
+  return true;
+}
+
+void ServerCore::OnRefillRequest(Message& msg) {
+  RangeSet rs;
+  if (msg.data.size() != 1 || !ParseRanges(msg.data[0], &rs)) {
+    LOG(WARNING) << "server " << self_ << ": malformed range request from node "
+                 << msg.meta.sender();
+    return;
+  }
+  auto cur = ring_ ? ring_() : nullptr;
+  const uint64_t known = std::max<uint64_t>(cur ? cur->epoch() : 0, next_ ? next_->epoch() : 0);
+  if (known < msg.meta.epoch() || !Subtract(rs, held_).empty()) {
+    // Not yet: updates applied from now on might not reach the asker, or this copy is
+    // incomplete itself. Answered when the ring arrives or the ranges are complete.
+    for (const auto& w : waiting_) {
+      if (w.meta.sender() == msg.meta.sender() && w.meta.fwd_id() == msg.meta.fwd_id()) return;
+    }
+    waiting_.push_back(msg);
+    return;
+  }
+  Message reply;
+  reply.meta.set_receiver(msg.meta.sender());
+  reply.meta.set_app_id(app);
+  reply.meta.set_request(false);
+  reply.meta.set_op(pb::Meta::REFILL);
+  reply.meta.set_dtype(static_cast<int>(dtype));
+  reply.meta.set_fwd_id(msg.meta.fwd_id());
+  SArray<Key> keys;
+  SArray<char> slots;
+  SArray<uint64_t> sizes, logs;
+  for (const Range& r : rs) {
+    SArray<Key> k;
+    SArray<char> v;
+    SArray<uint64_t> z, clock, records;
+    store->ExportRange(r, &k, &v, &z);
+    keys.append(k);
+    slots.append(v);
+    sizes.append(z);
+    log.Export(r, &clock, &records);
+    logs.push_back(clock.size());
+    logs.append(clock);
+    logs.push_back(records.size());
+    logs.append(records);
+  }
+  reply.data = {msg.data[0], SArray<char>(keys), slots, SArray<char>(sizes), SArray<char>(logs)};
+  VLOG(1) << "server " << self_ << " copies " << rs.size() << " range(s) (" << keys.size()
+          << " keys) to node " << msg.meta.sender();
+  send(reply);
+}
+
+void ServerCore::ServeWaiting() {
+  std::vector<Message> again;
+  again.swap(waiting_);
+  for (auto& m : again) OnRefillRequest(m);
+}
+
+void ServerCore::OnRefillReply(const Message& msg) {
+  auto it = fetches_.find(msg.meta.fwd_id());
+  if (it == fetches_.end()) return;  // an older plan's, or a second answer
+  const RangeSet& rs = it->second.ranges;
+  RangeSet got;
+  bool ok = msg.data.size() == 5 && ParseRanges(msg.data[0], &got) && got == rs &&
+            msg.data[1].size() % sizeof(Key) == 0 && msg.data[3].size() % sizeof(uint64_t) == 0 &&
+            msg.data[4].size() % sizeof(uint64_t) == 0;
+  std::string err = ok ? "" : "malformed";
+  // Check the log parts on a scratch copy first, so a bad frame changes nothing.
+  AppliedLog scratch = log;
+  const SArray<uint64_t> logs = ok ? SArray<uint64_t>(msg.data[4]) : SArray<uint64_t>();
+  size_t at = 0;
+  auto part = [&](SArray<uint64_t>* out) {
+    if (at >= logs.size() || logs[at] > logs.size() - at - 1) return false;
+    *out = logs.Segment(at + 1, at + 1 + logs[at]);
+    at += 1 + logs[at];
+    return true;
+  };
+  for (size_t i = 0; err.empty() && i < rs.size(); ++i) {
+    SArray<uint64_t> clock, records;
+    if (!part(&clock) || !part(&records)) {
+      err = "applied-log frame truncated";
+    } else {
+      err = scratch.Import(rs[i], clock, records);
+    }
+  }
+  if (err.empty() && at != logs.size()) err = "applied-log frame too long";
+  if (err.empty()) {
+    err = store->ImportRanges(rs, SArray<Key>(msg.data[1]), msg.data[2],
+                              SArray<uint64_t>(msg.data[3]));
+  }
+  if (!err.empty()) {
+    LOG(ERROR) << "server " << self_ << ": range copy from node " << msg.meta.sender() << ": "
+               << err << " (asked again)";
+    return;
+  }
+  log = std::move(scratch);
+  held_ = Union(held_, rs);
+  fetches_.erase(it);
+  for (const auto& b : buffered_) ApplyCopy(b);
+  if (fetches_.empty()) {
+    buffered_.clear();
+    LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;
+  }
+  Report();
+  ServeWaiting();
+}
+
+void ServerCore::ApplyCopy(const Message& msg) {
+  const int origin = msg.meta.origin();
+  std::vector<Message> pieces;
+  const bool fresh_all = FreshPart(origin, msg, &pieces);
+  std::vector<const Message*> apply;
+  if (fresh_all) {
+    apply.push_back(&msg);
+  } else {
+    for (const auto& p : pieces) apply.push_back(&p);
+  }
+  for (const Message* piece : apply) {
+    Message scratch;
+    std::string err = Handle(*piece, &scratch, true, false);
+    if (!err.empty()) {
+      LOG(ERROR) << "update copy from node " << msg.meta.sender() << " rejected: " << err;
+      return;
+    }
+    Record(origin, *piece);
+  }
+}
+
+bool ServerCore::Owns(const Message& msg, const Ring& ring) const {
+  const auto& m = msg.meta;
+  std::vector<RingSegment> segs;
+  if (m.op() == pb::Meta::CLOCK) return true;
+  if (m.op() == pb::Meta::DENSE_PUSH) {
+    ring.SliceRange(Range(m.range_begin(), m.range_end()), &segs);
+  } else if (m.op() == pb::Meta::RANGE_PULL) {
+    if (msg.data.empty() || msg.data[0].size() % (2 * sizeof(Key))) return true;
+    SArray<Key> rs(msg.data[0]);
+    for (size_t i = 0; i + 1 < rs.size(); i += 2) ring.SliceRange(Range(rs[i], rs[i + 1]), &segs);
+  } else {
+    if (msg.data.empty() || msg.data[0].size() % sizeof(Key)) return true;  // rejected later
+    SArray<Key> keys(msg.data[0]);
+    std::vector<KeySlice> slices;
+    ring.SliceKeys(keys.data(), keys.size(), &slices);
+    for (const auto& s : slices) {
+      if (s.server != self_) return false;
+    }
+    return true;
+  }
+  for (const auto& s : segs) {
+    if (s.server != self_) return false;
+  }
+  return true;
+}
+
+std::vector<ChainPiece> ServerCore::JoinerPieces(const Message& applied, const Ring& ring) const {
+  std::vector<ChainPiece> out;
+  if (!next_ || next_->epoch() <= ring.epoch()) return out;
+  const auto& old = ring.servers();
+  auto joiners = [&](size_t segment) {
+    std::vector<int> to;
+    for (int s : next_->Chain(segment)) {
+      if (s != self_ && std::find(old.begin(), old.end(), s) == old.end()) to.push_back(s);
+    }
+    return to;
+  };
+  for (auto& p : SplitByPath(applied, *next_, esize, joiners)) {
+    for (int to : p.path) out.push_back(ChainPiece{{to}, p.msg});  // a joiner ends no chain yet
+  }
+  return out;
+}
+
+}  // namespace ps

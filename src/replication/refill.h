@@ -1,0 +1,52 @@
+// Which key ranges a server must fetch, and from whom, when the ring changes: the refill of a
+// chain after a failure, and the pre-copy for a server that joins. Pure logic.
+//
+// Every server keeps the set of ranges it holds completely. Under a target ring (the current
+// one, or the one being prepared for a join) it should hold every range whose chain it is in;
+// what it lacks it fetches from the master of that range in the current ring, which holds
+// every acknowledged update of it (chains only grow at the tail when a server fails, so while
+// at most k servers of a chain fail before the refill ends, the master is complete).
+#ifndef PS_REPLICATION_REFILL_H_
+#define PS_REPLICATION_REFILL_H_
+
+#include <utility>
+#include <vector>
+
+#include "ring/ring.h"
+
+namespace ps {
+
+/// Sorted, disjoint, non-adjacent ranges.
+using RangeSet = std::vector<Range>;
+
+/// Sorts and merges overlapping or touching ranges.
+RangeSet Normalize(RangeSet s);
+RangeSet Union(const RangeSet& a, const RangeSet& b);
+RangeSet Subtract(const RangeSet& a, const RangeSet& b);
+RangeSet Intersect(const RangeSet& a, const RangeSet& b);
+/// Keys in the set (saturating).
+uint64_t Size(const RangeSet& s);
+
+/// Every range whose chain (master and replicas) under `ring` holds `server`.
+RangeSet HeldRanges(const Ring& ring, int server);
+/// The ranges `server` masters under `ring`.
+RangeSet MasteredRanges(const Ring& ring, int server);
+
+struct RefillPlan {
+  /// Ranges to fetch and the server to fetch each from (the current master).
+  std::vector<std::pair<Range, int>> fetch;
+  /// Ranges to fetch whose current master is this server itself: no complete copy is known
+  /// (more failures in one chain than replicas before the refill ended).
+  RangeSet orphans;
+  /// Ranges held but wanted by neither ring: the server drops them.
+  RangeSet drop;
+  /// Everything wanted and not held yet (fetch + orphans).
+  RangeSet missing;
+};
+
+/// self holds `held` completely. next: the ring being prepared (a join), or null.
+RefillPlan PlanRefill(const Ring& current, const Ring* next, int self, const RangeSet& held);
+
+}  // namespace ps
+
+#endif  // PS_REPLICATION_REFILL_H_
