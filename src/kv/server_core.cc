@@ -139,19 +139,21 @@ void ServerCore::Process(Message& msg) {
     }
     if (err.empty() && pull && pass) err = Handle(msg, &reply, false, true);
   }
-  if (apply && err.empty()) {
+  if (push && err.empty()) {
     auto ring = ring_ ? ring_() : nullptr;
     const bool copies = ring && (ring->replicas() > 0 || next_);
     if (fresh_all) {
       Record(worker, msg);
       if (copies) Replicate(worker, msg, *ring);
     } else {
-      for (const auto& piece : pieces) {
-        Record(worker, piece);
-        if (copies) Replicate(worker, piece, *ring);
-      }
+      for (const auto& piece : pieces) Record(worker, piece);
+      // A copy of a push applied here before, maybe as a replica of a master that died
+      // before its copy reached the rest of today's chain: send the whole push along the
+      // current chain again (replicas apply only what they lack) and acknowledge it when
+      // they hold it.
+      if (copies) Replicate(worker, msg, *ring);
     }
-    if (msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
+    if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
   if (push && err.empty()) gate.Report(worker, step, &released);
   if (pull && !pass) {

@@ -155,6 +155,7 @@ class ServerCore {
   uint64_t cur_epoch_ = 0;  // of the current ring (0: no ring, as in the simulator)
   bool have_held_ = false;
   RangeSet held_;
+  RangeSet unwanted_;  // neither held nor being fetched
   std::map<uint64_t, Fetch> fetches_;
   std::vector<Message> buffered_;
   std::vector<Message> waiting_;  // refill requests this server cannot serve yet

@@ -70,6 +70,7 @@ void ServerCore::Plan() {
     VLOG(1) << "server " << self_ << " dropped [" << r.begin << ", " << r.end << ")";
   }
   held_ = Subtract(held_, plan.drop);
+  unwanted_ = Subtract({Range::All()}, Union(held_, plan.missing));
   for (const Range& r : plan.orphans) {
     LOG(ERROR) << "server " << self_ << " should hold [" << r.begin << ", " << r.end
                << ") under ring epoch " << target << " but no server holds a complete copy";
@@ -116,6 +117,11 @@ void ServerCore::SendFetch(uint64_t id) {
 void ServerCore::Tick() {
   std::lock_guard<std::mutex> lk(mu);
   const int64_t now = now_us();
+  // Copies routed under an older ring may still write into a range dropped at the cut-over:
+  // clear them out.
+  for (const Range& r : unwanted_) {
+    if (store->CountRange(r) > 0) store->EraseRange(r);
+  }
   for (auto& f : fetches_) {
     if (now - f.second.sent_us >= fetch_timeout_us_) {
       VLOG(1) << "server " << self_ << " asks node " << f.second.from << " again for "

@@ -135,7 +135,7 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=
             state["up"] += 1
             if state["up"] == workers:
                 threading.Thread(target=kill_later, args=(state["pids"][victim],)).start()
-        if resume and "ring epoch 2" in line and state["killed"]:
+        if resume and "] ring epoch 2:" in line and state["killed"] and not state["resumed"]:
             os.kill(state["killed"], signal.SIGCONT)  # the hang ends after it was replaced
             state["resumed"] = True
             print("run_fault: SIGCONT to the stopped server", flush=True)

@@ -1,0 +1,377 @@
+// Range hand-off between ServerCores (src/kv/server_refill.cc): the refill of chains after a
+// server failure and the pre-copy and cut-over of a server that joins, with pushes going on.
+// The network is a set of per-link FIFO queues delivered in a seeded random interleaving, so
+// snapshots race with update copies in every order the real transport allows. Each run checks
+// every member of every chain against the exact sums.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "consistency/barrier_policy.h"
+#include "kv/server_core.h"
+#include "replication/refill.h"
+#include "util/rng.h"
+
+namespace ps {
+namespace {
+
+constexpr int kWorker0 = 100;  // worker ids; servers are 1..n
+
+class Net {
+ public:
+  struct Request {
+    int worker = 0, ts = 0, attempt = 0;
+    std::vector<Key> keys;
+    std::vector<int64_t> vals;
+    std::set<int> parts_open;
+    bool sent = false;
+    bool Done() const { return sent && parts_open.empty(); }
+  };
+
+  Net(uint64_t seed, int workers) : rng_(seed), workers_(workers) {
+    for (int w = 0; w < workers; ++w) worker_ids_.push_back(kWorker0 + w);
+  }
+
+  // A server whose ring view starts at `ring`.
+  void AddServer(int id, std::shared_ptr<const Ring> ring) {
+    views_[id] = ring;
+    stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
+    servers_[id] = std::make_unique<ServerCore>(
+        0, DataType::kInt64, stores_[id], ParsePolicy("asp"), 1, worker_ids_,
+        [this, id](Message& m) {
+          m.meta.set_sender(id);
+          links_[{id, m.meta.receiver()}].push_back(m);
+        },
+        [this] { return now_us_; }, id, [this, id] { return views_[id]; });
+    servers_[id]->SetReport([](uint64_t, uint64_t) {});
+  }
+  void Kill(int id) { dead_.insert(id); }
+  // The scheduler's RING_PREPARE reaching server id.
+  void Prepare(int id, std::shared_ptr<const Ring> next) {
+    prepared_[id] = next;
+    servers_[id]->Prepare(next);
+  }
+  void SetRing(int id, std::shared_ptr<const Ring> ring) {
+    views_[id] = ring;
+    servers_[id]->RingChanged(ring);
+  }
+  ServerCore& server(int id) { return *servers_[id]; }
+  const Ring& View(int id) { return *views_[id]; }
+  StoreBase& store(int id) { return *stores_[id]; }
+  bool Alive(int id) const { return !dead_.count(id); }
+
+  // A worker push of random values to random keys, sliced by the worker's ring; remembered
+  // until every part is acknowledged.
+  void Push(int worker, const Ring& ring, size_t nkeys) {
+    std::set<Key> ks;
+    while (ks.size() < nkeys) ks.insert(HashKey(rng_.Below(4000)));
+    Request r;
+    r.worker = worker;
+    r.ts = next_ts_[worker]++;
+    for (Key k : ks) {
+      r.keys.push_back(k);
+      r.vals.push_back(static_cast<int64_t>(rng_.Below(1000)) - 400);
+      ref_[k] += r.vals.back();
+    }
+    requests_.push_back(r);
+    Send(&requests_.back(), ring);
+  }
+  // Sends (again) every part of a request that is not acknowledged, planned under ring.
+  void Send(Request* r, const Ring& ring);
+  // Sends a request made by the test (its values are not added to the reference).
+  void Submit(Request r, const Ring& ring) {
+    requests_.push_back(std::move(r));
+    Send(&requests_.back(), ring);
+  }
+
+  // Delivers one message from a random non-empty link; false when every link is empty.
+  bool Step() {
+    std::vector<std::pair<int, int>> busy;
+    for (auto& l : links_) {
+      if (!l.second.empty()) busy.push_back(l.first);
+    }
+    if (busy.empty()) return false;
+    auto link = busy[rng_.Below(busy.size())];
+    Message m = std::move(links_[link].front());
+    links_[link].pop_front();
+    const int to = link.second;
+    if (to >= kWorker0) {
+      OnReply(m);
+    } else if (Alive(to) && servers_.count(to)) {
+      // What the node runtime does (Node::Impl::Dispatch): a worker's request routed under the
+      // prepared ring means the cut-over reached the worker first; adopt it before serving.
+      auto p = prepared_.find(to);
+      if (m.meta.request() && !m.meta.replica() && m.meta.op() != pb::Meta::REFILL &&
+          p != prepared_.end() && m.meta.epoch() == p->second->epoch() &&
+          views_[to]->epoch() < m.meta.epoch()) {
+        SetRing(to, p->second);
+      }
+      servers_[to]->Process(m);
+    }
+    return true;
+  }
+  void Drain() {
+    while (Step()) {
+    }
+  }
+  // Advances virtual time past the refill timeout and ticks every live server.
+  void Tick() {
+    now_us_ += 2000000;
+    for (auto& s : servers_) {
+      if (Alive(s.first)) s.second->Tick();
+    }
+  }
+  // Resends the unacknowledged parts of every request under ring (a worker's resend).
+  void ResendAll(const Ring& ring) {
+    for (auto& r : requests_) {
+      if (!r.Done()) Send(&r, ring);
+    }
+  }
+  bool AllAcked() const {
+    for (const auto& r : requests_) {
+      if (!r.Done()) return false;
+    }
+    return true;
+  }
+  size_t redirects() const { return redirects_; }
+  Rng& rng() { return rng_; }
+  const std::map<Key, int64_t>& ref() const { return ref_; }
+
+  // Every chain member of every pushed key holds its exact sum under ring; returns the number
+  // of wrong values (and reports the first few).
+  size_t CheckChains(const Ring& ring, uint64_t seed) {
+    size_t wrong = 0;
+    for (const auto& kv : ref_) {
+      for (int s : ring.Chain(ring.SegmentOf(kv.first))) {
+        SArray<char> vals;
+        SArray<int> lens;
+        Key k = kv.first;
+        stores_[s]->Pull(&k, 1, 1, &vals, &lens);
+        int64_t got = reinterpret_cast<const int64_t*>(vals.data())[0];
+        if (got != kv.second && wrong++ < 5) {
+          std::string chain;
+          for (int c : ring.Chain(ring.SegmentOf(k))) chain += std::to_string(c) + " ";
+          ADD_FAILURE() << "seed " << seed << ": server " << s << " key " << k << " holds " << got
+                        << ", want " << kv.second << " (chain " << chain << ")";
+        }
+      }
+    }
+    return wrong;
+  }
+
+ private:
+  void OnReply(const Message& m) {
+    for (auto& r : requests_) {
+      if (r.worker != m.meta.receiver() || r.ts != m.meta.timestamp()) continue;
+      if (m.meta.attempt() != r.attempt) return;
+      if (m.meta.redirect()) {
+        redirects_++;
+        return;  // the test resends under the new ring
+      }
+      EXPECT_EQ(m.meta.error(), "") << "server " << m.meta.sender();
+      r.parts_open.erase(m.meta.part());
+      return;
+    }
+  }
+
+  Rng rng_;
+  int workers_;
+  std::vector<int> worker_ids_;
+  int64_t now_us_ = 1;
+  std::map<int, std::shared_ptr<const Ring>> views_, prepared_;
+  std::map<int, std::shared_ptr<Store<int64_t>>> stores_;
+  std::map<int, std::unique_ptr<ServerCore>> servers_;
+  std::map<std::pair<int, int>, std::deque<Message>> links_;
+  std::set<int> dead_;
+  std::deque<Request> requests_;
+  std::map<int, int> next_ts_;
+  std::map<Key, int64_t> ref_;
+  size_t redirects_ = 0;
+};
+
+void Net::Send(Request* r, const Ring& ring) {
+  r->attempt++;
+  r->sent = true;
+  r->parts_open.clear();
+  std::map<int, std::pair<SArray<Key>, SArray<int64_t>>> by_server;
+  for (size_t i = 0; i < r->keys.size(); ++i) {
+    auto& p = by_server[ring.Owner(r->keys[i])];
+    p.first.push_back(r->keys[i]);
+    p.second.push_back(r->vals[i]);
+  }
+  int part = 0;
+  for (auto& b : by_server) {
+    Message m;
+    m.meta.set_sender(r->worker);
+    m.meta.set_receiver(b.first);
+    m.meta.set_app_id(0);
+    m.meta.set_timestamp(r->ts);
+    m.meta.set_part(part);
+    m.meta.set_attempt(r->attempt);
+    m.meta.set_request(true);
+    m.meta.set_push(true);
+    m.meta.set_dtype(static_cast<int>(DataType::kInt64));
+    m.meta.set_epoch(ring.epoch());
+    m.meta.set_width(1);
+    m.data = {SArray<char>(b.second.first), SArray<char>(b.second.second)};
+    r->parts_open.insert(part++);
+    links_[{r->worker, b.first}].push_back(m);
+  }
+}
+
+std::shared_ptr<const Ring> MakeRing(std::vector<int> servers, int k, uint64_t epoch) {
+  return std::make_shared<Ring>(std::move(servers), 8, k, epoch);
+}
+
+// Pushes while delivering a few messages in between, so updates and hand-off interleave.
+void PushAndStep(Net* net, const Ring& ring, int pushes) {
+  for (int i = 0; i < pushes; ++i) {
+    net->Push(kWorker0 + static_cast<int>(net->rng().Below(2)), ring, 40);
+    for (int s = 0; s < 5; ++s) net->Step();
+  }
+}
+
+// n servers with k replicas; `kills` servers die one after the other, each while the refill
+// after the previous one may still be under way, with pushes and resends going on.
+// settle: each refill ends before the next failure (what the scheduler requires when kills
+// exceed k).
+void RunFailures(uint64_t seed, int n, int k, int kills, bool settle) {
+  Net net(seed, 2);
+  std::vector<int> live;
+  for (int s = 1; s <= n; ++s) live.push_back(s);
+  auto ring = MakeRing(live, k, 1);
+  for (int s : live) net.AddServer(s, ring);
+  PushAndStep(&net, *ring, 30);
+  for (int kill = 0; kill < kills; ++kill) {
+    if (settle && kill > 0) {
+      for (int round = 0; round < 10; ++round) {
+        net.Drain();
+        size_t pending = 0;
+        for (int s : live) pending += net.server(s).PendingRanges();
+        if (pending == 0) break;
+        net.Tick();
+      }
+      for (int s : live) ASSERT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
+      PushAndStep(&net, *ring, 10);
+    }
+    // A server dies with messages in flight; the scheduler's new ring reaches the survivors
+    // one by one while the workers already push (and resend) under it.
+    const int dead = live[net.rng().Below(live.size())];
+    net.Kill(dead);
+    live.erase(std::find(live.begin(), live.end(), dead));
+    ring = MakeRing(live, k, ring->epoch() + 1);
+    std::vector<int> order = live;
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[net.rng().Below(i)]);
+    net.ResendAll(*ring);
+    for (int s : order) {
+      PushAndStep(&net, *ring, 5);
+      net.SetRing(s, ring);
+    }
+  }
+  PushAndStep(&net, *ring, 20);
+  for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
+    net.Drain();
+    net.ResendAll(*ring);
+    net.Tick();
+  }
+  net.Drain();
+  ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+  for (int s : live) EXPECT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
+  EXPECT_EQ(net.CheckChains(*ring, seed), 0u) << "seed " << seed;
+}
+
+TEST(HandoffTest, ChainsAreRefilledAfterAFailureWhileUpdatesGoOn) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) RunFailures(seed, 4, 1, 1, false);
+}
+
+TEST(HandoffTest, RefilledChainsSurviveTheNextFailure) {
+  // k=1: the second failure comes after the refill (the scheduler's condition for k=1).
+  for (uint64_t seed = 1; seed <= 30; ++seed) RunFailures(seed, 4, 1, 2, true);
+}
+
+TEST(HandoffTest, KFailuresBeforeTheRefillEndsLoseNothing) {
+  // k=2: the second failure may hit while the first refill is under way; the master of every
+  // range is still a complete copy (chains only grow at the tail).
+  for (uint64_t seed = 1; seed <= 40; ++seed) RunFailures(seed, 5, 2, 2, false);
+}
+
+TEST(HandoffTest, JoiningServerCopiesItsRangesAndTakesOverAtTheCutOver) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    Net net(seed, 2);
+    auto r1 = MakeRing({1, 2, 3}, 1, 1);
+    for (int s = 1; s <= 3; ++s) net.AddServer(s, r1);
+    PushAndStep(&net, *r1, 30);
+    net.AddServer(4, r1);  // joins: it holds nothing yet
+    auto r2 = MakeRing({1, 2, 3, 4}, 1, 2);
+    std::vector<int> order{1, 2, 3, 4};
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[net.rng().Below(i)]);
+    for (int s : order) {
+      PushAndStep(&net, *r1, 4);
+      net.Prepare(s, r2);
+    }
+    // Pre-copy with updates going on under the old ring, until every server holds its
+    // ranges of the new ring (what the scheduler waits for).
+    for (int round = 0; round < 10; ++round) {
+      PushAndStep(&net, *r1, 5);
+      if (round > 0) net.Drain();
+      size_t pending = 0;
+      for (int s = 1; s <= 4; ++s) pending += net.server(s).PendingRanges();
+      if (pending == 0) break;
+      net.Tick();
+    }
+    for (int s = 1; s <= 4; ++s) ASSERT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
+    // Cut-over: servers learn the new ring one by one; workers switch at once, and requests
+    // still routed under the old ring are redirected or served by their old master.
+    for (int s : order) {
+      PushAndStep(&net, seed % 2 ? *r2 : *r1, 4);
+      if (net.View(s).epoch() < r2->epoch()) net.SetRing(s, r2);
+    }
+    PushAndStep(&net, *r2, 10);
+    for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
+      net.Drain();
+      net.ResendAll(*r2);
+      net.Tick();
+    }
+    net.Drain();
+    ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+    EXPECT_EQ(net.CheckChains(*r2, seed), 0u) << "seed " << seed;
+    // The old owners dropped what they no longer hold (late copies under the old ring are
+    // cleared on the next tick): every stored key is in a held range.
+    net.Tick();
+    for (int s = 1; s <= 4; ++s) {
+      size_t held = 0;
+      for (const Range& r : HeldRanges(*r2, s)) held += net.store(s).CountRange(r);
+      EXPECT_EQ(net.store(s).size(), held) << "seed " << seed << " server " << s;
+    }
+    EXPECT_GT(net.server(4).NumMastered(), 0u);
+  }
+}
+
+TEST(HandoffTest, RequestRoutedUnderAnOlderRingIsRedirectedNotServed) {
+  Net net(3, 1);
+  auto r1 = MakeRing({1, 2, 3}, 1, 1);
+  auto r2 = MakeRing({1, 2, 3, 4}, 1, 2);
+  for (int s = 1; s <= 4; ++s) net.AddServer(s, r2);
+  // Keys server 4 masters under r2 but another server mastered under r1.
+  Key k = 0;
+  for (uint64_t i = 0;; ++i) {
+    k = HashKey(i);
+    if (r2->Owner(k) == 4) break;
+  }
+  const int old = r1->Owner(k);
+  Net::Request r;
+  r.worker = kWorker0;
+  r.keys = {k};
+  r.vals = {5};
+  net.Submit(r, *r1);
+  net.Drain();
+  EXPECT_EQ(net.redirects(), 1u);
+  EXPECT_EQ(net.store(old).size(), 0u) << "the old master applied a push it no longer owns";
+}
+
+}  // namespace
+}  // namespace ps
