@@ -87,6 +87,7 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
   ReadInt(env, {"PS_REPLICAS"}, -1, 64, &c.replicas);
+  ReadInt(env, {"PS_REPLICATION_WINDOW_MS"}, 0, 60000, &c.replication_window_ms);
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
   ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
   ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);

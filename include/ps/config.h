@@ -42,6 +42,11 @@ struct Config {
   /// once every copy holds it, and the job survives that many server failures. -1 = 1 when
   /// there are at least 2 servers, else 0.
   int replicas = -1;
+  /// Replication after aggregation (PS_REPLICATION_WINDOW_MS): a server adds up the pushes it
+  /// applies within this many ms and sends each chain one copy of the sum, instead of one copy
+  /// per push. Only for additive update rules (sum, SGD); pushes wait up to the window longer
+  /// for their acknowledgement. 0 (default) = every push is copied at once.
+  int replication_window_ms = 0;
   int EffectiveReplicas() const { return replicas >= 0 ? replicas : (num_servers >= 2 ? 1 : 0); }
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".

@@ -51,6 +51,16 @@ class KVServerBase {
   };
   BarrierStats barrier_stats() const;
 
+  /// What this server sent its replicas (docs/fault-tolerance.md).
+  struct ReplicationStats {
+    uint64_t copies = 0;  // copies of pushes sent along chains (re-sends included)
+    uint64_t bytes = 0;   // their data bytes
+    uint64_t aggregated =
+        0;                   // pushes that travelled inside an aggregate (PS_REPLICATION_WINDOW_MS)
+    uint64_t conflicts = 0;  // aggregates that arrived partly applied and were refused (0)
+  };
+  ReplicationStats replication_stats() const;
+
  protected:
   KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store);
   ~KVServerBase();

@@ -32,6 +32,10 @@ class UpdateRule {
   /// then call them once over the values of many consecutive keys (key = the first one),
   /// which is several times faster. Default: false, so a user rule is always called per key.
   virtual bool Elementwise() const { return false; }
+  /// True if applying the sum of two pushes equals applying them one after the other, in
+  /// either order (up to floating-point rounding). Then a server may add up the pushes of a
+  /// short window and send its replicas the sum once (PS_REPLICATION_WINDOW_MS). Default: false.
+  virtual bool Additive() const { return false; }
   /// Writes what a pull returns for the slot. Default: the stored values.
   virtual void Read(Key key, const V* val, const V* state, V* out, int n) const {
     std::memcpy(out, val, sizeof(V) * n);
@@ -43,6 +47,7 @@ template <typename V>
 class SumRule : public UpdateRule<V> {
  public:
   bool Elementwise() const override { return true; }
+  bool Additive() const override { return true; }
   void Apply(Key, const V* pushed, V* val, V*, int n) const override {
     for (int i = 0; i < n; ++i) val[i] += pushed[i];
   }
@@ -64,6 +69,7 @@ class SgdRule : public UpdateRule<V> {
  public:
   explicit SgdRule(double lr) : lr_(lr) {}
   bool Elementwise() const override { return true; }
+  bool Additive() const override { return true; }
   void Apply(Key, const V* g, V* val, V*, int n) const override {
     for (int i = 0; i < n; ++i) val[i] -= static_cast<V>(lr_ * g[i]);
   }

@@ -110,6 +110,7 @@ void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* reco
         }
       }
       std::sort(keys.begin(), keys.end());
+      keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
       std::vector<Range> ranges;
       for (const Range& x : rec.second.ranges) {
         Range y(std::max(x.begin, r.begin), std::min(x.end, r.end));

@@ -1,6 +1,9 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "control/node_impl.h"
 #include "kv/server_core.h"
@@ -29,6 +32,25 @@ struct KVServerBase::Impl : public Customer {
             n->id(), [rt = n->impl()] { return rt->ring(); }) {
     core.SetReport(
         [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
+    const int window = rt->cfg.replication_window_ms;
+    if (window > 0) {
+      core.SetAggregation(int64_t{window} * 1000);
+      poller = std::thread([this, window] {
+        std::unique_lock<std::mutex> lk(poll_mu);
+        while (!stop) {
+          poll_cv.wait_for(lk, std::chrono::microseconds(window * 500));
+          if (!stop) core.Poll();
+        }
+      });
+    }
+  }
+  ~Impl() override {
+    {
+      std::lock_guard<std::mutex> lk(poll_mu);
+      stop = true;
+    }
+    poll_cv.notify_all();
+    if (poller.joinable()) poller.join();
   }
 
   void Process(Message& msg) override { core.Process(msg); }
@@ -46,6 +68,11 @@ struct KVServerBase::Impl : public Customer {
   Node::Impl* rt;
   int app;
   ServerCore core;
+  // Sends aggregation batches whose window has passed (PS_REPLICATION_WINDOW_MS).
+  std::thread poller;
+  std::mutex poll_mu;
+  std::condition_variable poll_cv;
+  bool stop = false;
 };
 
 KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store)
@@ -63,6 +90,15 @@ size_t KVServerBase::NumMasteredKeys() const { return impl_->core.NumMastered();
 size_t KVServerBase::PendingRanges() const { return impl_->core.PendingRanges(); }
 uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
 uint64_t KVServerBase::DuplicatePushes() const { return impl_->core.duplicates(); }
+KVServerBase::ReplicationStats KVServerBase::replication_stats() const {
+  auto c = impl_->core.copy_stats();
+  ReplicationStats r;
+  r.copies = c.copies;
+  r.bytes = c.bytes;
+  r.aggregated = c.aggregated;
+  r.conflicts = c.conflicts;
+  return r;
+}
 
 template <typename V>
 std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule) {

@@ -75,11 +75,22 @@ void ServerCore::Process(Message& msg) {
     return;
   }
   if (!msg.meta.request()) return;
+  std::lock_guard<std::mutex> lk(mu);
+  ProcessLocked(msg);
+}
+
+void ServerCore::ProcessLocked(Message& msg) {
   const int worker = msg.meta.sender();
   const int64_t step = msg.meta.step();
   std::vector<uint64_t> released;
-  std::lock_guard<std::mutex> lk(mu);
   Message reply = ReplyTo(msg);
+  if (msg.meta.epoch() > cur_epoch_ && cur_epoch_ > 0 && !Owns(msg, *ring_())) {
+    // The worker has a newer ring than this server: the keys may be this server's under it,
+    // but it must learn that ring (and stop taking copies from the server that left) before
+    // it acts as their master. The node delivers the ring within the heartbeat timeout.
+    early_.push_back(std::move(msg));
+    return;
+  }
   if (msg.meta.epoch() < cur_epoch_) {
     // Routed under an older ring: serve it only if the keys are still mastered here (fencing,
     // DESIGN §8). Otherwise the worker re-plans under the ring it is about to receive.
@@ -115,11 +126,17 @@ void ServerCore::Process(Message& msg) {
   const bool apply = push && (fresh_all || !pieces.empty());
   if (push && !fresh_all) {
     duplicates_++;
+    // Its aggregate leaves first, so replicas see it before any copy sent below.
+    if (agg_ && agg_->Holds(worker, msg.meta.timestamp())) FlushBatches();
     // A copy of a push still waiting for its replicas: a copy on the way may have been lost.
     auto e = entry_of_.find({worker, msg.meta.timestamp()});
     if (e != entry_of_.end()) {
       for (auto& h : hops_) {
-        if (h.second.entry == e->second) send(h.second.msg);
+        const auto& w = h.second.entries;
+        if (std::find(w.begin(), w.end(), e->second) == w.end()) continue;
+        copy_stats_.copies++;
+        copy_stats_.bytes += h.second.msg.DataBytes();
+        send(h.second.msg);
       }
     }
   }
@@ -151,7 +168,7 @@ void ServerCore::Process(Message& msg) {
       // before its copy reached the rest of today's chain: send the whole push along the
       // current chain again (replicas apply only what they lack) and acknowledge it when
       // they hold it.
-      if (copies) Replicate(worker, msg, *ring);
+      if (copies) Replicate(worker, msg, *ring, /*aggregate=*/false);
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -314,7 +331,7 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
   send(*reply);
 }
 
-void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring) {
+void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring, bool may_add) {
   auto pieces = SplitByChain(applied, ring, esize);
   for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
   if (pieces.empty()) return;
@@ -328,13 +345,131 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring)
   } else {
     e = at->second;
   }
+  // A copy of a push applied before never joins an aggregate: a replica holding part of an
+  // aggregate could apply it neither whole nor in part.
+  const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
+                         !applied.meta.has_lens() && applied.meta.val_total() == 0 &&
+                         store->Additive();
   for (auto& p : pieces) {
+    if (aggregate && p.msg.data.size() >= 2) {
+      const SArray<Key> keys(p.msg.data[0]);
+      const size_t n = keys.size();
+      const int width = n ? static_cast<int>(p.msg.data[1].size() / esize / n) : 0;
+      if (agg_->empty()) batch_since_us_ = now_us();
+      if (agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
+                    p.msg.data[1].data(), width)) {
+        entries_[e].open++;  // released by the aggregate's acknowledgement
+        copy_stats_.aggregated++;
+        continue;
+      }
+    }
     p.msg.meta.set_origin(worker);
-    SendHop(e, std::move(p));
+    SendHop({e}, std::move(p));
   }
 }
 
-void ServerCore::SendHop(uint64_t entry, ChainPiece piece) {
+void ServerCore::SetAggregation(int64_t window_us) {
+  std::lock_guard<std::mutex> lk(mu);
+  window_us_ = window_us;
+  if (window_us > 0 && !agg_) agg_ = std::make_unique<Aggregator>(dtype);
+  if (window_us <= 0 && agg_) {
+    FlushBatches();
+    agg_.reset();
+  }
+}
+
+void ServerCore::Poll() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (agg_ && !agg_->empty() && now_us() - batch_since_us_ >= window_us_) FlushBatches();
+}
+
+void ServerCore::FlushBatches() {
+  if (!agg_ || agg_->empty()) return;
+  for (auto& c : agg_->Take()) {
+    // The entries' counts already include this copy (one per batch they are in): SendHop
+    // counts it again, so take that back.
+    for (uint64_t e : c.entries) entries_[e].open--;
+    SendHop(c.entries, ChainPiece{c.path, std::move(c.msg)});
+  }
+}
+
+ServerCore::CopyStats ServerCore::copy_stats() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return copy_stats_;
+}
+
+bool ServerCore::ApplyAggregate(const Message& msg) {
+  std::vector<Aggregator::Push> pushes;
+  if (!Aggregator::Pushes(msg, &pushes)) {
+    LOG(ERROR) << "malformed aggregate from node " << msg.meta.sender();
+    return false;
+  }
+  // Decided key by key: a key whose state came with a range copy (a refill) holds every push
+  // of the aggregate already, one still to be copied holds none. A key holding some of its
+  // pushes but not all cannot take the sum; that would be a protocol error (a conflict).
+  const SArray<Key> keys(msg.data[0]);
+  const size_t n = keys.size();
+  if (n == 0 || msg.data[1].size() % (n * esize)) return false;
+  std::vector<uint32_t> total(n, 0), applied(n, 0);
+  std::vector<bool> seen;
+  for (const auto& p : pushes) {
+    const bool below = log.Below(p.worker, p.ts);
+    if (!below) log.CheckKeys(p.worker, p.ts, p.keys.data(), p.keys.size(), &seen);
+    size_t j = 0;
+    for (size_t i = 0; i < p.keys.size(); ++i) {
+      while (j < n && keys[j] < p.keys[i]) ++j;
+      if (j == n || keys[j] != p.keys[i]) return false;  // malformed: not one of its keys
+      total[j]++;
+      if (below || seen[i]) applied[j]++;
+    }
+  }
+  const size_t row = msg.data[1].size() / n;
+  SArray<Key> k2;
+  SArray<char> v2;
+  size_t mixed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (applied[i] == 0) {
+      k2.push_back(keys[i]);
+      v2.append(msg.data[1].Segment(i * row, (i + 1) * row));
+    } else if (applied[i] < total[i]) {
+      mixed++;
+    }
+  }
+  if (mixed > 0) {
+    copy_stats_.conflicts++;
+    LOG(ERROR) << "server " << self_ << ": aggregate from node " << msg.meta.sender() << " has "
+               << mixed << " key(s) holding some of its pushes but not all; not applied";
+    return false;
+  }
+  if (!k2.empty()) {
+    Message plain;
+    plain.meta = msg.meta;
+    plain.meta.set_aggregate(false);
+    plain.data = {SArray<char>(k2), v2};
+    Message scratch;
+    std::string err = Handle(plain, &scratch, true, false);
+    if (!err.empty()) {
+      LOG(ERROR) << "aggregate from node " << msg.meta.sender() << " rejected: " << err;
+      return false;
+    }
+  }
+  for (auto& p : pushes) {  // what is new of each push, now applied
+    if (log.Below(p.worker, p.ts)) continue;
+    const size_t hits = log.CheckKeys(p.worker, p.ts, p.keys.data(), p.keys.size(), &seen);
+    if (hits == 0) {
+      log.RecordKeys(p.worker, p.ts, p.keys);
+    } else if (hits < p.keys.size()) {
+      SArray<Key> fresh;
+      for (size_t i = 0; i < p.keys.size(); ++i) {
+        if (!seen[i]) fresh.push_back(p.keys[i]);
+      }
+      log.RecordKeys(p.worker, p.ts, fresh);
+    }
+  }
+  return true;
+}
+
+void ServerCore::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece) {
   const uint64_t id = next_fwd_++;
   Message m = std::move(piece.msg);
   m.meta.set_replica(true);
@@ -347,12 +482,32 @@ void ServerCore::SendHop(uint64_t entry, ChainPiece piece) {
   m.meta.set_receiver(piece.path[0]);
   m.meta.clear_chain();
   for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
-  entries_[entry].open++;
-  hops_[id] = Hop{entry, m};
+  for (uint64_t e : entries) entries_[e].open++;
+  hops_[id] = Hop{entries, m};
+  copy_stats_.copies++;
+  copy_stats_.bytes += m.DataBytes();
   send(m);
 }
 
 void ServerCore::OnReplica(Message& msg) {
+  if (cur_epoch_ > 0) {
+    // Fencing: a copy from a server that is no longer in the ring (it died; its unacknowledged
+    // pushes come again from their workers) is not applied.
+    auto ring = ring_();
+    const auto& s = ring->servers();
+    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end();
+    if (!member && next_) {
+      const auto& n = next_->servers();
+      member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
+    }
+    if (!member) return;
+  }
+  if (msg.meta.aggregate()) {
+    if (!ApplyAggregate(msg)) return;  // never acknowledged
+    if (!fetches_.empty()) buffered_.push_back(msg);
+    ForwardOrAck(msg);
+    return;
+  }
   const int origin = msg.meta.origin();
   log.Advance(origin, msg.meta.lwm());
   std::vector<Message> pieces;
@@ -374,6 +529,10 @@ void ServerCore::OnReplica(Message& msg) {
   }
   // Something is still being fetched: keep the copy to apply again over the fetched range.
   if (!fetches_.empty()) buffered_.push_back(msg);
+  ForwardOrAck(msg);
+}
+
+void ServerCore::ForwardOrAck(const Message& msg) {
   if (msg.meta.chain_size() > 0) {  // pass it on along the chain
     Message next = msg;
     next.meta.set_receiver(msg.meta.chain(0));
@@ -394,10 +553,12 @@ void ServerCore::OnReplica(Message& msg) {
 void ServerCore::OnReplicaAck(const Message& msg) {
   auto h = hops_.find(msg.meta.fwd_id());
   if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
-  const uint64_t e = h->second.entry;
+  const std::vector<uint64_t> waiting = std::move(h->second.entries);
   hops_.erase(h);
-  auto it = entries_.find(e);
-  if (it != entries_.end() && --it->second.open == 0) Flush(e);
+  for (uint64_t e : waiting) {
+    auto it = entries_.find(e);
+    if (it != entries_.end() && --it->second.open == 0) Flush(e);
+  }
 }
 
 void ServerCore::Flush(uint64_t e) {
@@ -411,6 +572,7 @@ void ServerCore::Flush(uint64_t e) {
 
 void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   std::lock_guard<std::mutex> lk(mu);
+  FlushBatches();  // built for the old chains: send them, then re-route what went to the dead
   const auto& live = ring->servers();
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
   std::vector<uint64_t> lost;
@@ -423,13 +585,20 @@ void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   for (uint64_t id : lost) {
     Hop hop = std::move(hops_[id]);
     hops_.erase(id);
-    auto& entry = entries_[hop.entry];
-    entry.open--;
+    for (uint64_t e : hop.entries) entries_[e].open--;
     // Send the copy along the chains of the new ring (the heirs of the server that left).
-    for (auto& p : SplitByChain(hop.msg, *ring, esize)) SendHop(hop.entry, std::move(p));
-    if (entries_[hop.entry].open == 0) Flush(hop.entry);
+    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, *ring, esize)
+                                           : SplitByChain(hop.msg, *ring, esize);
+    for (auto& p : pieces) SendHop(hop.entries, std::move(p));
+    for (uint64_t e : hop.entries) {
+      if (entries_.count(e) && entries_[e].open == 0) Flush(e);
+    }
   }
   Plan();
+  // Requests that arrived before this ring: serve them now.
+  std::vector<Message> early;
+  early.swap(early_);
+  for (auto& m : early) ProcessLocked(m);
 }
 
 std::string ServerCore::Handle(const Message& req, Message* reply, bool do_push, bool do_pull) {

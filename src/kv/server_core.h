@@ -19,6 +19,7 @@
 #include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
+#include "replication/aggregator.h"
 #include "replication/chain.h"
 #include "replication/refill.h"
 #include "ring/ring.h"
@@ -65,6 +66,18 @@ class ServerCore {
   size_t NumMastered() const;
   /// Ranges this server still has to fetch.
   size_t PendingRanges() const;
+  /// Replication after aggregation: pushes applied within window_us are added up per chain
+  /// and sent once (additive rules only; 0 = every push is copied at once).
+  void SetAggregation(int64_t window_us);
+  /// Sends the batches older than the window (call it every window or so).
+  void Poll();
+  struct CopyStats {
+    uint64_t copies = 0;      // copies sent to replicas (re-sends included)
+    uint64_t bytes = 0;       // their data bytes
+    uint64_t aggregated = 0;  // pushes that travelled inside an aggregate
+    uint64_t conflicts = 0;   // aggregates that arrived partly applied (must stay 0)
+  };
+  CopyStats copy_stats() const;
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
   KVServerBase::BarrierStats Stats() const;
   size_t NumKeys() const {
@@ -116,12 +129,26 @@ class ServerCore {
     std::vector<Message> replies;
   };
   struct Hop {
-    uint64_t entry;
-    Message msg;  // the copy as sent (receiver = first replica, chain = the rest)
+    std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
+    Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
   };
-  void Replicate(int worker, const Message& applied, const Ring& ring);
-  void SendHop(uint64_t entry, ChainPiece piece);
+  void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
+  void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
+  // Sends every aggregation batch now (before anything that must follow them on the links).
+  void FlushBatches();
+  // Applies an aggregate whole, or not at all when it was applied before; false: partly
+  // applied (counted as a conflict, not applied).
+  bool ApplyAggregate(const Message& msg);
+  // The request path with mu held; requests routed under a ring this server has not seen yet
+  // and for keys it does not master wait in early_ until the ring arrives.
+  void ProcessLocked(Message& msg);
+  std::vector<Message> early_;
+  std::unique_ptr<Aggregator> agg_;
+  int64_t window_us_ = 0, batch_since_us_ = 0;
+  CopyStats copy_stats_;
   void OnReplica(Message& msg);
+  // Passes a copy on along its chain, or (the tail) acknowledges it to its master.
+  void ForwardOrAck(const Message& msg);
   void OnReplicaAck(const Message& msg);
   void Flush(uint64_t entry);
   int self_;

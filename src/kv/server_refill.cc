@@ -163,6 +163,9 @@ void ServerCore::OnRefillRequest(Message& msg) {
     waiting_.push_back(msg);
     return;
   }
+  // Aggregates of pushes applied before the snapshot leave first: whichever way they reach
+  // the asker, they hold no push the snapshot lacks.
+  FlushBatches();
   Message reply;
   reply.meta.set_receiver(msg.meta.sender());
   reply.meta.set_app_id(app);
@@ -201,8 +204,8 @@ void ServerCore::ServeWaiting() {
 
 void ServerCore::OnRefillReply(const Message& msg) {
   auto it = fetches_.find(msg.meta.fwd_id());
-  if (it == fetches_.end()) return;  // an older plan's, or a second answer
-  const RangeSet& rs = it->second.ranges;
+  if (it == fetches_.end()) return;       // an older plan's, or a second answer
+  const RangeSet rs = it->second.ranges;  // a copy: the entry is erased below
   RangeSet got;
   bool ok = msg.data.size() == 5 && ParseRanges(msg.data[0], &got) && got == rs &&
             msg.data[1].size() % sizeof(Key) == 0 && msg.data[3].size() % sizeof(uint64_t) == 0 &&
@@ -239,7 +242,16 @@ void ServerCore::OnRefillReply(const Message& msg) {
   log = std::move(scratch);
   held_ = Union(held_, rs);
   fetches_.erase(it);
-  for (const auto& b : buffered_) ApplyCopy(b);
+  for (const auto& b : buffered_) {
+    if (!b.meta.aggregate()) {
+      ApplyCopy(b);
+      continue;
+    }
+    // Only the imported ranges: elsewhere it was applied on arrival, and an aggregate is
+    // applied whole or not at all.
+    Message part = Aggregator::Within(b, rs, esize);
+    if (!part.data.empty()) ApplyAggregate(part);
+  }
   if (fetches_.empty()) {
     buffered_.clear();
     LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;

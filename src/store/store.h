@@ -39,6 +39,8 @@ class StoreBase {
   virtual size_t size() const = 0;
   /// Number of stored keys in r.
   virtual size_t CountRange(Range r) const = 0;
+  /// The update rule is additive (UpdateRule::Additive).
+  virtual bool Additive() const = 0;
 
   // Range hand-off (refill of a replica, a server joining): the raw slots, update-rule state
   // included, so the receiver continues exactly where the sender stands.
@@ -75,6 +77,7 @@ class Store : public StoreBase {
   void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) override;
   size_t size() const override { return keys_.size() + side_.size(); }
   size_t CountRange(Range r) const override;
+  bool Additive() const override { return rule_->Additive(); }
   void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots,
                    SArray<uint64_t>* sizes) const override;
   std::string ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,

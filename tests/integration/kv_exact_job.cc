@@ -267,6 +267,10 @@ int main(int argc, char** argv) {
       node.Finalize();
       std::cout << "STATS " << node.StatsJson() << " keys=" << server.NumKeys()
                 << " mastered=" << server.NumMasteredKeys()
+                << " copies=" << server.replication_stats().copies
+                << " copy_bytes=" << server.replication_stats().bytes
+                << " aggregated=" << server.replication_stats().aggregated
+                << " conflicts=" << server.replication_stats().conflicts
                 << " rejected=" << server.RejectedRequests()
                 << " duplicates=" << server.DuplicatePushes() << std::endl;
       return 0;

@@ -32,7 +32,10 @@ class Net {
     bool Done() const { return sent && parts_open.empty(); }
   };
 
-  Net(uint64_t seed, int workers) : rng_(seed), workers_(workers) {
+  // aggregate: servers add up pushes and replicate sums (PS_REPLICATION_WINDOW_MS), flushed at
+  // random moments.
+  Net(uint64_t seed, int workers, bool aggregate = false)
+      : rng_(seed), workers_(workers), aggregate_(aggregate) {
     for (int w = 0; w < workers; ++w) worker_ids_.push_back(kWorker0 + w);
   }
 
@@ -48,6 +51,7 @@ class Net {
         },
         [this] { return now_us_; }, id, [this, id] { return views_[id]; });
     servers_[id]->SetReport([](uint64_t, uint64_t) {});
+    if (aggregate_) servers_[id]->SetAggregation(1000);
   }
   void Kill(int id) { dead_.insert(id); }
   // The scheduler's RING_PREPARE reaching server id.
@@ -94,6 +98,16 @@ class Net {
     for (auto& l : links_) {
       if (!l.second.empty()) busy.push_back(l.first);
     }
+    if (aggregate_ && (busy.empty() || rng_.Below(8) == 0)) {
+      now_us_ += 1000;  // a window passes: batches leave
+      for (auto& s : servers_) {
+        if (Alive(s.first)) s.second->Poll();
+      }
+      busy.clear();
+      for (auto& l : links_) {
+        if (!l.second.empty()) busy.push_back(l.first);
+      }
+    }
     if (busy.empty()) return false;
     auto link = busy[rng_.Below(busy.size())];
     Message m = std::move(links_[link].front());
@@ -138,6 +152,16 @@ class Net {
     return true;
   }
   size_t redirects() const { return redirects_; }
+  uint64_t Conflicts() const {
+    uint64_t n = 0;
+    for (const auto& s : servers_) n += s.second->copy_stats().conflicts;
+    return n;
+  }
+  uint64_t Aggregated() const {
+    uint64_t n = 0;
+    for (const auto& s : servers_) n += s.second->copy_stats().aggregated;
+    return n;
+  }
   Rng& rng() { return rng_; }
   const std::map<Key, int64_t>& ref() const { return ref_; }
 
@@ -180,6 +204,7 @@ class Net {
 
   Rng rng_;
   int workers_;
+  bool aggregate_;
   std::vector<int> worker_ids_;
   int64_t now_us_ = 1;
   std::map<int, std::shared_ptr<const Ring>> views_, prepared_;
@@ -239,8 +264,8 @@ void PushAndStep(Net* net, const Ring& ring, int pushes) {
 // after the previous one may still be under way, with pushes and resends going on.
 // settle: each refill ends before the next failure (what the scheduler requires when kills
 // exceed k).
-void RunFailures(uint64_t seed, int n, int k, int kills, bool settle) {
-  Net net(seed, 2);
+void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggregate = false) {
+  Net net(seed, 2, aggregate);
   std::vector<int> live;
   for (int s = 1; s <= n; ++s) live.push_back(s);
   auto ring = MakeRing(live, k, 1);
@@ -282,6 +307,10 @@ void RunFailures(uint64_t seed, int n, int k, int kills, bool settle) {
   ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
   for (int s : live) EXPECT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
   EXPECT_EQ(net.CheckChains(*ring, seed), 0u) << "seed " << seed;
+  EXPECT_EQ(net.Conflicts(), 0u) << "seed " << seed;
+  if (aggregate) {
+    EXPECT_GT(net.Aggregated(), 0u) << "seed " << seed;
+  }
 }
 
 TEST(HandoffTest, ChainsAreRefilledAfterAFailureWhileUpdatesGoOn) {
@@ -299,9 +328,16 @@ TEST(HandoffTest, KFailuresBeforeTheRefillEndsLoseNothing) {
   for (uint64_t seed = 1; seed <= 40; ++seed) RunFailures(seed, 5, 2, 2, false);
 }
 
-TEST(HandoffTest, JoiningServerCopiesItsRangesAndTakesOverAtTheCutOver) {
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
-    Net net(seed, 2);
+TEST(HandoffTest, AggregatedReplicationSurvivesFailuresAndRefills) {
+  // Replication after aggregation: sums of several pushes travel the chains, are re-routed
+  // and replayed over refilled ranges; each is applied whole exactly once.
+  for (uint64_t seed = 1; seed <= 40; ++seed) RunFailures(seed, 4, 1, 1, false, true);
+  for (uint64_t seed = 1; seed <= 20; ++seed) RunFailures(seed, 5, 2, 2, false, true);
+}
+
+void RunJoin(uint64_t seed, bool aggregate) {
+  {
+    Net net(seed, 2, aggregate);
     auto r1 = MakeRing({1, 2, 3}, 1, 1);
     for (int s = 1; s <= 3; ++s) net.AddServer(s, r1);
     PushAndStep(&net, *r1, 30);
@@ -348,7 +384,16 @@ TEST(HandoffTest, JoiningServerCopiesItsRangesAndTakesOverAtTheCutOver) {
       EXPECT_EQ(net.store(s).size(), held) << "seed " << seed << " server " << s;
     }
     EXPECT_GT(net.server(4).NumMastered(), 0u);
+    EXPECT_EQ(net.Conflicts(), 0u) << "seed " << seed;
   }
+}
+
+TEST(HandoffTest, JoiningServerCopiesItsRangesAndTakesOverAtTheCutOver) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) RunJoin(seed, false);
+}
+
+TEST(HandoffTest, JoinWithAggregatedReplication) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) RunJoin(seed, true);
 }
 
 TEST(HandoffTest, RequestRoutedUnderAnOlderRingIsRedirectedNotServed) {

@@ -1,0 +1,200 @@
+#include "replication/aggregator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+namespace ps {
+namespace {
+
+template <typename V>
+void AddAll(char* to, const char* from, int n) {
+  V* t = reinterpret_cast<V*>(to);
+  const V* f = reinterpret_cast<const V*>(from);
+  for (int i = 0; i < n; ++i) t[i] += f[i];
+}
+
+}  // namespace
+
+Aggregator::Aggregator(DataType dtype) : dtype_(dtype), esize_(DataTypeSize(dtype)) {}
+
+void Aggregator::AddValues(char* to, const char* from, int n) const {
+  switch (dtype_) {
+    case DataType::kFloat:
+      AddAll<float>(to, from, n);
+      break;
+    case DataType::kDouble:
+      AddAll<double>(to, from, n);
+      break;
+    case DataType::kInt32:
+      AddAll<int32_t>(to, from, n);
+      break;
+    case DataType::kInt64:
+      AddAll<int64_t>(to, from, n);
+      break;
+  }
+}
+
+bool Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int ts,
+                     const Key* keys, size_t n, const char* vals, int width) {
+  if (width <= 0 || n == 0) return false;
+  auto found = batches_.find(path);
+  if (found != batches_.end() && found->second.width != width) return false;
+  Batch& b = batches_[path];
+  b.width = width;
+  const size_t row = static_cast<size_t>(width) * esize_;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = b.at.find(keys[i]);
+    if (it == b.at.end()) {
+      b.at.emplace(keys[i], b.keys.size());
+      b.keys.push_back(keys[i]);
+      b.vals.insert(b.vals.end(), vals + i * row, vals + (i + 1) * row);
+    } else {
+      AddValues(b.vals.data() + it->second * row, vals + i * row, width);
+    }
+  }
+  if (std::find(b.entries.begin(), b.entries.end(), entry) == b.entries.end()) {
+    b.entries.push_back(entry);
+  }
+  Push p;
+  p.worker = worker;
+  p.ts = ts;
+  p.keys.CopyFrom(keys, n);
+  b.pushes.push_back(std::move(p));
+  b.ids.emplace_back(worker, ts);
+  b.count++;
+  return true;
+}
+
+bool Aggregator::Holds(int worker, int ts) const {
+  for (const auto& b : batches_) {
+    for (const auto& id : b.second.ids) {
+      if (id.first == worker && id.second == ts) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Aggregator::Copy> Aggregator::Take() {
+  std::vector<Copy> out;
+  for (auto& kv : batches_) {
+    Batch& b = kv.second;
+    const size_t row = static_cast<size_t>(b.width) * esize_;
+    // Keys in order, values with them.
+    std::vector<size_t> order(b.keys.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&b](size_t x, size_t y) { return b.keys[x] < b.keys[y]; });
+    SArray<Key> keys(order.size());
+    auto vals = SArray<char>::Uninitialized(order.size() * row);
+    for (size_t i = 0; i < order.size(); ++i) {
+      keys[i] = b.keys[order[i]];
+      std::memcpy(vals.data() + i * row, b.vals.data() + order[i] * row, row);
+    }
+    Copy c;
+    c.path = kv.first;
+    c.entries = b.entries;
+    c.pushes = b.count;
+    c.msg.meta.set_op(pb::Meta::DATA);
+    c.msg.meta.set_push(true);
+    c.msg.meta.set_dtype(static_cast<int>(dtype_));
+    c.msg.meta.set_width(b.width);
+    c.msg.meta.set_aggregate(true);
+    c.msg.data = {SArray<char>(keys), vals, SArray<char>(Encode(b.pushes, keys))};
+    out.push_back(std::move(c));
+  }
+  batches_.clear();
+  return out;
+}
+
+SArray<uint64_t> Aggregator::Encode(const std::vector<Push>& pushes, const SArray<Key>& keys) {
+  const size_t words = (keys.size() + 63) / 64;
+  SArray<uint64_t> w(pushes.size() * (2 + words), 0);
+  size_t at = 0;
+  for (const auto& p : pushes) {
+    w[at] = static_cast<uint32_t>(p.worker);
+    w[at + 1] = static_cast<uint32_t>(p.ts);
+    uint64_t* bits = w.data() + at + 2;
+    size_t j = 0;  // both sorted: one walk
+    for (Key k : p.keys) {
+      while (j < keys.size() && keys[j] < k) ++j;
+      if (j < keys.size() && keys[j] == k) bits[j / 64] |= uint64_t{1} << (j % 64);
+    }
+    at += 2 + words;
+  }
+  return w;
+}
+
+bool Aggregator::Pushes(const Message& m, std::vector<Push>* out) {
+  if (m.data.size() != 3 || m.data[0].size() % sizeof(Key) || m.data[2].size() % sizeof(uint64_t)) {
+    return false;
+  }
+  const SArray<Key> keys(m.data[0]);
+  const SArray<uint64_t> w(m.data[2]);
+  const size_t words = (keys.size() + 63) / 64;
+  if (w.size() % (2 + words)) return false;
+  for (size_t at = 0; at < w.size(); at += 2 + words) {
+    Push p;
+    p.worker = static_cast<int>(static_cast<uint32_t>(w[at]));
+    p.ts = static_cast<int>(static_cast<uint32_t>(w[at + 1]));
+    const uint64_t* bits = w.data() + at + 2;
+    for (size_t j = 0; j < keys.size(); ++j) {
+      if (bits[j / 64] >> (j % 64) & 1) p.keys.push_back(keys[j]);
+    }
+    out->push_back(std::move(p));
+  }
+  return true;
+}
+
+namespace {
+
+// The pushes restricted to sorted keys, encoded over them.
+SArray<uint64_t> Restrict(const std::vector<Aggregator::Push>& pushes, const SArray<Key>& keys) {
+  std::vector<Aggregator::Push> cut;
+  for (const auto& x : pushes) {
+    Aggregator::Push p{x.worker, x.ts, {}};
+    std::set_intersection(x.keys.begin(), x.keys.end(), keys.begin(), keys.end(),
+                          std::back_inserter(p.keys));
+    if (!p.keys.empty()) cut.push_back(std::move(p));
+  }
+  return Aggregator::Encode(cut, keys);
+}
+
+}  // namespace
+
+Message Aggregator::Within(const Message& agg, const std::vector<Range>& rs, size_t esize) {
+  Message out;
+  std::vector<Push> pushes;
+  if (!Pushes(agg, &pushes) || agg.data[0].size() % sizeof(Key)) return out;
+  const SArray<Key> keys(agg.data[0]);
+  if (keys.empty() || agg.data[1].size() % keys.size()) return out;
+  const size_t row = agg.data[1].size() / keys.size();
+  SArray<Key> k;
+  SArray<char> v;
+  size_t r = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    while (r < rs.size() && rs[r].end <= keys[i]) ++r;
+    if (r == rs.size()) break;
+    if (!rs[r].Contains(keys[i])) continue;
+    k.push_back(keys[i]);
+    v.append(agg.data[1].Segment(i * row, (i + 1) * row));
+  }
+  (void)esize;
+  if (k.empty()) return out;
+  out.meta = agg.meta;
+  out.data = {SArray<char>(k), v, SArray<char>(Restrict(pushes, k))};
+  return out;
+}
+
+std::vector<ChainPiece> Aggregator::Split(const Message& agg, const Ring& ring, size_t esize) {
+  std::vector<Push> pushes;
+  if (!Pushes(agg, &pushes)) return {};
+  Message plain = agg;
+  plain.data.resize(2);
+  auto pieces = SplitByChain(plain, ring, esize);
+  for (auto& p : pieces)
+    p.msg.data.push_back(SArray<char>(Restrict(pushes, SArray<Key>(p.msg.data[0]))));
+  return pieces;
+}
+
+}  // namespace ps

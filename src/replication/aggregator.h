@@ -1,0 +1,78 @@
+// Replication after aggregation: the pushes a master applies within a short window are added
+// up per replica chain and sent along it once. Pure logic: pushes go in, one copy per chain
+// comes out. Only for additive update rules (UpdateRule::Additive) and pushes of explicit keys
+// with a fixed number of values per key; the server replicates everything else at once.
+#ifndef PS_REPLICATION_AGGREGATOR_H_
+#define PS_REPLICATION_AGGREGATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "message/message.h"
+#include "replication/chain.h"
+
+namespace ps {
+
+class Aggregator {
+ public:
+  explicit Aggregator(DataType dtype);
+
+  /// Adds one applied push (keys sorted, `width` values per key) bound for the replicas
+  /// `path`; `entry` is the master's handle of the request waiting for it. Returns false (and
+  /// adds nothing) when the push does not fit: different width than the batch, or malformed.
+  bool Add(const std::vector<int>& path, uint64_t entry, int worker, int ts, const Key* keys,
+           size_t n, const char* vals, int width);
+  bool empty() const { return batches_.empty(); }
+  /// True if a batch holds a push of (worker, ts).
+  bool Holds(int worker, int ts) const;
+
+  struct Copy {
+    std::vector<int> path;
+    std::vector<uint64_t> entries;  // distinct
+    Message msg;                    // data: sorted keys, summed values, the pushes (see Encode)
+    size_t pushes = 0;
+  };
+  /// Every batch as one copy, and starts afresh.
+  std::vector<Copy> Take();
+
+  /// Reads the pushes an aggregate carries (frame 2). False when malformed.
+  struct Push {
+    int worker;
+    int ts;
+    SArray<Key> keys;
+  };
+  static bool Pushes(const Message& aggregate, std::vector<Push>* out);
+  /// Frame 2 of an aggregate over the sorted keys: for each push its worker, its timestamp and
+  /// a bitmap of which keys it holds (one bit per key, 64 per word), so the list of pushes
+  /// costs the replicas (for exactly-once) an eighth of a byte per key and push, not 8 bytes.
+  static SArray<uint64_t> Encode(const std::vector<Push>& pushes, const SArray<Key>& keys);
+  /// Cuts an aggregate by the replica chains of its keys under ring (a re-route after a
+  /// failure): each piece keeps its keys' sums and the pushes restricted to its keys.
+  static std::vector<ChainPiece> Split(const Message& aggregate, const Ring& ring, size_t esize);
+  /// The part of an aggregate whose keys lie in the sorted, disjoint ranges rs (sums and
+  /// pushes restricted to them); no keys: an empty message.
+  static Message Within(const Message& aggregate, const std::vector<Range>& rs, size_t esize);
+
+ private:
+  struct Batch {
+    int width = 0;
+    std::unordered_map<Key, size_t> at;  // key -> index of its values
+    std::vector<Key> keys;
+    std::vector<char> vals;
+    std::vector<uint64_t> entries;
+    std::vector<Push> pushes;
+    std::vector<std::pair<int, int>> ids;
+    size_t count = 0;
+  };
+  void AddValues(char* to, const char* from, int n) const;
+
+  DataType dtype_;
+  size_t esize_;
+  std::map<std::vector<int>, Batch> batches_;
+};
+
+}  // namespace ps
+
+#endif  // PS_REPLICATION_AGGREGATOR_H_
