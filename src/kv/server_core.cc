@@ -366,6 +366,9 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
     p.msg.meta.set_origin(worker);
     SendHop({e}, std::move(p));
   }
+  // Every live worker has a push in the batches (one step of all of them, typically): no
+  // point in waiting for the window to end.
+  if (aggregate && !agg_->empty() && agg_->workers() >= gate.table().size()) FlushBatches();
 }
 
 void ServerCore::SetAggregation(int64_t window_us) {

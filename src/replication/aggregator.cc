@@ -62,6 +62,7 @@ bool Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, i
   p.keys.CopyFrom(keys, n);
   b.pushes.push_back(std::move(p));
   b.ids.emplace_back(worker, ts);
+  workers_.insert(worker);
   b.count++;
   return true;
 }
@@ -104,6 +105,7 @@ std::vector<Aggregator::Copy> Aggregator::Take() {
     out.push_back(std::move(c));
   }
   batches_.clear();
+  workers_.clear();
   return out;
 }
 

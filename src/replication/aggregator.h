@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,8 @@ class Aggregator {
   bool empty() const { return batches_.empty(); }
   /// True if a batch holds a push of (worker, ts).
   bool Holds(int worker, int ts) const;
+  /// Distinct workers with a push in some batch.
+  size_t workers() const { return workers_.size(); }
 
   struct Copy {
     std::vector<int> path;
@@ -71,6 +74,7 @@ class Aggregator {
   DataType dtype_;
   size_t esize_;
   std::map<std::vector<int>, Batch> batches_;
+  std::set<int> workers_;
 };
 
 }  // namespace ps

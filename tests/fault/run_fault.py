@@ -6,9 +6,14 @@ really happened (so a pass is not vacuous).
   lossy: 3 servers, 3 workers; every node loses 5% of its data messages, sends 5% twice and
          holds 5% back 30 ms (so they arrive after later ones). Workers resend what gets no
          reply; servers apply every push exactly once. The sums must be exact.
+  lossy_agg: lossy with replication after aggregation (5 ms windows, every worker pushing
+         the same keys): lost and doubled aggregates, resends and duplicates together.
   kill_server: 4 servers (one replica per range, the default), 4 workers pushing; a server
          chosen by the seed is SIGKILLed a seeded 0-400 ms after the pushes start. Its
          replicas take over and every worker's final sums must be exact.
+  kill_server_agg: as kill_server, with replication after aggregation (5 ms windows) and
+         every worker pushing the same keys, so the replicas get sums of several pushes; no
+         aggregate may arrive partly applied (conflicts=0).
   stop_server: as kill_server, but the server is SIGSTOPped (a hang, not a crash: its
          connections stay open) with the default heartbeat settings; the scheduler must declare
          it dead by heartbeat timeout. The stopped process is SIGKILLed at the end, by PID.
@@ -49,6 +54,14 @@ SCENARIOS = {
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "30"],
     },
+    "lossy_agg": {
+        "servers": 3, "workers": 3,
+        "env": ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
+                "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100",
+                "PS_REPLICATION_WINDOW_MS=5"],
+        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
+                "--rounds", "30"],
+    },
     "kill_server": {
         "servers": 4, "workers": 4,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
@@ -56,6 +69,14 @@ SCENARIOS = {
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
+    },
+    "kill_server_agg": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
+                "PS_REPLICAS=1", "PS_REPLICATION_WINDOW_MS=5"],
+        "launch": ["--allow-dead-servers", "1"],
+        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
+                "--rounds", "60"],
     },
     "stop_server": {
         "servers": 4, "workers": 4,
@@ -369,8 +390,8 @@ def main():
             return 1
         print("PASSED %s: shard %d redone, %s" % (a.scenario, shard, m.group(0)))
         return 0
-    if a.scenario in ("kill_server", "stop_server", "stop_resume"):
-        sig = signal.SIGKILL if a.scenario == "kill_server" else signal.SIGSTOP
+    if a.scenario in ("kill_server", "kill_server_agg", "stop_server", "stop_resume"):
+        sig = signal.SIGKILL if a.scenario.startswith("kill") else signal.SIGSTOP
         resume = a.scenario == "stop_resume"
         rc, out, victim, killed, resumed = run_and_kill_server(
             cmd, sc["servers"], sc["workers"], a.seed, sig, resume)
@@ -392,6 +413,12 @@ def main():
                             % (sc["workers"], len(ok)))
         if "ring epoch 2" not in out:
             failures.append("the scheduler never published a ring without the dead server")
+        if a.scenario == "kill_server_agg":
+            agg = re.findall(r"aggregated=(\d+) conflicts=(\d+)", out)
+            if not agg or sum(int(x[0]) for x in agg) == 0:
+                failures.append("no push travelled in an aggregate")
+            if any(int(x[1]) for x in agg):
+                failures.append("aggregates arrived partly applied: %s" % agg)
         if sig == signal.SIGSTOP and "declared dead: silent for more than" not in out:
             failures.append("the hung server was not declared dead by heartbeat timeout")
         if failures:
@@ -412,7 +439,13 @@ def main():
     drops = sum(int(x) for x in re.findall(r'"injected_drops":(\d+)', out))
     doubled = sum(int(x) for x in re.findall(r'"injected_duplicates":(\d+)', out))
     delayed = sum(int(x) for x in re.findall(r'"injected_delays":(\d+)', out))
-    if a.scenario == "lossy":
+    if a.scenario == "lossy_agg":
+        agg = re.findall(r"aggregated=(\d+) conflicts=(\d+)", out)
+        if not agg or sum(int(x[0]) for x in agg) == 0:
+            failures.append("no push travelled in an aggregate")
+        if any(int(x[1]) for x in agg):
+            failures.append("aggregates arrived partly applied: %s" % agg)
+    if a.scenario in ("lossy", "lossy_agg"):
         if drops == 0 or doubled == 0 or delayed == 0:
             failures.append("faults were not injected (drops %d, duplicates %d, delays %d)"
                             % (drops, doubled, delayed))
