@@ -73,6 +73,14 @@ class Node {
   /// Barrier over all nodes, then stops the transport and threads. Safe to call once.
   void Finalize();
 
+  /// Servers only: leaves the running job without losing anything. The scheduler prepares a
+  /// ring without this server, the others copy the key ranges they will hold (from the current
+  /// masters, this server included) while pushes go on, and at the cut-over they take over.
+  /// Returns once the new ring is in force; the node is then stopped (no Finalize; destroy the
+  /// KVServer and the Node). Throws ps::Error if the scheduler refuses (the last server) or
+  /// after Config::barrier_timeout_ms.
+  void Leave();
+
   /// This node's role.
   Role role() const;
   /// This node's id (the scheduler is 0; -1 before Start()).

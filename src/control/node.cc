@@ -46,6 +46,7 @@ Node::~Node() = default;
 void Node::Start() { impl_->Start(); }
 void Node::Barrier(int groups) { impl_->Barrier(groups); }
 void Node::Finalize() { impl_->Finalize(); }
+void Node::Leave() { impl_->Leave(); }
 Role Node::role() const { return impl_->cfg.role; }
 int Node::id() const { return impl_->id(); }
 int Node::rank() const {
@@ -304,6 +305,7 @@ void Node::Impl::HandleControl(const Message& msg) {
   const bool scheduler = cfg.role == Role::kScheduler;
   if (scheduler) {
     std::unique_lock<std::mutex> lk(mu_);
+    if (left_.count(from)) return;  // it left the job: its last heartbeats mean nothing
     if (from > 0 && membership_->IsDead(from) && c.cmd() != pb::Control::REGISTER) {
       // Fencing: a node declared dead that speaks again (a hang that ended) has been replaced;
       // it must not serve anything with its old view. Tell it to stop.
@@ -391,6 +393,23 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       lk.unlock();
       SendTaskAnswers(answers);
+    } else if (c.cmd() == pb::Control::LEAVE && !membership_->IsDead(from)) {
+      std::vector<int> tell;
+      pb::Control prepare, refuse;
+      const auto& srv = ring_->servers();
+      if (std::find(srv.begin(), srv.end(), from) == srv.end() ||
+          srv.size() - leaving_.size() <= 1) {
+        refuse.set_cmd(pb::Control::RING);
+        refuse.set_error("server node " + std::to_string(from) +
+                         " cannot leave: it is not in the ring, or it is the last server");
+      } else {
+        leaving_.insert(from);
+        LOG(WARNING) << "server node " << from << " leaves the job";
+        PrepareJoin(&tell, &prepare);
+      }
+      lk.unlock();
+      if (!refuse.error().empty()) SendControl(from, refuse);
+      for (int to : tell) SendControl(to, prepare);
     } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
       refill_[{from, c.app()}] = {c.epoch(), c.pending()};
       server_apps_.insert(c.app());
@@ -492,6 +511,11 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     }
     case pb::Control::RING: {
+      if (!c.error().empty()) {  // the scheduler refused this server's Leave
+        leave_error_ = c.error();
+        cv_.notify_all();
+        break;
+      }
       if (!c.has_ring() || !ring_ || c.ring().epoch() <= ring_->epoch()) break;
       SetRing(RingOf(c.ring()));
       if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
@@ -691,6 +715,30 @@ void Node::Impl::Finalize() {
     finalized_ = true;
   }
   Barrier(kAllGroups);
+  Stop();
+}
+
+void Node::Impl::Leave() {
+  if (cfg.role != Role::kServer) throw Error("Leave: only servers can leave a running job");
+  pb::Control c;
+  c.set_cmd(pb::Control::LEAVE);
+  SendControl(0, c);
+  const int me = id();
+  std::unique_lock<std::mutex> lk(mu_);
+  auto gone = [&] {
+    const auto& s = ring_->servers();
+    return std::find(s.begin(), s.end(), me) == s.end();
+  };
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
+                    [&] { return gone() || !leave_error_.empty() || !fatal_.empty(); })) {
+    throw Error("Leave: the other servers did not take over within " +
+                std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+  }
+  if (!leave_error_.empty()) throw Error("Leave: " + leave_error_);
+  if (!fatal_.empty()) throw Error("Leave: " + fatal_);
+  finalized_ = true;  // nothing can fail any more: the job goes on without this node
+  lk.unlock();
+  LOG(INFO) << "server node " << me << " left the job";
   Stop();
 }
 

@@ -98,24 +98,30 @@ std::shared_ptr<const Ring> Node::Impl::RingOf(const pb::RingInfo& r) {
 }
 
 void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
-  // Every live server registered after the current ring was built joins at the cut-over.
-  std::vector<int> servers = ring_->servers();
+  // Every live server registered after the current ring was built joins at the cut-over, and
+  // every server that asked to leave is left out.
+  std::vector<int> servers;
+  for (int s : ring_->servers()) {
+    if (!leaving_.count(s)) servers.push_back(s);
+  }
   for (const auto& m : nodes_) {
-    if (m.role == Role::kServer && !membership_->IsDead(m.id) &&
-        std::find(servers.begin(), servers.end(), m.id) == servers.end()) {
+    if (m.role == Role::kServer && !membership_->IsDead(m.id) && !left_.count(m.id) &&
+        std::find(ring_->servers().begin(), ring_->servers().end(), m.id) ==
+            ring_->servers().end()) {
       servers.push_back(m.id);
     }
   }
   const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
-  // No joiner left (it died): the current ring again, which cancels the preparation.
-  next_ring_ = servers.size() == ring_->servers().size()
+  // Nothing changes (a joiner died, a leaver is gone): the current ring again, which cancels
+  // the preparation.
+  next_ring_ = servers == ring_->servers()
                    ? nullptr
                    : std::make_shared<Ring>(servers, ring_->vnodes(), ring_->replicas(), epoch);
   prepare->set_cmd(pb::Control::RING_PREPARE);
   FillRing(next_ring_ ? *next_ring_ : *ring_, prepare->mutable_ring());
   if (next_ring_) {
     LOG(WARNING) << "preparing ring epoch " << epoch << " with " << servers.size()
-                 << " servers: the joining server(s) copy their ranges before the cut-over";
+                 << " servers: the servers copy the ranges they will hold before the cut-over";
   }
   tell->clear();
   for (const auto& m : nodes_) {
@@ -158,14 +164,28 @@ void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
   c.set_cmd(pb::Control::RING);
   FillRing(*ring, c.mutable_ring());
   std::vector<int> tell;
+  std::vector<Membership::Release> releases;
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (const auto& n : nodes_) {
       if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
     }
+    // Servers that left are gone from the ring now: barriers stop waiting for them, and their
+    // last messages are ignored (not fenced: they did nothing wrong).
+    for (int s : leaving_) {
+      if (std::find(ring->servers().begin(), ring->servers().end(), s) != ring->servers().end()) {
+        continue;
+      }
+      left_.insert(s);
+      for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
+      dead_.push_back(s);
+      LOG(WARNING) << "server node " << s << " left the job";
+    }
+    for (int s : left_) leaving_.erase(s);
   }
   for (int to : tell) SendControl(to, c, true);
   NotifyRing(ring);
+  for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
 }
 
 void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
@@ -214,6 +234,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       if (final_released_) return;  // the job is over: everyone is leaving
       releases = membership_->MarkDead(id);
       if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
+      leaving_.erase(id);  // died while leaving: a failure like any other
       auto back = tasks_.WorkerDead(id);
       if (!back.empty()) {
         LOG(WARNING) << back.size() << " unfinished task(s) of node " << id

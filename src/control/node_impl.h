@@ -53,6 +53,7 @@ struct Node::Impl {
   void Start();
   void Barrier(int groups);
   void Finalize();
+  void Leave();
   void Stop();
 
   /// Sends msg to msg.meta.receiver (sender and magic are filled in), connecting on first use.
@@ -172,7 +173,9 @@ struct Node::Impl {
   int failures_since_full_ = 0;
   int64_t degraded_since_ms_ = 0;
   int64_t prepare_started_ms_ = 0;
-  bool final_released_ = false;  // scheduler: the last barrier is released
+  std::set<int> leaving_, left_;  // scheduler: servers leaving, and gone after the cut-over
+  std::string leave_error_;       // server: why the scheduler refused Leave
+  bool final_released_ = false;   // scheduler: the last barrier is released
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;
   bool tasks_added_ = false;

@@ -350,22 +350,25 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
   const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
                          !applied.meta.has_lens() && applied.meta.val_total() == 0 &&
                          store->Additive();
+  bool in_aggregate = false;
   for (auto& p : pieces) {
     if (aggregate && p.msg.data.size() >= 2) {
       const SArray<Key> keys(p.msg.data[0]);
       const size_t n = keys.size();
       const int width = n ? static_cast<int>(p.msg.data[1].size() / esize / n) : 0;
       if (agg_->empty()) batch_since_us_ = now_us();
-      if (agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
-                    p.msg.data[1].data(), width)) {
-        entries_[e].open++;  // released by the aggregate's acknowledgement
-        copy_stats_.aggregated++;
+      const int added = agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
+                                  p.msg.data[1].data(), width);
+      if (added >= 0) {
+        if (added == 1) entries_[e].open++;  // released by that aggregate's acknowledgement
+        in_aggregate = true;
         continue;
       }
     }
     p.msg.meta.set_origin(worker);
     SendHop({e}, std::move(p));
   }
+  if (in_aggregate) copy_stats_.aggregated++;
   // Every live worker has a push in the batches (one step of all of them, typically): no
   // point in waiting for the window to end.
   if (aggregate && !agg_->empty() && agg_->workers() >= gate.table().size()) FlushBatches();
@@ -396,6 +399,24 @@ void ServerCore::FlushBatches() {
   }
 }
 
+std::string ServerCore::CheckEntries() const {
+  std::lock_guard<std::mutex> lk(mu);
+  std::unordered_map<uint64_t, size_t> refs;
+  if (agg_) agg_->CountEntries(&refs);
+  for (const auto& h : hops_) {
+    for (uint64_t x : h.second.entries) refs[x]++;
+  }
+  for (const auto& e : entries_) {
+    if (refs[e.first] != e.second.open) {
+      return "server " + std::to_string(self_) + ": request (worker " +
+             std::to_string(e.second.worker) + ", ts " + std::to_string(e.second.ts) +
+             ") waits for " + std::to_string(e.second.open) + " copies but " +
+             std::to_string(refs[e.first]) + " are on their way";
+    }
+  }
+  return "";
+}
+
 ServerCore::CopyStats ServerCore::copy_stats() const {
   std::lock_guard<std::mutex> lk(mu);
   return copy_stats_;
@@ -412,7 +433,10 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
   // pushes but not all cannot take the sum; that would be a protocol error (a conflict).
   const SArray<Key> keys(msg.data[0]);
   const size_t n = keys.size();
-  if (n == 0 || msg.data[1].size() % (n * esize)) return false;
+  if (n == 0 || msg.data[1].size() % (n * esize)) {
+    LOG(ERROR) << "malformed aggregate from node " << msg.meta.sender() << ": values frame";
+    return false;
+  }
   std::vector<uint32_t> total(n, 0), applied(n, 0);
   std::vector<bool> seen;
   for (const auto& p : pushes) {
@@ -421,7 +445,11 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
     size_t j = 0;
     for (size_t i = 0; i < p.keys.size(); ++i) {
       while (j < n && keys[j] < p.keys[i]) ++j;
-      if (j == n || keys[j] != p.keys[i]) return false;  // malformed: not one of its keys
+      if (j == n || keys[j] != p.keys[i]) {
+        LOG(ERROR) << "malformed aggregate from node " << msg.meta.sender() << ": a push key "
+                   << "is not one of its keys";
+        return false;
+      }
       total[j]++;
       if (below || seen[i]) applied[j]++;
     }
@@ -503,7 +531,11 @@ void ServerCore::OnReplica(Message& msg) {
       const auto& n = next_->servers();
       member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
     }
-    if (!member) return;
+    if (!member) {
+      LOG(WARNING) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
+                   << ", which is not in its ring";
+      return;
+    }
   }
   if (msg.meta.aggregate()) {
     if (!ApplyAggregate(msg)) return;  // never acknowledged

@@ -78,6 +78,9 @@ class ServerCore {
     uint64_t conflicts = 0;   // aggregates that arrived partly applied (must stay 0)
   };
   CopyStats copy_stats() const;
+  /// "" or how the count of copies a request waits for differs from the copies in flight and
+  /// in batches (a protocol invariant; tests check it after every step).
+  std::string CheckEntries() const;
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
   KVServerBase::BarrierStats Stats() const;
   size_t NumKeys() const {

@@ -308,18 +308,24 @@ bool ServerCore::Owns(const Message& msg, const Ring& ring) const {
 }
 
 std::vector<ChainPiece> ServerCore::JoinerPieces(const Message& applied, const Ring& ring) const {
+  // While a ring is prepared, the servers that will hold a key there but do not hold it now
+  // (a joiner; the heirs of a server that leaves) get a copy of every update, so that their
+  // fetched copy plus these is complete at the cut-over.
   std::vector<ChainPiece> out;
   if (!next_ || next_->epoch() <= ring.epoch()) return out;
-  const auto& old = ring.servers();
-  auto joiners = [&](size_t segment) {
-    std::vector<int> to;
-    for (int s : next_->Chain(segment)) {
-      if (s != self_ && std::find(old.begin(), old.end(), s) == old.end()) to.push_back(s);
+  auto next_chain = [this](size_t segment) { return next_->Chain(segment); };
+  for (auto& p : SplitByPath(applied, *next_, esize, next_chain)) {
+    auto newcomers = [&](size_t segment) {
+      auto now = ring.Chain(segment);
+      std::vector<int> to;
+      for (int s : p.path) {
+        if (s != self_ && std::find(now.begin(), now.end(), s) == now.end()) to.push_back(s);
+      }
+      return to;
+    };
+    for (auto& q : SplitByPath(p.msg, ring, esize, newcomers)) {
+      for (int to : q.path) out.push_back(ChainPiece{{to}, q.msg});  // each ends no chain yet
     }
-    return to;
-  };
-  for (auto& p : SplitByPath(applied, *next_, esize, joiners)) {
-    for (int to : p.path) out.push_back(ChainPiece{{to}, p.msg});  // a joiner ends no chain yet
   }
   return out;
 }

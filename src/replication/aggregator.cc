@@ -35,11 +35,11 @@ void Aggregator::AddValues(char* to, const char* from, int n) const {
   }
 }
 
-bool Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int ts,
-                     const Key* keys, size_t n, const char* vals, int width) {
-  if (width <= 0 || n == 0) return false;
+int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int ts,
+                    const Key* keys, size_t n, const char* vals, int width) {
+  if (width <= 0 || n == 0) return -1;
   auto found = batches_.find(path);
-  if (found != batches_.end() && found->second.width != width) return false;
+  if (found != batches_.end() && found->second.width != width) return -1;
   Batch& b = batches_[path];
   b.width = width;
   const size_t row = static_cast<size_t>(width) * esize_;
@@ -53,9 +53,8 @@ bool Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, i
       AddValues(b.vals.data() + it->second * row, vals + i * row, width);
     }
   }
-  if (std::find(b.entries.begin(), b.entries.end(), entry) == b.entries.end()) {
-    b.entries.push_back(entry);
-  }
+  const bool first = std::find(b.entries.begin(), b.entries.end(), entry) == b.entries.end();
+  if (first) b.entries.push_back(entry);
   Push p;
   p.worker = worker;
   p.ts = ts;
@@ -64,7 +63,7 @@ bool Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, i
   b.ids.emplace_back(worker, ts);
   workers_.insert(worker);
   b.count++;
-  return true;
+  return first ? 1 : 0;
 }
 
 bool Aggregator::Holds(int worker, int ts) const {

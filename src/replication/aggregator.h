@@ -21,13 +21,20 @@ class Aggregator {
   explicit Aggregator(DataType dtype);
 
   /// Adds one applied push (keys sorted, `width` values per key) bound for the replicas
-  /// `path`; `entry` is the master's handle of the request waiting for it. Returns false (and
-  /// adds nothing) when the push does not fit: different width than the batch, or malformed.
-  bool Add(const std::vector<int>& path, uint64_t entry, int worker, int ts, const Key* keys,
-           size_t n, const char* vals, int width);
+  /// `path`; `entry` is the master's handle of the request waiting for it. Returns -1 (and
+  /// adds nothing) when the push does not fit (another width than the batch, or malformed),
+  /// 1 when the batch for `path` now waits for `entry` for the first time, else 0.
+  int Add(const std::vector<int>& path, uint64_t entry, int worker, int ts, const Key* keys,
+          size_t n, const char* vals, int width);
   bool empty() const { return batches_.empty(); }
   /// True if a batch holds a push of (worker, ts).
   bool Holds(int worker, int ts) const;
+  /// Adds to (*count)[entry] the number of batches waiting for it (consistency checks).
+  void CountEntries(std::unordered_map<uint64_t, size_t>* count) const {
+    for (const auto& b : batches_) {
+      for (uint64_t e : b.second.entries) (*count)[e]++;
+    }
+  }
   /// Distinct workers with a push in some batch.
   size_t workers() const { return workers_.size(); }
 

@@ -125,6 +125,8 @@ class Net {
         SetRing(to, p->second);
       }
       servers_[to]->Process(m);
+      const std::string bad = servers_[to]->CheckEntries();
+      if (!bad.empty()) ADD_FAILURE() << bad;
     }
     return true;
   }
@@ -147,7 +149,13 @@ class Net {
   }
   bool AllAcked() const {
     for (const auto& r : requests_) {
-      if (!r.Done()) return false;
+      if (!r.Done()) {
+        if (getenv("HANDOFF_DEBUG")) {
+          fprintf(stderr, "unacked worker %d ts %d attempt %d parts %zu\n", r.worker, r.ts,
+                  r.attempt, r.parts_open.size());
+        }
+        return false;
+      }
     }
     return true;
   }
@@ -335,14 +343,24 @@ TEST(HandoffTest, AggregatedReplicationSurvivesFailuresAndRefills) {
   for (uint64_t seed = 1; seed <= 20; ++seed) RunFailures(seed, 5, 2, 2, false, true);
 }
 
-void RunJoin(uint64_t seed, bool aggregate) {
+// A server joins (4 joins 1..3) or leaves (one of 1..4 leaves): the ring with or without it
+// is prepared, the servers copy what they will hold while pushes go on under the old ring,
+// then the cut-over reaches the servers one by one.
+void RunReshape(uint64_t seed, bool aggregate, bool leave) {
   {
     Net net(seed, 2, aggregate);
-    auto r1 = MakeRing({1, 2, 3}, 1, 1);
-    for (int s = 1; s <= 3; ++s) net.AddServer(s, r1);
+    auto r1 = MakeRing(leave ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 3}, 1, 1);
+    for (int s : r1->servers()) net.AddServer(s, r1);
     PushAndStep(&net, *r1, 30);
-    net.AddServer(4, r1);  // joins: it holds nothing yet
-    auto r2 = MakeRing({1, 2, 3, 4}, 1, 2);
+    int leaver = 0;
+    std::vector<int> after{1, 2, 3, 4};
+    if (leave) {
+      leaver = 1 + static_cast<int>(net.rng().Below(4));
+      after.erase(std::find(after.begin(), after.end(), leaver));
+    } else {
+      net.AddServer(4, r1);  // joins: it holds nothing yet
+    }
+    auto r2 = MakeRing(after, 1, 2);
     std::vector<int> order{1, 2, 3, 4};
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[net.rng().Below(i)]);
     for (int s : order) {
@@ -355,17 +373,18 @@ void RunJoin(uint64_t seed, bool aggregate) {
       PushAndStep(&net, *r1, 5);
       if (round > 0) net.Drain();
       size_t pending = 0;
-      for (int s = 1; s <= 4; ++s) pending += net.server(s).PendingRanges();
+      for (int s : after) pending += net.server(s).PendingRanges();
       if (pending == 0) break;
       net.Tick();
     }
-    for (int s = 1; s <= 4; ++s) ASSERT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
+    for (int s : after) ASSERT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
     // Cut-over: servers learn the new ring one by one; workers switch at once, and requests
     // still routed under the old ring are redirected or served by their old master.
     for (int s : order) {
       PushAndStep(&net, seed % 2 ? *r2 : *r1, 4);
       if (net.View(s).epoch() < r2->epoch()) net.SetRing(s, r2);
     }
+    if (leave) net.Kill(leaver);  // it stops once the others took over
     PushAndStep(&net, *r2, 10);
     for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
       net.Drain();
@@ -378,22 +397,29 @@ void RunJoin(uint64_t seed, bool aggregate) {
     // The old owners dropped what they no longer hold (late copies under the old ring are
     // cleared on the next tick): every stored key is in a held range.
     net.Tick();
-    for (int s = 1; s <= 4; ++s) {
+    for (int s : after) {
       size_t held = 0;
       for (const Range& r : HeldRanges(*r2, s)) held += net.store(s).CountRange(r);
       EXPECT_EQ(net.store(s).size(), held) << "seed " << seed << " server " << s;
     }
-    EXPECT_GT(net.server(4).NumMastered(), 0u);
+    if (!leave) {
+      EXPECT_GT(net.server(4).NumMastered(), 0u);
+    }
     EXPECT_EQ(net.Conflicts(), 0u) << "seed " << seed;
   }
 }
 
 TEST(HandoffTest, JoiningServerCopiesItsRangesAndTakesOverAtTheCutOver) {
-  for (uint64_t seed = 1; seed <= 60; ++seed) RunJoin(seed, false);
+  for (uint64_t seed = 1; seed <= 60; ++seed) RunReshape(seed, false, false);
 }
 
 TEST(HandoffTest, JoinWithAggregatedReplication) {
-  for (uint64_t seed = 1; seed <= 30; ++seed) RunJoin(seed, true);
+  for (uint64_t seed = 1; seed <= 30; ++seed) RunReshape(seed, true, false);
+}
+
+TEST(HandoffTest, LeavingServerHandsItsRangesOverBeforeTheCutOver) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) RunReshape(seed, false, true);
+  for (uint64_t seed = 1; seed <= 30; ++seed) RunReshape(seed, true, true);
 }
 
 TEST(HandoffTest, RequestRoutedUnderAnOlderRingIsRedirectedNotServed) {
