@@ -519,6 +519,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       if (!c.has_ring() || !ring_ || c.ring().epoch() <= ring_->epoch()) break;
       SetRing(RingOf(c.ring()));
       if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
+      cv_.notify_all();  // a Leave waits for the ring without this server
       auto fresh = ring_;
       lk.unlock();
       NotifyRing(fresh);

@@ -32,6 +32,9 @@ really happened (so a pass is not vacuous).
          a fifth server is added with `ps-launch --join`. It copies its ranges while updates go
          on, takes over at a new ring epoch, and must end up mastering about 1/5 of the keys;
          the sums must be exact.
+  leave_server: 4 servers (k=1), 4 workers pushing; a seeded server calls Node::Leave at a
+         seeded moment: the others copy its ranges while pushes go on and take over at a new
+         ring epoch; it exits 0, and the sums must be exact.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -107,6 +110,12 @@ SCENARIOS = {
                 "--rounds", "80", "--pace-ms", "40"],
     },
     "join_server": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_REPLICAS=1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "60", "--pace-ms", "50"],
+    },
+    "leave_server": {
         "servers": 4, "workers": 4,
         "env": ["PS_REPLICAS=1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
@@ -339,6 +348,40 @@ def main():
             return 1
         print("PASSED %s (seed %s): servers %s SIGKILLed one after the other, sums exact"
               % (a.scenario, a.seed, killed))
+        return 0
+    if a.scenario == "leave_server":
+        rng = random.Random(int(a.seed))
+        rank, after = rng.randrange(sc["servers"]), rng.randint(300, 900)
+        cmd += ["--leave-rank", str(rank), "--leave-after-ms", str(after)]
+        state = {"ok": 0, "ok_at_cut": None}
+
+        def on_line(line):
+            if "OK worker" in line:
+                state["ok"] += 1
+            if "cut-over to ring epoch" in line:
+                state["ok_at_cut"] = state["ok"]
+
+        rc, out = stream(cmd, on_line)
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if state["ok_at_cut"] is None:
+            failures.append("no cut-over to a ring without the leaving server")
+        elif state["ok_at_cut"]:
+            failures.append("the cut-over came after %d worker(s) had finished"
+                            % state["ok_at_cut"])
+        if not re.search(r"^\[server %d\] LEFT server %d .* mastered=0" % (rank, rank), out, re.M):
+            failures.append("server %d did not leave (or still masters keys)" % rank)
+        if not re.search(r"server %d \(pid \d+\) exited|all \d+ processes finished" % rank, out):
+            failures.append("no clean end")
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): server %d left after %d ms, sums exact"
+              % (a.scenario, a.seed, rank, after))
         return 0
     if a.scenario == "join_server":
         join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240",

@@ -4,6 +4,7 @@
 //
 //   kv_exact_job --scenario sum|range|varlen|garbage|fail|hang [--universe U] [--keys K]
 //                [--rounds R] [--pace-ms MS] [--seed S]
+//                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -28,7 +29,9 @@ struct Options {
   size_t universe = 1000000;
   size_t keys = 100000;
   int rounds = 20;
-  int pace_ms = 0;  // pause between rounds, so a fault test can act while pushes go on
+  int pace_ms = 0;         // pause between rounds, so a fault test can act while pushes go on
+  int leave_rank = -1;     // this server leaves the running job (Node::Leave) ...
+  int leave_after_ms = 0;  // ... this long after it started serving
   uint64_t seed = 2026;
 };
 
@@ -44,6 +47,10 @@ Options Parse(int argc, char** argv) {
       o.keys = std::stoull(v);
     } else if (k == "--rounds") {
       o.rounds = std::stoi(v);
+    } else if (k == "--leave-rank") {
+      o.leave_rank = std::stoi(v);
+    } else if (k == "--leave-after-ms") {
+      o.leave_after_ms = std::stoi(v);
     } else if (k == "--pace-ms") {
       o.pace_ms = std::stoi(v);
     } else if (k == "--seed") {
@@ -264,6 +271,13 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (node.role() == ps::Role::kServer) {
       ps::KVServer<int64_t> server(&node);
+      if (node.rank() == o.leave_rank) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
+        node.Leave();
+        std::cout << "LEFT server " << node.rank() << " keys=" << server.NumKeys()
+                  << " mastered=" << server.NumMasteredKeys() << std::endl;
+        return 0;
+      }
       node.Finalize();
       std::cout << "STATS " << node.StatsJson() << " keys=" << server.NumKeys()
                 << " mastered=" << server.NumMasteredKeys()
