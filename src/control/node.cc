@@ -148,11 +148,29 @@ void Node::Impl::Start() {
   // recognised by host:port and ignored.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.register_timeout_ms);
+  if (!scheduler) {
+    // The scheduler's process dying closes our connection to it: noted here, acted on while
+    // registering (below) and then by the heartbeat thread after a grace period (the last
+    // messages it sent may still be queued for our receive thread, such as the release of the
+    // final barrier).
+    van->WatchPeers([this](int id) {
+      if (id == 0) scheduler_broken_ms_ = NowMs();
+    });
+  }
   std::unique_lock<std::mutex> lk(mu_);
   bool ok = false;
   auto backoff = std::chrono::milliseconds(20);
   for (;;) {
     if (!scheduler) {
+      const int64_t broken = scheduler_broken_ms_;
+      if (broken > 0 && NowMs() - broken > cfg.heartbeat_timeout_ms) {
+        lk.unlock();
+        Stop();
+        throw Error(std::string(RoleName(cfg.role)) + ": lost the scheduler at " +
+                    cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port) +
+                    " before its node table arrived: the connection broke " +
+                    std::to_string(NowMs() - broken) + " ms ago");
+      }
       lk.unlock();
       SendControl(0, reg, /*quiet=*/true);
       lk.lock();
@@ -179,14 +197,6 @@ void Node::Impl::Start() {
                 " ms (PS_REGISTER_TIMEOUT_MS)");
   }
   lk.unlock();
-  if (!scheduler) {
-    // The scheduler's process dying closes our connection to it: noted here, acted on by the
-    // heartbeat thread after a grace period (the last messages it sent may still be queued
-    // for our receive thread, such as the release of the final barrier).
-    van->WatchPeers([this](int id) {
-      if (id == 0) scheduler_broken_ms_ = NowMs();
-    });
-  }
   if (scheduler) {
     // A node whose process dies closes its connections at once: declare it dead then,
     // instead of waiting out the heartbeat timeout (a hang still needs the timeout).
