@@ -532,8 +532,8 @@ void ServerCore::OnReplica(Message& msg) {
       member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
     }
     if (!member) {
-      LOG(WARNING) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
-                   << ", which is not in its ring";
+      VLOG(1) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
+              << ", which is not in its ring";
       return;
     }
   }

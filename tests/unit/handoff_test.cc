@@ -444,5 +444,67 @@ TEST(HandoffTest, RequestRoutedUnderAnOlderRingIsRedirectedNotServed) {
   EXPECT_EQ(net.store(old).size(), 0u) << "the old master applied a push it no longer owns";
 }
 
+// DESIGN §8 invariant 1: a node that sees a newer epoch adopts it before doing anything else.
+// A server still on the old ring gets a push routed under the ring that replaced a dead
+// server; the keys are its own only under the new ring, so it must not act as their master
+// (replicating along the old chain) until that ring arrives, and then it serves the push.
+TEST(HandoffTest, RequestFromANewerRingWaitsForThatRing) {
+  Net net(5, 1);
+  auto r1 = MakeRing({1, 2, 3}, 1, 1);
+  auto r2 = MakeRing({2, 3}, 1, 2);  // server 1 died
+  for (int s = 1; s <= 3; ++s) net.AddServer(s, r1);
+  net.Kill(1);
+  Key k = 0;
+  for (uint64_t i = 0;; ++i) {
+    k = HashKey(i);
+    if (r1->Owner(k) == 1) break;
+  }
+  const int heir = r2->Owner(k);
+  Net::Request r;
+  r.worker = kWorker0;
+  r.keys = {k};
+  r.vals = {7};
+  net.Submit(r, *r2);
+  net.Drain();
+  EXPECT_FALSE(net.AllAcked()) << "served before the ring that makes it the master arrived";
+  for (int s : {2, 3}) net.SetRing(s, r2);
+  net.Drain();
+  EXPECT_TRUE(net.AllAcked());
+  // Served once, and its replica under the new ring holds it too.
+  for (int s : r2->Chain(r2->SegmentOf(k))) {
+    SArray<char> vals;
+    SArray<int> lens;
+    net.store(s).Pull(&k, 1, 1, &vals, &lens);
+    EXPECT_EQ(reinterpret_cast<const int64_t*>(vals.data())[0], 7) << "server " << s;
+  }
+  EXPECT_NE(heir, 1);
+}
+
+// DESIGN §8 invariant 2 (fencing), at the servers: a copy from a server that is not in the
+// ring (it died; a late message, or a hang that ended) is neither applied nor acknowledged.
+TEST(HandoffTest, CopyFromAServerOutsideTheRingIsIgnored) {
+  Net net(6, 1);
+  auto r2 = MakeRing({2, 3}, 1, 2);
+  net.AddServer(2, r2);
+  Message copy;
+  copy.meta.set_sender(1);  // server 1 is not in the ring
+  copy.meta.set_receiver(2);
+  copy.meta.set_app_id(0);
+  copy.meta.set_request(true);
+  copy.meta.set_push(true);
+  copy.meta.set_replica(true);
+  copy.meta.set_master(1);
+  copy.meta.set_origin(kWorker0);
+  copy.meta.set_fwd_id(9);
+  copy.meta.set_dtype(static_cast<int>(DataType::kInt64));
+  copy.meta.set_width(1);
+  SArray<Key> keys{HashKey(1)};
+  SArray<int64_t> vals{3};
+  copy.data = {SArray<char>(keys), SArray<char>(vals)};
+  net.server(2).Process(copy);
+  EXPECT_EQ(net.store(2).size(), 0u);
+  EXPECT_FALSE(net.Step()) << "a fenced copy was acknowledged";
+}
+
 }  // namespace
 }  // namespace ps
