@@ -655,10 +655,6 @@ void Node::Impl::HeartbeatLoop() {
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
       SendControl(0, c, true);
-      if (cfg.role == Role::kServer) {
-        std::lock_guard<std::mutex> cl(cust_mu_);
-        for (auto& cu : customers_) cu.second->OnTick();
-      }
       const int64_t now = NowMs();
       const int64_t silent_ms = now - heard_scheduler_ms_;
       const int64_t broken = scheduler_broken_ms_;

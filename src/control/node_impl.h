@@ -38,8 +38,6 @@ class Customer {
   virtual void OnFatal(const std::string& /*why*/) {}
   /// A server is joining: `next` becomes the ring at the cut-over (servers pre-copy for it).
   virtual void OnPrepare(std::shared_ptr<const Ring> /*next*/) {}
-  /// Periodic (every heartbeat interval, servers only): retries of what got no answer.
-  virtual void OnTick() {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }

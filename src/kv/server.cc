@@ -1,5 +1,6 @@
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -32,25 +33,36 @@ struct KVServerBase::Impl : public Customer {
             n->id(), [rt = n->impl()] { return rt->ring(); }) {
     core.SetReport(
         [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
+    // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the
+    // core's lock, which a large range copy can hold for a while, and heartbeats must not
+    // wait): refill retries every heartbeat interval, aggregation batches every half window.
     const int window = rt->cfg.replication_window_ms;
-    if (window > 0) {
-      core.SetAggregation(int64_t{window} * 1000);
-      poller = std::thread([this, window] {
-        std::unique_lock<std::mutex> lk(poll_mu);
-        while (!stop) {
-          poll_cv.wait_for(lk, std::chrono::microseconds(window * 500));
-          if (!stop) core.Poll();
+    if (window > 0) core.SetAggregation(int64_t{window} * 1000);
+    const int64_t tick_us = int64_t{rt->cfg.heartbeat_interval_ms} * 1000;
+    const int64_t step_us = window > 0 ? std::min<int64_t>(window * 500, tick_us) : tick_us;
+    timer = std::thread([this, window, tick_us, step_us] {
+      std::unique_lock<std::mutex> lk(timer_mu);
+      auto next_tick = std::chrono::steady_clock::now() + std::chrono::microseconds(tick_us);
+      while (!stop) {
+        timer_cv.wait_for(lk, std::chrono::microseconds(step_us));
+        if (stop) break;
+        lk.unlock();
+        if (window > 0) core.Poll();
+        if (std::chrono::steady_clock::now() >= next_tick) {
+          core.Tick();
+          next_tick = std::chrono::steady_clock::now() + std::chrono::microseconds(tick_us);
         }
-      });
-    }
+        lk.lock();
+      }
+    });
   }
   ~Impl() override {
     {
-      std::lock_guard<std::mutex> lk(poll_mu);
+      std::lock_guard<std::mutex> lk(timer_mu);
       stop = true;
     }
-    poll_cv.notify_all();
-    if (poller.joinable()) poller.join();
+    timer_cv.notify_all();
+    if (timer.joinable()) timer.join();
   }
 
   void Process(Message& msg) override { core.Process(msg); }
@@ -60,7 +72,6 @@ struct KVServerBase::Impl : public Customer {
     if (n.role == Role::kWorker) core.WorkerJoined(n.id);
   }
   void OnPrepare(std::shared_ptr<const Ring> next) override { core.Prepare(std::move(next)); }
-  void OnTick() override { core.Tick(); }
   void OnConsistency(const std::string& policy, bool, int) override {
     if (!policy.empty()) core.SetPolicy(ParsePolicy(policy));
   }
@@ -68,10 +79,9 @@ struct KVServerBase::Impl : public Customer {
   Node::Impl* rt;
   int app;
   ServerCore core;
-  // Sends aggregation batches whose window has passed (PS_REPLICATION_WINDOW_MS).
-  std::thread poller;
-  std::mutex poll_mu;
-  std::condition_variable poll_cv;
+  std::thread timer;
+  std::mutex timer_mu;
+  std::condition_variable timer_cv;
   bool stop = false;
 };
 

@@ -101,7 +101,6 @@ struct KVWorkerBase::Impl : public Customer {
   void Assemble(Pending* p);
   void CopyPart(Pending* p, size_t k, const Message& r);
   int Submit(detail::KVRequest req);
-  void Fail(int ts, size_t part, const std::string& why);
   // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
   // Throws ps::Error for a malformed request.
   std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
@@ -411,7 +410,10 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   }
   for (size_t k = 0; k < msgs.size(); ++k) {
     int server = msgs[k].meta.receiver();
-    if (!rt->Send(msgs[k])) Fail(ts, k, "cannot send to server node " + std::to_string(server));
+    // A send that fails (the server just died, its connection is gone) is a lost message: the
+    // resend timer tries again, a new ring re-plans it, and the request timeout names the
+    // server if neither helps.
+    if (!rt->Send(msgs[k])) VLOG(1) << "cannot send to server node " << server << " (yet)";
   }
   return ts;
 }
@@ -461,16 +463,6 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
     }
   }
   for (auto& m : out) rt->Send(m);
-}
-
-void KVWorkerBase::Impl::Fail(int ts, size_t part, const std::string& why) {
-  std::lock_guard<std::mutex> lk(mu);
-  auto it = pending.find(ts);
-  if (it == pending.end() || it->second->got[part]) return;
-  Pending* p = it->second.get();
-  p->got[part] = true;
-  if (p->error.empty()) p->error = why;
-  if (++p->received == p->replies.size()) Finish(p);
 }
 
 void KVWorkerBase::Impl::Process(Message& msg) {
