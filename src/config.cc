@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "consistency/barrier_policy.h"
+#include "filter/filter_chain.h"
 #include "transport/inproc_van.h"
 
 extern char** environ;
@@ -88,6 +89,9 @@ Config Config::FromMap(const Env& env) {
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
   ReadInt(env, {"PS_REPLICAS"}, -1, 64, &c.replicas);
   ReadInt(env, {"PS_REPLICATION_WINDOW_MS"}, 0, 60000, &c.replication_window_ms);
+  ReadString(env, {"PS_COMPRESS"}, &c.compress);
+  ReadInt(env, {"PS_QUANTIZE"}, 0, 16, &c.quantize_bits);
+  FilterOptions::Parse(c.compress, c.quantize_bits);  // throws naming the variable
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
   ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
   ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);

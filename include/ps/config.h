@@ -47,6 +47,13 @@ struct Config {
   /// per push. Only for additive update rules (sum, SGD); pushes wait up to the window longer
   /// for their acknowledgement. 0 (default) = every push is copied at once.
   int replication_window_ms = 0;
+  /// Lossless compression of data frames (PS_COMPRESS): "off" (default), "auto" (delta-varint
+  /// for sorted key lists, zero suppression for values with many zeros, chosen per frame by a
+  /// cheap estimate), or one forced codec: "delta", "zero", "snappy" (docs/filters.md).
+  std::string compress = "off";
+  /// Lossy fixed-point quantization of the float/double values workers push (PS_QUANTIZE): 0
+  /// (off), 8 or 16 bits, unbiased stochastic rounding.
+  int quantize_bits = 0;
   int EffectiveReplicas() const { return replicas >= 0 ? replicas : (num_servers >= 2 ? 1 : 0); }
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".

@@ -83,7 +83,7 @@ NodeStats Node::stats() const {
   s.messages_received = c.messages_received;
   s.bytes_sent = c.bytes_sent;
   s.bytes_received = c.bytes_received;
-  s.malformed_dropped = c.malformed_dropped;
+  s.malformed_dropped = c.malformed_dropped + impl_->filter_rejected_.load();
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
@@ -99,7 +99,8 @@ std::string Node::StatsJson() const {
      << ",\"malformed_dropped\":" << s.malformed_dropped
      << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
-     << ",\"injected_delays\":" << s.injected_delays << "}";
+     << ",\"injected_delays\":" << s.injected_delays
+     << ",\"filters\":" << impl_->filters->StatsJson() << "}";
   return os.str();
 }
 
@@ -225,6 +226,16 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
 bool Node::Impl::Send(Message& msg) {
   msg.meta.set_magic(kMagic);
   msg.meta.set_sender(my_id_.load(std::memory_order_relaxed));
+  if (filters->enabled() && !msg.meta.has_control() && !msg.data.empty()) {
+    // The caller keeps its message as it was (a worker resends it): encode a copy.
+    Message wire = msg;
+    filters->Encode(&wire);
+    return SendRaw(wire);
+  }
+  return SendRaw(msg);
+}
+
+bool Node::Impl::SendRaw(Message& msg) {
   if (van->Send(msg)) return true;
   // Not connected yet (or the send failed): connect from the node table and try once more.
   const int to = msg.meta.receiver();
@@ -574,6 +585,15 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 }
 
 void Node::Impl::Dispatch(Message& msg) {
+  if (msg.meta.codec_size() > 0 || filters->enabled()) {
+    const std::string err = filters->Decode(&msg);
+    if (!err.empty()) {
+      filter_rejected_++;
+      LOG(WARNING) << "dropped a message from node " << msg.meta.sender()
+                   << " whose frames do not decode: " << err;
+      return;
+    }
+  }
   // A worker's request routed under the prepared ring: the cut-over reached the worker first.
   // (Copies between servers carry epochs too, but only a worker has adopted a cut-over.)
   if (msg.meta.epoch() > ring_epoch() && msg.meta.request() && !msg.meta.replica() &&
@@ -723,6 +743,17 @@ void Node::Impl::Finalize() {
   }
   Barrier(kAllGroups);
   Stop();
+  if (filters->enabled()) {
+    uint64_t raw = 0, wire = 0;
+    for (const auto& t : filters->sent_by_codec()) {
+      raw += t.second.raw;
+      wire += t.second.wire;
+    }
+    LOG(INFO) << "filters (PS_COMPRESS=" << cfg.compress << ", PS_QUANTIZE=" << cfg.quantize_bits
+              << "): data frames sent " << raw << " bytes before, " << wire << " after ("
+              << (wire ? static_cast<double>(raw) / static_cast<double>(wire) : 0.0) << "x); "
+              << filters->StatsJson();
+  }
 }
 
 void Node::Impl::Leave() {

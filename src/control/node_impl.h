@@ -16,6 +16,7 @@
 
 #include "control/membership.h"
 #include "control/task_pool.h"
+#include "filter/filter_chain.h"
 #include "ps/node.h"
 #include "ring/ring.h"
 #include "transport/van.h"
@@ -45,7 +46,11 @@ class Customer {
 
 struct Node::Impl {
   explicit Impl(Config c)
-      : cfg(std::move(c)), policy_(cfg.consistency), max_delay_(cfg.max_delay) {}
+      : cfg(std::move(c)),
+        filters(new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits),
+                                cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
+        policy_(cfg.consistency),
+        max_delay_(cfg.max_delay) {}
   ~Impl() { Stop(); }
 
   void Start();
@@ -93,6 +98,9 @@ struct Node::Impl {
 
   Config cfg;
   std::unique_ptr<Van> van;
+  /// The filter chain: encodes what this node sends (as configured), decodes what it receives
+  /// (whatever the sender applied). Never null after construction.
+  std::unique_ptr<FilterChain> filters;
 
  private:
   void RecvLoop();
@@ -195,6 +203,9 @@ struct Node::Impl {
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
   std::string fatal_;                            // why this node cannot go on (lost the scheduler)
   std::atomic<bool> has_fatal_{false};
+  std::atomic<uint64_t> filter_rejected_{0};  // messages whose frames did not decode
+  // Sends a message as it is (the transport, connecting on first use).
+  bool SendRaw(Message& msg);
   std::string policy_;
   int max_delay_;
   bool finalized_ = false;

@@ -1,0 +1,389 @@
+#include "filter/codec.h"
+
+#include <snappy.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace ps {
+namespace {
+
+inline char* PutVarint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+// Reads a varint from [*p, end); false when truncated or longer than 10 bytes.
+inline bool GetVarint(const char** p, const char* end, uint64_t* v) {
+  uint64_t r = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(*(*p)++);
+    r |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename T>
+void Put(char** p, T v) {
+  std::memcpy(*p, &v, sizeof(T));
+  *p += sizeof(T);
+}
+
+template <typename T>
+bool Get(const char** p, const char* end, T* v) {
+  if (static_cast<size_t>(end - *p) < sizeof(T)) return false;
+  std::memcpy(v, *p, sizeof(T));
+  *p += sizeof(T);
+  return true;
+}
+
+template <typename V>
+bool Quantize(const V* __restrict x, size_t n, int bits, Rng* rng, SArray<char>* out) {
+  double scale = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = std::fabs(static_cast<double>(x[i]));
+    if (!std::isfinite(a)) return false;
+    scale = a > scale ? a : scale;
+  }
+  const size_t qsize = bits == 8 ? 1 : 2;
+  auto buf = SArray<char>::Uninitialized(24 + n * qsize);
+  char* p = buf.data();
+  Put<uint64_t>(&p, n);
+  Put<uint32_t>(&p, std::is_same<V, float>::value ? static_cast<uint32_t>(DataType::kFloat)
+                                                  : static_cast<uint32_t>(DataType::kDouble));
+  Put<uint32_t>(&p, static_cast<uint32_t>(bits));
+  Put<double>(&p, scale);
+  const double m = bits == 8 ? 127.0 : 32767.0;
+  const double f = scale > 0 ? m / scale : 0;
+  int8_t* __restrict q8 = reinterpret_cast<int8_t*>(p);
+  int16_t* __restrict q16 = reinterpret_cast<int16_t*>(p);
+  const int top = static_cast<int>(m);
+  const double shift = m + 1.0;
+  uint64_t r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // u uniform in [0, 1) on a 2^-32 grid, two per draw: floor(y + u) has expectation y up to
+    // 2^-32 of a step.
+    if ((i & 1) == 0) r = rng->Next();
+    const double u = static_cast<double>(static_cast<uint32_t>(r >> (32 * (i & 1)))) * 0x1.0p-32;
+    // floor(y + u) for y + u in [-M, M + 1): truncation of a positive number is its floor,
+    // and a conversion is much cheaper than std::floor.
+    int q = static_cast<int>(static_cast<double>(x[i]) * f + u + shift) - (top + 1);
+    q = q > top ? top : (q < -top ? -top : q);
+    if (bits == 8) {
+      q8[i] = static_cast<int8_t>(q);
+    } else {
+      q16[i] = static_cast<int16_t>(q);
+    }
+  }
+  *out = buf;
+  return true;
+}
+
+template <typename V>
+void Dequantize(const char* p, size_t n, int bits, double scale, V* out) {
+  const double m = bits == 8 ? 127.0 : 32767.0;
+  const double f = scale / m;
+  for (size_t i = 0; i < n; ++i) {
+    double q;
+    if (bits == 8) {
+      int8_t v;
+      std::memcpy(&v, p + i, 1);
+      q = v;
+    } else {
+      int16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      q = v;
+    }
+    out[i] = static_cast<V>(q * f);
+  }
+}
+
+}  // namespace
+
+const char* CodecName(Codec c) {
+  switch (c) {
+    case Codec::kNone:
+      return "none";
+    case Codec::kDeltaVarint:
+      return "delta";
+    case Codec::kZeroSuppress:
+      return "zero";
+    case Codec::kSnappy:
+      return "snappy";
+    case Codec::kQuantize8:
+      return "quant8";
+    case Codec::kQuantize16:
+      return "quant16";
+  }
+  return "?";
+}
+
+bool EncodeDeltaVarint(const Key* keys, size_t n, SArray<char>* out) {
+  // Sized for dense keys (two bytes a key) and grown when gaps are larger: a buffer of the
+  // worst case (10 bytes a key) costs more in fresh pages than the coding itself.
+  auto buf = SArray<char>::Uninitialized(2 * n + 32);
+  char* p = PutVarint(buf.data(), n);
+  char* limit = buf.data() + buf.size() - 20;
+  if (n > 0) {
+    p = PutVarint(p, keys[0]);
+    for (size_t i = 1; i < n; ++i) {
+      if (keys[i] <= keys[i - 1]) return false;
+      if (p >= limit) {
+        const size_t used = static_cast<size_t>(p - buf.data());
+        auto bigger = SArray<char>::Uninitialized(used + 10 * (n - i) + 32);
+        std::memcpy(bigger.data(), buf.data(), used);
+        buf = bigger;
+        p = buf.data() + used;
+        limit = buf.data() + buf.size() - 20;
+      }
+      const uint64_t gap = keys[i] - keys[i - 1] - 1;
+      if (gap < 0x4000) {
+        // One or two bytes without a branch on which (dense keys mix both at random).
+        const uint64_t more = gap >= 0x80;
+        const uint16_t two =
+            static_cast<uint16_t>((gap & 0x7f) | (more << 7) | (more ? (gap >> 7) << 8 : 0));
+        std::memcpy(p, &two, 2);
+        p += 1 + more;
+      } else {
+        p = PutVarint(p, gap);
+      }
+    }
+  }
+  *out = buf.Segment(0, static_cast<size_t>(p - buf.data()));
+  return true;
+}
+
+std::string DecodeDeltaVarint(const SArray<char>& in, SArray<char>* out) {
+  const char* p = in.data();
+  const char* end = p + in.size();
+  uint64_t n;
+  if (!GetVarint(&p, end, &n)) return "delta-varint: truncated count";
+  // Every key takes at least one byte: a count beyond the frame is a lie.
+  if (n > static_cast<uint64_t>(end - p)) return "delta-varint: count exceeds the frame";
+  auto keys = SArray<Key>::Uninitialized(n);
+  if (n > 0) {
+    uint64_t k;
+    if (!GetVarint(&p, end, &k)) return "delta-varint: truncated first key";
+    keys[0] = k;
+    Key* out = keys.data();
+    for (uint64_t i = 1; i < n; ++i) {
+      uint64_t gap;
+      uint16_t two;
+      if (end - p >= 2 && (std::memcpy(&two, p, 2), (two & 0x8080) != 0x8080)) {
+        // One or two bytes, decided without a branch.
+        const uint64_t b0 = two & 0xff, b1 = two >> 8, more = b0 >> 7;
+        gap = more ? ((b0 & 0x7f) | (b1 << 7)) : b0;
+        p += 1 + more;
+      } else if (!GetVarint(&p, end, &gap)) {
+        return "delta-varint: truncated gap";
+      }
+      const uint64_t next = k + gap + 1;
+      if (next <= k) return "delta-varint: key overflows";  // wrapped around
+      k = next;
+      out[i] = k;
+    }
+    if (k == kMaxKey) return "delta-varint: the reserved key kMaxKey";
+  }
+  if (p != end) return "delta-varint: trailing bytes";
+  *out = SArray<char>(keys);
+  return "";
+}
+
+void EncodeZeroSuppress(const char* vals, size_t n, size_t esize, SArray<char>* out) {
+  const size_t words = (n + 63) / 64;
+  // Sized for a quarter of nonzero values, grown when more come (fresh pages are expensive).
+  const size_t head = 16 + 8 * words;
+  auto buf = SArray<char>::Uninitialized(head + (n / 4 + 64) * esize);
+  char* p = buf.data();
+  Put<uint64_t>(&p, n);
+  Put<uint64_t>(&p, esize);
+  char* bitmap = p;
+  char* v = p + 8 * words;
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t bits = 0;
+    const size_t lo = w * 64, hi = std::min(n, lo + 64);
+    // The mask first, without branches; then only the nonzero values are copied.
+    if (esize == 4) {
+      const uint32_t* x = reinterpret_cast<const uint32_t*>(vals) + lo;
+      for (size_t i = 0; i < hi - lo; ++i) bits |= static_cast<uint64_t>(x[i] != 0) << i;
+    } else if (esize == 8) {
+      const uint64_t* x = reinterpret_cast<const uint64_t*>(vals) + lo;
+      for (size_t i = 0; i < hi - lo; ++i) bits |= static_cast<uint64_t>(x[i] != 0) << i;
+    } else {
+      for (size_t i = lo; i < hi; ++i) {
+        bool nz = false;
+        for (size_t b = 0; b < esize; ++b) nz |= vals[i * esize + b] != 0;
+        bits |= static_cast<uint64_t>(nz) << (i - lo);
+      }
+    }
+    std::memcpy(bitmap + 8 * w, &bits, 8);
+    if (static_cast<size_t>(v - buf.data()) + 64 * esize > buf.size()) {
+      const size_t used = static_cast<size_t>(v - buf.data());
+      auto bigger = SArray<char>::Uninitialized(head + n * esize);
+      std::memcpy(bigger.data(), buf.data(), used);
+      buf = bigger;
+      bitmap = buf.data() + 16;
+      v = buf.data() + used;
+    }
+    for (uint64_t m = bits; m; m &= m - 1) {
+      std::memcpy(v, vals + (lo + static_cast<size_t>(__builtin_ctzll(m))) * esize, esize);
+      v += esize;
+    }
+  }
+  *out = buf.Segment(0, static_cast<size_t>(v - buf.data()));
+}
+
+std::string DecodeZeroSuppress(const SArray<char>& in, SArray<char>* out) {
+  const char* p = in.data();
+  const char* end = p + in.size();
+  uint64_t n, esize;
+  if (!Get(&p, end, &n) || !Get(&p, end, &esize)) return "zero-suppress: truncated header";
+  if (esize == 0 || esize > 16) return "zero-suppress: bad value size";
+  const uint64_t words = n / 64 + (n % 64 != 0);
+  if (words > static_cast<uint64_t>(end - p) / 8) return "zero-suppress: truncated bitmap";
+  const char* bitmap = p;
+  const char* v = p + 8 * words;
+  if (n > (uint64_t{1} << 40) / esize) return "zero-suppress: count too large";
+  // Count first, so a short frame is refused before anything is written.
+  uint64_t nonzero = 0;
+  for (uint64_t w = 0; w < words; ++w) {
+    uint64_t bits;
+    std::memcpy(&bits, bitmap + 8 * w, 8);
+    if (w == words - 1 && n % 64) bits &= (uint64_t{1} << (n % 64)) - 1;
+    nonzero += static_cast<uint64_t>(__builtin_popcountll(bits));
+  }
+  if (nonzero * esize != static_cast<uint64_t>(end - v)) {
+    return "zero-suppress: values do not match the bitmap";
+  }
+  // Storage of 8-byte words so that the values can be read as any type.
+  SArray<uint64_t> store((n * esize + 7) / 8, 0);
+  char* o = reinterpret_cast<char*>(store.data());
+  for (uint64_t w = 0; w < words; ++w) {
+    uint64_t bits;
+    std::memcpy(&bits, bitmap + 8 * w, 8);
+    if (w == words - 1 && n % 64) bits &= (uint64_t{1} << (n % 64)) - 1;
+    while (bits) {
+      const int b = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      std::memcpy(o + (w * 64 + static_cast<uint64_t>(b)) * esize, v, esize);
+      v += esize;
+    }
+  }
+  *out = SArray<char>(store).Segment(0, n * esize);
+  return "";
+}
+
+void EncodeSnappy(const SArray<char>& in, SArray<char>* out) {
+  auto buf = SArray<char>::Uninitialized(snappy::MaxCompressedLength(in.size()));
+  size_t len = 0;
+  snappy::RawCompress(in.data(), in.size(), buf.data(), &len);
+  *out = buf.Segment(0, len);
+}
+
+std::string DecodeSnappy(const SArray<char>& in, size_t max_size, SArray<char>* out) {
+  size_t len = 0;
+  if (!snappy::GetUncompressedLength(in.data(), in.size(), &len)) {
+    return "snappy: bad length header";
+  }
+  if (len > max_size) return "snappy: frame claims more than the limit";
+  SArray<uint64_t> store((len + 7) / 8);
+  if (!snappy::RawUncompress(in.data(), in.size(), reinterpret_cast<char*>(store.data()))) {
+    return "snappy: corrupted frame";
+  }
+  *out = SArray<char>(store).Segment(0, len);
+  return "";
+}
+
+bool EncodeQuantize(const SArray<char>& in, DataType dtype, int bits, Rng* rng, SArray<char>* out) {
+  if (bits != 8 && bits != 16) return false;
+  if (dtype == DataType::kFloat && in.size() % 4 == 0) {
+    return Quantize(reinterpret_cast<const float*>(in.data()), in.size() / 4, bits, rng, out);
+  }
+  if (dtype == DataType::kDouble && in.size() % 8 == 0) {
+    return Quantize(reinterpret_cast<const double*>(in.data()), in.size() / 8, bits, rng, out);
+  }
+  return false;
+}
+
+std::string DecodeQuantize(const SArray<char>& in, SArray<char>* out) {
+  const char* p = in.data();
+  const char* end = p + in.size();
+  uint64_t n;
+  uint32_t dtype, bits;
+  double scale;
+  if (!Get(&p, end, &n) || !Get(&p, end, &dtype) || !Get(&p, end, &bits) || !Get(&p, end, &scale)) {
+    return "quantize: truncated header";
+  }
+  if (bits != 8 && bits != 16) return "quantize: bad bit width";
+  if (!std::isfinite(scale) || scale < 0) return "quantize: bad scale";
+  if (n != static_cast<uint64_t>(end - p) / (bits / 8) ||
+      static_cast<uint64_t>(end - p) % (bits / 8)) {
+    return "quantize: size does not match the count";
+  }
+  if (dtype == static_cast<uint32_t>(DataType::kFloat)) {
+    SArray<float> v = SArray<float>::Uninitialized(n);
+    Dequantize(p, n, static_cast<int>(bits), scale, v.data());
+    *out = SArray<char>(v);
+  } else if (dtype == static_cast<uint32_t>(DataType::kDouble)) {
+    SArray<double> v = SArray<double>::Uninitialized(n);
+    Dequantize(p, n, static_cast<int>(bits), scale, v.data());
+    *out = SArray<char>(v);
+  } else {
+    return "quantize: bad value type";
+  }
+  return "";
+}
+
+double ZeroFraction(const char* vals, size_t n, size_t esize, size_t sample) {
+  if (n == 0) return 0;
+  const size_t step = n > sample ? n / sample : 1;
+  size_t seen = 0, zero = 0;
+  for (size_t i = 0; i < n; i += step, ++seen) {
+    bool z = true;
+    for (size_t b = 0; b < esize; ++b) z &= vals[i * esize + b] == 0;
+    zero += z;
+  }
+  return static_cast<double>(zero) / static_cast<double>(seen);
+}
+
+uint64_t HashBytes(const char* data, size_t n) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  // Four independent lanes (multiply-rotate per word), mixed at the end: the lanes run in
+  // parallel in the CPU, so hashing keeps up with memory.
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t h[4] = {n ^ 0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
+                   0x082EFA98EC4E6C89ull};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, data + i + 8 * l, 8);
+      h[l] = ((h[l] ^ w) * kMul);
+      h[l] = (h[l] << 31) | (h[l] >> 33);
+    }
+  }
+  uint64_t r = mix(h[0]) ^ mix(h[1] + 1) ^ mix(h[2] + 2) ^ mix(h[3] + 3);
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, data + i, 8);
+    r = mix(r ^ w) + kMul;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, data + i, n - i);
+  return mix(r ^ tail ^ (static_cast<uint64_t>(n - i) << 56));
+}
+
+}  // namespace ps

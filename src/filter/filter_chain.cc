@@ -1,0 +1,247 @@
+#include "filter/filter_chain.h"
+
+#include <sstream>
+
+namespace ps {
+namespace {
+
+constexpr size_t kMaxFrame = size_t{1} << 33;  // what a decoded frame may claim (8 GB)
+
+std::string Name(uint32_t packed) {
+  if (packed == 0) return "none";
+  std::string n;
+  for (int i = 0; i < 8 && (packed >> (4 * i)) & 0xf; ++i) {
+    if (!n.empty()) n += "+";
+    n += CodecName(static_cast<Codec>((packed >> (4 * i)) & 0xf));
+  }
+  return n;
+}
+
+}  // namespace
+
+FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits) {
+  FilterOptions o;
+  if (compress.empty() || compress == "off") {
+    o.mode = Mode::kOff;
+  } else if (compress == "auto") {
+    o.mode = Mode::kAuto;
+  } else if (compress == "delta") {
+    o.mode = Mode::kDelta;
+  } else if (compress == "zero") {
+    o.mode = Mode::kZero;
+  } else if (compress == "snappy") {
+    o.mode = Mode::kSnappy;
+  } else {
+    throw Error("PS_COMPRESS='" + compress + "': expected off, auto, delta, zero or snappy");
+  }
+  if (quantize_bits != 0 && quantize_bits != 8 && quantize_bits != 16) {
+    throw Error("PS_QUANTIZE=" + std::to_string(quantize_bits) + ": expected 0, 8 or 16");
+  }
+  o.quantize_bits = quantize_bits;
+  return o;
+}
+
+FilterChain::FilterChain(FilterOptions options, uint64_t seed) : opt_(options), rng_(seed) {}
+
+FilterChain::Role FilterChain::FrameRole(const Message& m, size_t frame) {
+  const auto& meta = m.meta;
+  const bool request = meta.request();
+  switch (meta.op()) {
+    case pb::Meta::DATA:
+      if (request) {  // a push or pull (or a replica copy): keys, then values, then lengths
+        if (frame == 0) return Role::kKeys;
+        return frame == 1 ? Role::kValues : Role::kOther;
+      }
+      return frame == 0 && meta.pull() ? Role::kValues : Role::kOther;  // pull reply: values
+    case pb::Meta::DENSE_PUSH:
+      return request && frame == 0 ? Role::kValues : Role::kOther;
+    case pb::Meta::RANGE_PULL:
+      if (request) return Role::kOther;
+      return frame == 0 ? Role::kKeys : (frame == 1 ? Role::kValues : Role::kOther);
+    case pb::Meta::REFILL:
+      if (request) return Role::kOther;
+      return frame == 1 ? Role::kKeys : (frame == 2 ? Role::kValues : Role::kOther);
+    default:
+      return Role::kOther;
+  }
+}
+
+uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* data) {
+  if (data->size() < opt_.min_frame) return 0;
+  const Role role = FrameRole(m, frame);
+  const size_t esize = DataTypeSize(static_cast<DataType>(m.meta.dtype()));
+  uint32_t packed = 0;
+  int stage = 0;
+  auto applied = [&](Codec c) { packed |= static_cast<uint32_t>(c) << (4 * stage++); };
+  SArray<char> out;
+  // Lossy first: quantization of the values a worker pushes (not replica copies, replies or
+  // hand-offs, which must stay exact copies of the master's state).
+  const bool push_values =
+      role == Role::kValues && m.meta.request() && !m.meta.replica() && m.meta.push();
+  const auto dtype = static_cast<DataType>(m.meta.dtype());
+  if (opt_.quantize_bits && push_values &&
+      (dtype == DataType::kFloat || dtype == DataType::kDouble)) {
+    bool ok;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ok = EncodeQuantize(*data, dtype, opt_.quantize_bits, &rng_, &out);
+    }
+    if (ok && out.size() < data->size()) {
+      *data = out;
+      applied(opt_.quantize_bits == 8 ? Codec::kQuantize8 : Codec::kQuantize16);
+    }
+  }
+  using Mode = FilterOptions::Mode;
+  if (packed == 0 && role == Role::kKeys && data->size() % sizeof(Key) == 0 &&
+      (opt_.mode == Mode::kAuto || opt_.mode == Mode::kDelta)) {
+    const SArray<Key> keys(*data);
+    if (EncodeDeltaVarint(keys.data(), keys.size(), &out) && out.size() < data->size()) {
+      *data = out;
+      applied(Codec::kDeltaVarint);
+    }
+  }
+  if (packed == 0 && role == Role::kValues && esize > 0 && data->size() % esize == 0 &&
+      (opt_.mode == Mode::kZero ||
+       (opt_.mode == Mode::kAuto &&
+        ZeroFraction(data->data(), data->size() / esize, esize) >= 0.2))) {
+    EncodeZeroSuppress(data->data(), data->size() / esize, esize, &out);
+    if (out.size() < data->size()) {
+      *data = out;
+      applied(Codec::kZeroSuppress);
+    }
+  }
+  if (opt_.mode == Mode::kSnappy) {
+    EncodeSnappy(*data, &out);
+    if (out.size() < data->size()) {
+      *data = out;
+      applied(Codec::kSnappy);
+    }
+  }
+  return packed;
+}
+
+void FilterChain::Encode(Message* msg) {
+  if (!enabled() || msg->data.empty()) return;
+  msg->meta.clear_codec();
+  bool any = false;
+  std::vector<uint32_t> codecs(msg->data.size(), 0);
+  std::vector<size_t> raw(msg->data.size());
+  for (size_t i = 0; i < msg->data.size(); ++i) {
+    raw[i] = msg->data[i].size();
+    codecs[i] = EncodeFrame(*msg, i, &msg->data[i]);
+    any |= codecs[i] != 0;
+  }
+  if (any) {
+    for (uint32_t c : codecs) msg->meta.add_codec(c);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& peer = sent_peer_[msg->meta.receiver()];
+  for (size_t i = 0; i < msg->data.size(); ++i) {
+    auto& t = sent_codec_[Name(codecs[i])];
+    t.frames++;
+    t.raw += raw[i];
+    t.wire += msg->data[i].size();
+    peer.frames++;
+    peer.raw += raw[i];
+    peer.wire += msg->data[i].size();
+  }
+}
+
+std::string FilterChain::Decode(Message* msg) {
+  const int n = msg->meta.codec_size();
+  if (n != 0 && static_cast<size_t>(n) != msg->data.size()) {
+    return "codec list names " + std::to_string(n) + " frames, the message has " +
+           std::to_string(msg->data.size());
+  }
+  std::vector<size_t> wire(msg->data.size());
+  std::vector<uint32_t> codecs(msg->data.size(), 0);
+  for (size_t i = 0; i < msg->data.size(); ++i) {
+    wire[i] = msg->data[i].size();
+    const uint32_t packed = n ? msg->meta.codec(static_cast<int>(i)) : 0;
+    codecs[i] = packed;
+    int stages = 0;
+    while (stages < 8 && (packed >> (4 * stages)) & 0xf) ++stages;
+    if (stages < 8 && (packed >> (4 * stages)) != 0) return "codec list has a gap";
+    for (int s = stages - 1; s >= 0; --s) {  // undo in reverse order
+      const auto c = static_cast<Codec>((packed >> (4 * s)) & 0xf);
+      SArray<char> out;
+      std::string err;
+      switch (c) {
+        case Codec::kDeltaVarint:
+          err = DecodeDeltaVarint(msg->data[i], &out);
+          break;
+        case Codec::kZeroSuppress:
+          err = DecodeZeroSuppress(msg->data[i], &out);
+          break;
+        case Codec::kSnappy:
+          err = DecodeSnappy(msg->data[i], kMaxFrame, &out);
+          break;
+        case Codec::kQuantize8:
+        case Codec::kQuantize16:
+          err = DecodeQuantize(msg->data[i], &out);
+          break;
+        default:
+          err = "unknown codec " + std::to_string(static_cast<uint32_t>(c));
+      }
+      if (!err.empty()) return "frame " + std::to_string(i) + ": " + err;
+      msg->data[i] = out;
+    }
+  }
+  msg->meta.clear_codec();
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& peer = recv_peer_[msg->meta.sender()];
+  for (size_t i = 0; i < msg->data.size(); ++i) {
+    auto& t = recv_codec_[Name(codecs[i])];
+    t.frames++;
+    t.raw += msg->data[i].size();
+    t.wire += wire[i];
+    peer.frames++;
+    peer.raw += msg->data[i].size();
+    peer.wire += wire[i];
+  }
+  return "";
+}
+
+std::map<std::string, FilterChain::Traffic> FilterChain::sent_by_codec() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sent_codec_;
+}
+std::map<std::string, FilterChain::Traffic> FilterChain::received_by_codec() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return recv_codec_;
+}
+std::map<int, FilterChain::Traffic> FilterChain::sent_to() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sent_peer_;
+}
+std::map<int, FilterChain::Traffic> FilterChain::received_from() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return recv_peer_;
+}
+
+std::string FilterChain::StatsJson() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::ostringstream os;
+  auto dump = [&os](const auto& m) {
+    os << "{";
+    bool first = true;
+    for (const auto& kv : m) {
+      os << (first ? "" : ",") << "\"" << kv.first << "\":{\"frames\":" << kv.second.frames
+         << ",\"raw\":" << kv.second.raw << ",\"wire\":" << kv.second.wire << "}";
+      first = false;
+    }
+    os << "}";
+  };
+  os << "{\"sent\":";
+  dump(sent_codec_);
+  os << ",\"received\":";
+  dump(recv_codec_);
+  os << ",\"sent_to\":";
+  dump(sent_peer_);
+  os << ",\"received_from\":";
+  dump(recv_peer_);
+  os << "}";
+  return os.str();
+}
+
+}  // namespace ps

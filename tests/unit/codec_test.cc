@@ -1,0 +1,176 @@
+// Frame codecs of the filter chain (src/filter/codec.h): exact round trips, stated error for
+// quantization, and corrupted or truncated frames rejected with an error.
+#include "filter/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace ps {
+namespace {
+
+SArray<Key> SortedKeys(Rng* rng, size_t n, uint64_t max_gap) {
+  SArray<Key> k(n);
+  Key at = rng->Below(1000);
+  for (size_t i = 0; i < n; ++i) {
+    k[i] = at;
+    at += 1 + rng->Below(max_gap);
+  }
+  return k;
+}
+
+SArray<float> SparseValues(Rng* rng, size_t n, double zero_fraction) {
+  SArray<float> v(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    if (rng->Below(1000000) >= zero_fraction * 1000000) {
+      v[i] = static_cast<float>(rng->Below(2000)) / 7.0f - 100.0f;
+    }
+  }
+  return v;
+}
+
+TEST(CodecTest, DeltaVarintRoundTripsAndShrinksDenseKeys) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    const uint64_t max_gap = seed % 2 ? 1000 : (uint64_t{1} << 50);
+    SArray<Key> keys = SortedKeys(&rng, 1 + rng.Below(5000), max_gap);
+    SArray<char> enc, dec;
+    ASSERT_TRUE(EncodeDeltaVarint(keys.data(), keys.size(), &enc));
+    ASSERT_EQ(DecodeDeltaVarint(enc, &dec), "") << "seed " << seed;
+    ASSERT_EQ(dec.size(), keys.size() * sizeof(Key));
+    EXPECT_EQ(std::memcmp(dec.data(), keys.data(), dec.size()), 0) << "seed " << seed;
+    if (max_gap == 1000) {
+      // Gaps below 1000 take at most 2 bytes: at least 3x smaller than 8-byte keys.
+      EXPECT_LE(enc.size() * 3, keys.size() * sizeof(Key) + 40) << "seed " << seed;
+    }
+  }
+  SArray<Key> unsorted{5, 3};
+  SArray<char> enc;
+  EXPECT_FALSE(EncodeDeltaVarint(unsorted.data(), 2, &enc));
+  SArray<Key> none;
+  ASSERT_TRUE(EncodeDeltaVarint(none.data(), 0, &enc));
+  SArray<char> dec;
+  EXPECT_EQ(DecodeDeltaVarint(enc, &dec), "");
+  EXPECT_EQ(dec.size(), 0u);
+}
+
+TEST(CodecTest, ZeroSuppressionRoundTripsEveryValueSize) {
+  Rng rng(3);
+  for (double zf : {0.0, 0.5, 0.9, 1.0}) {
+    SArray<float> v = SparseValues(&rng, zf == 0.9 ? 5000 : 1 + rng.Below(3000), zf);
+    SArray<char> enc, dec;
+    EncodeZeroSuppress(reinterpret_cast<const char*>(v.data()), v.size(), 4, &enc);
+    ASSERT_EQ(DecodeZeroSuppress(enc, &dec), "");
+    ASSERT_EQ(dec.size(), v.size() * 4);
+    EXPECT_EQ(std::memcmp(dec.data(), v.data(), dec.size()), 0) << "zero fraction " << zf;
+    if (zf == 0.9) {
+      EXPECT_LT(enc.size() * 5, v.size() * 4) << "not 5x smaller at 90% zeros";
+    }
+  }
+  SArray<double> d{0.0, -0.0, 1.5, 0.0, 3.25};  // -0.0 is not all-zero bytes: kept exactly
+  SArray<char> enc, dec;
+  EncodeZeroSuppress(reinterpret_cast<const char*>(d.data()), d.size(), 8, &enc);
+  ASSERT_EQ(DecodeZeroSuppress(enc, &dec), "");
+  EXPECT_EQ(std::memcmp(dec.data(), d.data(), dec.size()), 0);
+}
+
+TEST(CodecTest, SnappyRoundTrips) {
+  Rng rng(4);
+  SArray<float> v = SparseValues(&rng, 10000, 0.9);
+  SArray<char> enc, dec;
+  EncodeSnappy(SArray<char>(v), &enc);
+  ASSERT_EQ(DecodeSnappy(enc, 1 << 30, &dec), "");
+  ASSERT_EQ(dec.size(), v.size() * 4);
+  EXPECT_EQ(std::memcmp(dec.data(), v.data(), dec.size()), 0);
+  EXPECT_LT(enc.size() * 4, v.size() * 4);
+  EXPECT_NE(DecodeSnappy(enc, 100, &dec), "") << "a frame larger than allowed was accepted";
+}
+
+// The mean of many quantized copies of a value must be the value (unbiased rounding): within
+// 3 standard errors over 10^5 copies.
+TEST(CodecTest, QuantizationIsUnbiased) {
+  for (int bits : {8, 16}) {
+    const float x = 0.3137f, top = 1.0f;  // top sets the scale
+    Rng rng(11 + bits);
+    const int copies = 100000;
+    double sum = 0, sum2 = 0;
+    for (int c = 0; c < copies; ++c) {
+      SArray<float> in{x, top};
+      SArray<char> enc, dec;
+      ASSERT_TRUE(EncodeQuantize(SArray<char>(in), DataType::kFloat, bits, &rng, &enc));
+      ASSERT_EQ(DecodeQuantize(enc, &dec), "");
+      const double q = reinterpret_cast<const float*>(dec.data())[0];
+      sum += q;
+      sum2 += q * q;
+    }
+    const double mean = sum / copies;
+    const double var = sum2 / copies - mean * mean;
+    const double se = std::sqrt(var / copies);
+    EXPECT_LT(std::fabs(mean - x), 3 * se + 1e-7) << bits << " bits: mean " << mean;
+    // One step of the grid is the largest error of a single copy.
+    EXPECT_GT(var, 0.0);
+  }
+}
+
+TEST(CodecTest, QuantizationErrorIsBelowOneStep) {
+  Rng rng(5);
+  SArray<double> in(1000);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(static_cast<double>(i)) * 40;
+  SArray<char> enc, dec;
+  ASSERT_TRUE(EncodeQuantize(SArray<char>(in), DataType::kDouble, 16, &rng, &enc));
+  ASSERT_EQ(DecodeQuantize(enc, &dec), "");
+  const double* out = reinterpret_cast<const double*>(dec.data());
+  double scale = 0;
+  for (size_t i = 0; i < in.size(); ++i) scale = std::max(scale, std::fabs(in[i]));
+  for (size_t i = 0; i < in.size(); ++i) EXPECT_LE(std::fabs(out[i] - in[i]), scale / 32767);
+  SArray<float> bad{1.0f, std::nanf("")};
+  EXPECT_FALSE(EncodeQuantize(SArray<char>(bad), DataType::kFloat, 8, &rng, &enc));
+}
+
+// Every prefix of an encoded frame, and every frame with one byte flipped, decodes to an error
+// or to exactly the original (a flipped value byte in zero suppression changes a value: that
+// is what the checksum-free codecs cannot see, so only structure is checked there).
+TEST(CodecTest, TruncatedAndCorruptedFramesAreRejected) {
+  Rng rng(6);
+  SArray<Key> keys = SortedKeys(&rng, 300, 5000);
+  SArray<float> vals = SparseValues(&rng, 300, 0.8);
+  SArray<char> delta, zero, snap, quant;
+  ASSERT_TRUE(EncodeDeltaVarint(keys.data(), keys.size(), &delta));
+  EncodeZeroSuppress(reinterpret_cast<const char*>(vals.data()), vals.size(), 4, &zero);
+  EncodeSnappy(SArray<char>(vals), &snap);
+  ASSERT_TRUE(EncodeQuantize(SArray<char>(vals), DataType::kFloat, 8, &rng, &quant));
+  SArray<char> out;
+  for (size_t cut = 0; cut < delta.size(); ++cut) {
+    EXPECT_NE(DecodeDeltaVarint(delta.Segment(0, cut), &out), "") << "cut " << cut;
+  }
+  for (size_t cut = 0; cut < zero.size(); ++cut) {
+    EXPECT_NE(DecodeZeroSuppress(zero.Segment(0, cut), &out), "") << "cut " << cut;
+  }
+  for (size_t cut = 0; cut < snap.size(); ++cut) {
+    EXPECT_NE(DecodeSnappy(snap.Segment(0, cut), 1 << 20, &out), "") << "cut " << cut;
+  }
+  for (size_t cut = 0; cut < quant.size(); ++cut) {
+    EXPECT_NE(DecodeQuantize(quant.Segment(0, cut), &out), "") << "cut " << cut;
+  }
+  // Random garbage of every small size never crashes a decoder.
+  for (int trial = 0; trial < 2000; ++trial) {
+    SArray<char> junk(rng.Below(64));
+    for (auto& c : junk) c = static_cast<char>(rng.Next());
+    DecodeDeltaVarint(junk, &out);
+    DecodeZeroSuppress(junk, &out);
+    DecodeSnappy(junk, 1 << 20, &out);
+    DecodeQuantize(junk, &out);
+  }
+}
+
+TEST(CodecTest, ZeroFractionEstimate) {
+  Rng rng(7);
+  SArray<float> v = SparseValues(&rng, 100000, 0.9);
+  const double f = ZeroFraction(reinterpret_cast<const char*>(v.data()), v.size(), 4);
+  EXPECT_NEAR(f, 0.9, 0.05);
+}
+
+}  // namespace
+}  // namespace ps
