@@ -7,6 +7,8 @@ namespace {
 
 constexpr size_t kMaxFrame = size_t{1} << 33;  // what a decoded frame may claim (8 GB)
 
+const char* RoleName(int role) { return role == 0 ? "keys" : (role == 1 ? "values" : "other"); }
+
 std::string Name(uint32_t packed) {
   if (packed == 0) return "none";
   std::string n;
@@ -137,7 +139,8 @@ void FilterChain::Encode(Message* msg) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& peer = sent_peer_[msg->meta.receiver()];
   for (size_t i = 0; i < msg->data.size(); ++i) {
-    auto& t = sent_codec_[Name(codecs[i])];
+    auto& t = sent_codec_[std::string(RoleName(static_cast<int>(FrameRole(*msg, i)))) + ":" +
+                          Name(codecs[i])];
     t.frames++;
     t.raw += raw[i];
     t.wire += msg->data[i].size();
@@ -191,7 +194,8 @@ std::string FilterChain::Decode(Message* msg) {
   std::lock_guard<std::mutex> lk(mu_);
   auto& peer = recv_peer_[msg->meta.sender()];
   for (size_t i = 0; i < msg->data.size(); ++i) {
-    auto& t = recv_codec_[Name(codecs[i])];
+    auto& t = recv_codec_[std::string(RoleName(static_cast<int>(FrameRole(*msg, i)))) + ":" +
+                          Name(codecs[i])];
     t.frames++;
     t.raw += msg->data[i].size();
     t.wire += wire[i];

@@ -45,7 +45,8 @@ class FilterChain {
     uint64_t raw = 0;   // bytes before the filter (sent) / after decoding (received)
     uint64_t wire = 0;  // bytes on the wire
   };
-  /// Per codec name ("none" included) and direction, and per peer and direction.
+  /// Per frame kind and codec ("keys:delta", "values:zero", "other:none", ...) and direction,
+  /// and per peer and direction.
   std::map<std::string, Traffic> sent_by_codec() const;
   std::map<std::string, Traffic> received_by_codec() const;
   std::map<int, Traffic> sent_to() const;
@@ -54,7 +55,7 @@ class FilterChain {
   std::string StatsJson() const;
 
  private:
-  enum class Role { kKeys, kValues, kOther };
+  enum class Role { kKeys = 0, kValues = 1, kOther = 2 };
   // What a data frame holds, from the message's op and direction.
   static Role FrameRole(const Message& m, size_t frame);
   // Encodes one frame; returns the packed list of codecs applied (0: none).
