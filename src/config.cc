@@ -91,7 +91,8 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_REPLICATION_WINDOW_MS"}, 0, 60000, &c.replication_window_ms);
   ReadString(env, {"PS_COMPRESS"}, &c.compress);
   ReadInt(env, {"PS_QUANTIZE"}, 0, 16, &c.quantize_bits);
-  FilterOptions::Parse(c.compress, c.quantize_bits);  // throws naming the variable
+  ReadInt(env, {"PS_KEY_CACHE_MB"}, 0, 1 << 20, &c.key_cache_mb);
+  FilterOptions::Parse(c.compress, c.quantize_bits, c.key_cache_mb);  // throws naming it
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
   ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
   ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);

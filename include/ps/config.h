@@ -54,6 +54,9 @@ struct Config {
   /// Lossy fixed-point quantization of the float/double values workers push (PS_QUANTIZE): 0
   /// (off), 8 or 16 bits, unbiased stochastic rounding.
   int quantize_bits = 0;
+  /// Key caching (PS_KEY_CACHE_MB): a worker sends a key list it sent a server before as a
+  /// 24-byte reference; each side keeps up to this many MB of lists per peer. 0 (default): off.
+  int key_cache_mb = 0;
   int EffectiveReplicas() const { return replicas >= 0 ? replicas : (num_servers >= 2 ? 1 : 0); }
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".

@@ -585,8 +585,25 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 }
 
 void Node::Impl::Dispatch(Message& msg) {
-  if (msg.meta.codec_size() > 0 || filters->enabled()) {
-    const std::string err = filters->Decode(&msg);
+  if (msg.meta.codec_size() > 0 || filters->enabled() || msg.meta.key_miss()) {
+    uint64_t missed = 0;
+    const std::string err = filters->Decode(&msg, &missed);
+    if (missed) {
+      // A key list this node no longer holds (evicted; or it is new): ask for the keys.
+      Message miss;
+      miss.meta.set_receiver(msg.meta.sender());
+      miss.meta.set_app_id(msg.meta.app_id());
+      miss.meta.set_timestamp(msg.meta.timestamp());
+      miss.meta.set_part(msg.meta.part());
+      miss.meta.set_attempt(msg.meta.attempt());
+      miss.meta.set_request(false);
+      miss.meta.set_push(msg.meta.push());
+      miss.meta.set_pull(msg.meta.pull());
+      miss.meta.set_key_miss(true);
+      miss.meta.set_key_list_id(missed);
+      Send(miss);
+      return;
+    }
     if (!err.empty()) {
       filter_rejected_++;
       LOG(WARNING) << "dropped a message from node " << msg.meta.sender()

@@ -47,8 +47,9 @@ class Customer {
 struct Node::Impl {
   explicit Impl(Config c)
       : cfg(std::move(c)),
-        filters(new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits),
-                                cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
+        filters(
+            new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits, cfg.key_cache_mb),
+                            cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
         policy_(cfg.consistency),
         max_delay_(cfg.max_delay) {}
   ~Impl() { Stop(); }

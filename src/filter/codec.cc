@@ -123,6 +123,8 @@ const char* CodecName(Codec c) {
       return "quant8";
     case Codec::kQuantize16:
       return "quant16";
+    case Codec::kKeyCache:
+      return "keycache";
   }
   return "?";
 }

@@ -22,6 +22,7 @@ enum class Codec : uint32_t {
   kSnappy = 3,        // any bytes
   kQuantize8 = 4,     // float/double values to 8 bits, stochastic rounding (lossy)
   kQuantize16 = 5,    // ... to 16 bits (lossy)
+  kKeyCache = 6,      // a key list the receiver caches: (list id, hash, count), 24 bytes
 };
 const char* CodecName(Codec c);
 

@@ -21,8 +21,11 @@ std::string Name(uint32_t packed) {
 
 }  // namespace
 
-FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits) {
+FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits,
+                                   int key_cache_mb) {
   FilterOptions o;
+  if (key_cache_mb < 0) throw Error("PS_KEY_CACHE_MB must be >= 0");
+  o.key_cache_bytes = static_cast<size_t>(key_cache_mb) << 20;
   if (compress.empty() || compress == "off") {
     o.mode = Mode::kOff;
   } else if (compress == "auto") {
@@ -43,7 +46,17 @@ FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bit
   return o;
 }
 
-FilterChain::FilterChain(FilterOptions options, uint64_t seed) : opt_(options), rng_(seed) {}
+FilterChain::FilterChain(FilterOptions options, uint64_t seed)
+    : opt_(options), rng_(seed), cache_(options.key_cache_bytes) {}
+
+uint64_t FilterChain::key_cache_hits() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cache_.hits();
+}
+uint64_t FilterChain::key_cache_misses() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cache_.misses();
+}
 
 FilterChain::Role FilterChain::FrameRole(const Message& m, size_t frame) {
   const auto& meta = m.meta;
@@ -68,7 +81,8 @@ FilterChain::Role FilterChain::FrameRole(const Message& m, size_t frame) {
   }
 }
 
-uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* data) {
+uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* data,
+                                  uint64_t* list_id) {
   if (data->size() < opt_.min_frame) return 0;
   const Role role = FrameRole(m, frame);
   const size_t esize = DataTypeSize(static_cast<DataType>(m.meta.dtype()));
@@ -94,6 +108,24 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
     }
   }
   using Mode = FilterOptions::Mode;
+  if (opt_.key_cache_bytes && frame == 0 && role == Role::kKeys && m.meta.request() &&
+      !m.meta.replica() && m.meta.op() == pb::Meta::DATA && data->size() % sizeof(Key) == 0) {
+    const SArray<Key> keys(*data);
+    const uint64_t hash = HashBytes(data->data(), data->size());
+    uint64_t id;
+    bool hit;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      hit = cache_.Send(m.meta.receiver(), keys, hash, &id);
+    }
+    if (hit) {
+      SArray<uint64_t> ref{id, hash, keys.size()};
+      *data = SArray<char>(ref);
+      applied(Codec::kKeyCache);
+      return packed;
+    }
+    *list_id = id;  // the message tells the receiver to keep the list under it
+  }
   if (packed == 0 && role == Role::kKeys && data->size() % sizeof(Key) == 0 &&
       (opt_.mode == Mode::kAuto || opt_.mode == Mode::kDelta)) {
     const SArray<Key> keys(*data);
@@ -125,17 +157,19 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
 void FilterChain::Encode(Message* msg) {
   if (!enabled() || msg->data.empty()) return;
   msg->meta.clear_codec();
+  uint64_t list_id = 0;
   bool any = false;
   std::vector<uint32_t> codecs(msg->data.size(), 0);
   std::vector<size_t> raw(msg->data.size());
   for (size_t i = 0; i < msg->data.size(); ++i) {
     raw[i] = msg->data[i].size();
-    codecs[i] = EncodeFrame(*msg, i, &msg->data[i]);
+    codecs[i] = EncodeFrame(*msg, i, &msg->data[i], &list_id);
     any |= codecs[i] != 0;
   }
   if (any) {
     for (uint32_t c : codecs) msg->meta.add_codec(c);
   }
+  msg->meta.set_key_list_id(list_id);
   std::lock_guard<std::mutex> lk(mu_);
   auto& peer = sent_peer_[msg->meta.receiver()];
   for (size_t i = 0; i < msg->data.size(); ++i) {
@@ -150,7 +184,12 @@ void FilterChain::Encode(Message* msg) {
   }
 }
 
-std::string FilterChain::Decode(Message* msg) {
+std::string FilterChain::Decode(Message* msg, uint64_t* missed) {
+  if (msg->meta.key_miss()) {  // a reply: the peer does not hold a list this node sent it
+    std::lock_guard<std::mutex> lk(mu_);
+    cache_.Missed(msg->meta.sender(), msg->meta.key_list_id());
+    return "";
+  }
   const int n = msg->meta.codec_size();
   if (n != 0 && static_cast<size_t>(n) != msg->data.size()) {
     return "codec list names " + std::to_string(n) + " frames, the message has " +
@@ -183,6 +222,26 @@ std::string FilterChain::Decode(Message* msg) {
         case Codec::kQuantize16:
           err = DecodeQuantize(msg->data[i], &out);
           break;
+        case Codec::kKeyCache: {
+          if (stages != 1 || msg->data[i].size() != 24) {
+            err = "key-cache reference malformed";
+            break;
+          }
+          const SArray<uint64_t> ref(msg->data[i]);
+          SArray<Key> keys;
+          bool found;
+          {
+            std::lock_guard<std::mutex> lk(mu_);
+            found = cache_.Lookup(msg->meta.sender(), ref[0], ref[1], ref[2], &keys);
+          }
+          if (!found) {
+            if (missed) *missed = ref[0];
+            return "key list " + std::to_string(ref[0]) + " of node " +
+                   std::to_string(msg->meta.sender()) + " is not held here (key-cache miss)";
+          }
+          out = SArray<char>(keys);
+          break;
+        }
         default:
           err = "unknown codec " + std::to_string(static_cast<uint32_t>(c));
       }
@@ -192,6 +251,10 @@ std::string FilterChain::Decode(Message* msg) {
   }
   msg->meta.clear_codec();
   std::lock_guard<std::mutex> lk(mu_);
+  if (msg->meta.key_list_id() && !msg->data.empty() && msg->data[0].size() % sizeof(Key) == 0) {
+    cache_.Received(msg->meta.sender(), msg->meta.key_list_id(), SArray<Key>(msg->data[0]),
+                    HashBytes(msg->data[0].data(), msg->data[0].size()));
+  }
   auto& peer = recv_peer_[msg->meta.sender()];
   for (size_t i = 0; i < msg->data.size(); ++i) {
     auto& t = recv_codec_[std::string(RoleName(static_cast<int>(FrameRole(*msg, i)))) + ":" +

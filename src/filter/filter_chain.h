@@ -14,6 +14,7 @@
 #include <string>
 
 #include "filter/codec.h"
+#include "filter/key_cache.h"
 #include "message/message.h"
 
 namespace ps {
@@ -25,9 +26,12 @@ struct FilterOptions {
   int quantize_bits = 0;
   /// Frames smaller than this travel as they are (a header costs more than it saves).
   size_t min_frame = 256;
-  /// Parses PS_COMPRESS / PS_QUANTIZE values; throws ps::Error naming the variable.
-  static FilterOptions Parse(const std::string& compress, int quantize_bits);
-  bool enabled() const { return mode != Mode::kOff || quantize_bits != 0; }
+  /// PS_KEY_CACHE_MB: key caching with this many bytes of lists per peer and side (0: off).
+  size_t key_cache_bytes = 0;
+  /// Parses PS_COMPRESS / PS_QUANTIZE / PS_KEY_CACHE_MB values; throws ps::Error naming the
+  /// variable.
+  static FilterOptions Parse(const std::string& compress, int quantize_bits, int key_cache_mb = 0);
+  bool enabled() const { return mode != Mode::kOff || quantize_bits != 0 || key_cache_bytes; }
 };
 
 class FilterChain {
@@ -37,8 +41,11 @@ class FilterChain {
 
   /// Encodes the data frames of msg (the copy that goes on the wire) and records the codecs.
   void Encode(Message* msg);
-  /// Restores the frames; "" or why the message is malformed (then it must be dropped).
-  std::string Decode(Message* msg);
+  /// Restores the frames; "" or why the message is malformed (then it must be dropped). When
+  /// it names a key list this node does not hold, *missed gets its id (answer with key_miss).
+  std::string Decode(Message* msg, uint64_t* missed = nullptr);
+  uint64_t key_cache_hits() const;
+  uint64_t key_cache_misses() const;
 
   struct Traffic {
     uint64_t frames = 0;
@@ -58,12 +65,14 @@ class FilterChain {
   enum class Role { kKeys = 0, kValues = 1, kOther = 2 };
   // What a data frame holds, from the message's op and direction.
   static Role FrameRole(const Message& m, size_t frame);
-  // Encodes one frame; returns the packed list of codecs applied (0: none).
-  uint32_t EncodeFrame(const Message& m, size_t frame, SArray<char>* data);
+  // Encodes one frame; returns the packed list of codecs applied (0: none). *list_id: the id
+  // under which the receiver is to keep the frame's key list (0: none).
+  uint32_t EncodeFrame(const Message& m, size_t frame, SArray<char>* data, uint64_t* list_id);
 
   FilterOptions opt_;
   mutable std::mutex mu_;  // the rng and the counters
   Rng rng_;
+  KeyCache cache_;
   std::map<std::string, Traffic> sent_codec_, recv_codec_;
   std::map<int, Traffic> sent_peer_, recv_peer_;
 };

@@ -474,6 +474,15 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   size_t part = static_cast<size_t>(msg.meta.part());
   if (msg.meta.attempt() != p->attempt) return;  // a reply to an older plan
   if (part >= p->replies.size() || p->got[part]) return;
+  if (msg.meta.key_miss()) {
+    // The server does not hold the key list this part referred to: send the part again (the
+    // node's filter chain forgot the list, so the keys travel in full).
+    Message again = p->sent[part];
+    p->sent_at[part] = std::chrono::steady_clock::now();
+    lk.unlock();
+    rt->Send(again);
+    return;
+  }
   if (msg.meta.redirect()) {
     // Routed under an older ring than the server's: plan again under the newer one, now if
     // this node has it, else when it arrives (OnRing).

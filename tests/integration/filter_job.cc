@@ -3,7 +3,9 @@
 // and compare with an exact reference computed locally from the same seeds. Run with any
 // PS_COMPRESS: the results must be identical; the filters' byte counts go to the stats line.
 //
-//   filter_job [--keys K] [--rounds R] [--seed S]
+//   filter_job [--keys K] [--rounds R] [--seed S] [--float 1]
+//
+// With --float 1 the values are floats (small integers, so sums stay exact).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,60 +27,76 @@ int64_t Value(uint64_t seed, int w, int t, size_t i) {
   return h % 10 == 0 ? static_cast<int64_t>(h >> 40) % 2001 - 1000 : 0;
 }
 
+template <typename V>
+int Serve(ps::Node* node) {
+  ps::KVServer<V> server(node);
+  node->Finalize();
+  std::cout << "STATS " << node->StatsJson() << std::endl;
+  return 0;
+}
+
+template <typename V>
+int Work(ps::Node* node, size_t nkeys, int rounds, uint64_t seed) {
+  // Sorted keys, gaps below 1000, spread over the key space by a large stride per block so
+  // that every server gets some.
+  ps::SArray<ps::Key> keys(nkeys);
+  ps::Key at = 0;
+  for (size_t i = 0; i < nkeys; ++i) {
+    if (i % 1000 == 0) at = (ps::kMaxKey / (nkeys / 1000 + 1)) * (i / 1000);
+    at += 1 + Mix(seed + i) % 999;
+    keys[i] = at;
+  }
+  ps::KVWorker<V> kv(node);
+  const int W = node->num_workers(), rank = node->rank();
+  for (int t = 0; t < rounds; ++t) {
+    ps::SArray<V> v(nkeys);
+    for (size_t i = 0; i < nkeys; ++i) v[i] = static_cast<V>(Value(seed, rank, t, i));
+    kv.Wait(kv.Push(keys, v));  // the same key list every round
+  }
+  node->Barrier(ps::kWorkerGroup);
+  ps::SArray<V> out;
+  kv.Wait(kv.Pull(keys, &out));
+  for (size_t i = 0; i < nkeys; ++i) {
+    int64_t want = 0;
+    for (int w = 0; w < W; ++w) {
+      for (int t = 0; t < rounds; ++t) want += Value(seed, w, t, i);
+    }
+    if (out[i] != static_cast<V>(want)) {
+      std::cerr << "MISMATCH key " << keys[i] << ": got " << out[i] << " want " << want << " (seed "
+                << seed << ")\n";
+      return 1;
+    }
+  }
+  std::cout << "OK worker " << rank << " checked " << nkeys << " values " << node->StatsJson()
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   size_t nkeys = 200000;
   int rounds = 10;
   uint64_t seed = 5;
+  bool floats = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--keys") nkeys = std::stoull(argv[i + 1]);
     if (k == "--rounds") rounds = std::stoi(argv[i + 1]);
     if (k == "--seed") seed = std::stoull(argv[i + 1]);
+    if (k == "--float") floats = std::string(argv[i + 1]) == "1";
   }
   try {
     ps::Node node(ps::Config::FromEnv());
     node.Start();
     if (node.role() == ps::Role::kServer) {
-      ps::KVServer<int64_t> server(&node);
-      node.Finalize();
-      std::cout << "STATS " << node.StatsJson() << std::endl;
-      return 0;
+      int rc = floats ? Serve<float>(&node) : Serve<int64_t>(&node);
+      return rc;
     }
     if (node.role() == ps::Role::kWorker) {
-      // Sorted keys, gaps below 1000, spread over the key space by a large stride per block
-      // so that every server gets some.
-      ps::SArray<ps::Key> keys(nkeys);
-      ps::Key at = 0;
-      for (size_t i = 0; i < nkeys; ++i) {
-        if (i % 1000 == 0) at = (ps::kMaxKey / (nkeys / 1000 + 1)) * (i / 1000);
-        at += 1 + Mix(seed + i) % 999;
-        keys[i] = at;
-      }
-      ps::KVWorker<int64_t> kv(&node);
-      const int W = node.num_workers(), rank = node.rank();
-      for (int t = 0; t < rounds; ++t) {
-        ps::SArray<int64_t> v(nkeys);
-        for (size_t i = 0; i < nkeys; ++i) v[i] = Value(seed, rank, t, i);
-        kv.Wait(kv.Push(keys, v));
-      }
-      node.Barrier(ps::kWorkerGroup);
-      ps::SArray<int64_t> out;
-      kv.Wait(kv.Pull(keys, &out));
-      for (size_t i = 0; i < nkeys; ++i) {
-        int64_t want = 0;
-        for (int w = 0; w < W; ++w) {
-          for (int t = 0; t < rounds; ++t) want += Value(seed, w, t, i);
-        }
-        if (out[i] != want) {
-          std::cerr << "MISMATCH key " << keys[i] << ": got " << out[i] << " want " << want
-                    << " (seed " << seed << ")\n";
-          return 1;
-        }
-      }
-      std::cout << "OK worker " << rank << " checked " << nkeys << " values " << node.StatsJson()
-                << std::endl;
+      int rc = floats ? Work<float>(&node, nkeys, rounds, seed)
+                      : Work<int64_t>(&node, nkeys, rounds, seed);
+      if (rc != 0) return rc;
     }
     node.Finalize();
     return 0;

@@ -12,13 +12,17 @@ import subprocess
 import sys
 
 
-def run(a, mode):
+def run(a, mode, extra_env=(), job_args=("--rounds", "6")):
     cmd = [sys.executable, a.launcher, "-s", "2", "-w", "2", "--timeout", "240",
-           "--env", "PS_COMPRESS=" + mode, "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000", "--",
-           a.job, "--keys", "200000", "--rounds", "6"]
+           "--env", "PS_COMPRESS=" + mode, "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
+    for e in extra_env:
+        cmd += ["--env", e]
+    cmd += ["--", a.job, "--keys", "200000"] + list(job_args)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ok = re.findall(r"^\[worker \d+\] OK worker \d+ checked \d+ values (\{.*\})$", p.stdout, re.M)
-    return p.returncode, p.stdout, [json.loads(x)["filters"]["sent"] for x in ok]
+    ok = [json.loads(x) for x in
+          re.findall(r"^\[worker \d+\] OK worker \d+ checked \d+ values (\{.*\})$", p.stdout, re.M)]
+    a.last_stats = ok
+    return p.returncode, p.stdout, [x["filters"]["sent"] for x in ok]
 
 
 def ratio(sent, codec):
@@ -50,6 +54,26 @@ def main():
                 failures.append("%s: %s shrank %.2fx, want >= %.1fx" % (mode, c, got[c], bar))
         if mode == "off" and any(not k.endswith(":none") for s in sent for k in s):
             failures.append("off: some frame was encoded: %s" % sent)
+    # Key caching: the same key list pushed 20 times, 1 float per key; the workers' bytes on
+    # the wire must drop by at least 45%.
+    sent_bytes = {}
+    for mb in ("0", "64"):
+        rc, out, sent = run(a, "off", ["PS_KEY_CACHE_MB=" + mb], ("--rounds", "20", "--float", "1"))
+        if rc != 0 or len(sent) != 2:
+            sys.stdout.write(out)
+            failures.append("key cache %s MB: exit %d, %d exact workers of 2" % (mb, rc, len(sent)))
+            continue
+        sent_bytes[mb] = sum(x["bytes_sent"] for x in a.last_stats)
+        hits = sum(s.get("keys:keycache", {}).get("frames", 0) for s in sent)
+        print("PS_KEY_CACHE_MB=%s: results exact; workers sent %d bytes; %d key lists sent as "
+              "references" % (mb, sent_bytes[mb], hits), flush=True)
+        if mb == "64" and hits == 0:
+            failures.append("key cache on, but no key list was sent as a reference")
+    if len(sent_bytes) == 2:
+        saved = 1 - sent_bytes["64"] / float(sent_bytes["0"])
+        print("key caching saved %.1f%% of the workers' bytes" % (100 * saved), flush=True)
+        if saved < 0.45:
+            failures.append("key caching saved only %.1f%%, want >= 45%%" % (100 * saved))
     if failures:
         print("FAILED: " + "; ".join(failures))
         return 1

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "filter/filter_chain.h"
+#include "filter/key_cache.h"
 
 namespace ps {
 namespace {
@@ -214,6 +215,98 @@ TEST(FilterChainTest, PushRoundTripsAndDamagedMessagesAreRefused) {
   EXPECT_NE(chain.Decode(&bad), "");
   EXPECT_THROW(FilterOptions::Parse("gzip", 0), Error);
   EXPECT_THROW(FilterOptions::Parse("auto", 12), Error);
+}
+
+Message KeysRequest(const SArray<Key>& keys, int from, int to) {
+  Message m;
+  m.meta.set_sender(from);
+  m.meta.set_receiver(to);
+  m.meta.set_request(true);
+  m.meta.set_pull(true);
+  m.meta.set_op(pb::Meta::DATA);
+  m.meta.set_dtype(static_cast<int>(DataType::kFloat));
+  m.data = {SArray<char>(keys)};
+  return m;
+}
+
+// Sends keys from `tx` (node 1) to `rx` (node 2); returns the missed id (0: delivered) and
+// checks that what arrives is exactly the list.
+uint64_t Deliver(FilterChain* tx, FilterChain* rx, const SArray<Key>& keys, bool* by_ref) {
+  Message wire = KeysRequest(keys, 1, 2);
+  tx->Encode(&wire);
+  *by_ref = wire.data[0].size() == 24;
+  uint64_t missed = 0;
+  const std::string err = rx->Decode(&wire, &missed);
+  if (missed) return missed;
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(wire.data[0].size(), keys.size() * sizeof(Key));
+  EXPECT_EQ(std::memcmp(wire.data[0].data(), keys.data(), wire.data[0].size()), 0);
+  return 0;
+}
+
+void AnswerMiss(FilterChain* tx, uint64_t id) {
+  Message miss;
+  miss.meta.set_sender(2);
+  miss.meta.set_receiver(1);
+  miss.meta.set_key_miss(true);
+  miss.meta.set_key_list_id(id);
+  EXPECT_EQ(tx->Decode(&miss), "");
+}
+
+TEST(KeyCacheTest, HitsMissesEvictionAndARestartedReceiver) {
+  Rng rng(9);
+  SArray<Key> a = SortedKeys(&rng, 1000, 1 << 20), b = SortedKeys(&rng, 1000, 1 << 20);
+  FilterOptions o = FilterOptions::Parse("off", 0, 1);  // 1 MB per peer
+  FilterChain tx(o, 1), rx(o, 2);
+  bool by_ref;
+  EXPECT_EQ(Deliver(&tx, &rx, a, &by_ref), 0u);
+  EXPECT_FALSE(by_ref);  // first time: in full
+  EXPECT_EQ(Deliver(&tx, &rx, a, &by_ref), 0u);
+  EXPECT_TRUE(by_ref);  // then as a 24-byte reference, resolved to the same list
+  // A receiver that lost its cache (a new process): a miss, answered; then in full again.
+  FilterChain fresh(o, 3);
+  const uint64_t id = Deliver(&tx, &fresh, a, &by_ref);
+  EXPECT_TRUE(by_ref);
+  ASSERT_NE(id, 0u);
+  AnswerMiss(&tx, id);
+  EXPECT_EQ(Deliver(&tx, &fresh, a, &by_ref), 0u);
+  EXPECT_FALSE(by_ref);
+  EXPECT_EQ(Deliver(&tx, &fresh, a, &by_ref), 0u);
+  EXPECT_TRUE(by_ref);
+  // Eviction: a receiver that keeps a single list.
+  FilterOptions tiny = o;
+  tiny.key_cache_bytes = 1000 * sizeof(Key);
+  FilterChain small(tiny, 4), tx2(o, 5);
+  EXPECT_EQ(Deliver(&tx2, &small, a, &by_ref), 0u);
+  EXPECT_EQ(Deliver(&tx2, &small, b, &by_ref), 0u);  // evicts a at the receiver
+  const uint64_t gone = Deliver(&tx2, &small, a, &by_ref);
+  EXPECT_NE(gone, 0u) << "an evicted list must be a miss, never a wrong or stale list";
+  AnswerMiss(&tx2, gone);
+  EXPECT_EQ(Deliver(&tx2, &small, a, &by_ref), 0u);
+  EXPECT_FALSE(by_ref);
+}
+
+TEST(KeyCacheTest, ListsAreComparedNotJustHashed) {
+  KeyCache c(1 << 20);
+  SArray<Key> l1{1, 2, 3}, l2{1, 2, 4};
+  uint64_t id1, id2, id3;
+  EXPECT_FALSE(c.Send(7, l1, 42, &id1));
+  // Another list under the same hash (a collision) is never sent as a reference to the first.
+  EXPECT_FALSE(c.Send(7, l2, 42, &id2));
+  EXPECT_NE(id1, id2);
+  // The caller changing its array after sending does not change what the cache compares with.
+  SArray<Key> l3{5, 6, 7};
+  EXPECT_FALSE(c.Send(7, l3, 43, &id3));
+  l3[2] = 8;
+  uint64_t id4;
+  EXPECT_FALSE(c.Send(7, l3, 43, &id4));
+  // The receiver checks hash and count of what it holds.
+  c.Received(1, 10, l1, 42);
+  SArray<Key> got;
+  EXPECT_TRUE(c.Lookup(1, 10, 42, 3, &got));
+  EXPECT_FALSE(c.Lookup(1, 10, 41, 3, &got));
+  EXPECT_FALSE(c.Lookup(1, 10, 42, 4, &got));
+  EXPECT_FALSE(c.Lookup(2, 10, 42, 3, &got));  // another sender's id 10 is another list
 }
 
 }  // namespace
