@@ -124,12 +124,15 @@ void ServerCore::ProcessLocked(Message& msg) {
   std::vector<Message> pieces;
   const bool fresh_all = push ? FreshPart(worker, msg, &pieces) : false;
   const bool apply = push && (fresh_all || !pieces.empty());
+  // Keys of a copy that no copy of this master's still on its way covers (see below).
+  Message uncovered;
   if (push && !fresh_all) {
     duplicates_++;
     // Its aggregate leaves first, so replicas see it before any copy sent below.
     if (agg_ && agg_->Holds(worker, msg.meta.timestamp())) FlushBatches();
     // A copy of a push still waiting for its replicas: a copy on the way may have been lost.
     auto e = entry_of_.find({worker, msg.meta.timestamp()});
+    std::vector<SArray<Key>> covering;
     if (e != entry_of_.end()) {
       for (auto& h : hops_) {
         const auto& w = h.second.entries;
@@ -137,8 +140,14 @@ void ServerCore::ProcessLocked(Message& msg) {
         copy_stats_.copies++;
         copy_stats_.bytes += h.second.msg.DataBytes();
         send(h.second.msg);
+        if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
       }
     }
+    // What this server applied of it but has no copy on its way for may never have reached
+    // today's chain: applied as a replica of a master that left (a leaver's last copies are
+    // ignored once the ring without it is in force), or acknowledged long ago. Send that part
+    // along the current chain again; replicas apply only what they lack.
+    uncovered = Uncovered(msg, covering);
   }
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
@@ -163,12 +172,14 @@ void ServerCore::ProcessLocked(Message& msg) {
       Record(worker, msg);
       if (copies) Replicate(worker, msg, *ring);
     } else {
-      for (const auto& piece : pieces) Record(worker, piece);
-      // A copy of a push applied here before, maybe as a replica of a master that died
-      // before its copy reached the rest of today's chain: send the whole push along the
-      // current chain again (replicas apply only what they lack) and acknowledge it when
-      // they hold it.
-      if (copies) Replicate(worker, msg, *ring, /*aggregate=*/false);
+      // The new parts are replicated as usual; of the rest, what no copy on its way covers.
+      for (const auto& piece : pieces) {
+        Record(worker, piece);
+        if (copies) Replicate(worker, piece, *ring, /*may_add=*/false);
+      }
+      if (copies && !uncovered.data.empty()) {
+        Replicate(worker, uncovered, *ring, /*may_add=*/false);
+      }
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -256,6 +267,60 @@ bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* p
   if (lens) piece.data.push_back(SArray<char>(l2));
   pieces->push_back(std::move(piece));
   return false;
+}
+
+Message ServerCore::Uncovered(const Message& m, const std::vector<SArray<Key>>& covering) const {
+  Message out;
+  if (m.meta.op() != pb::Meta::DATA || m.meta.val_total() > 0 || m.data.size() < 2 ||
+      m.data[0].size() % sizeof(Key) || m.data[1].size() % esize) {
+    // Dense ranges and value parts: all of it, unless a copy is on its way.
+    if (covering.empty()) out = m;
+    return out;
+  }
+  const SArray<Key> keys(m.data[0]);
+  const size_t n = keys.size();
+  if (n == 0) return out;
+  std::vector<bool> covered(n, false);
+  for (const auto& c : covering) {
+    size_t i = 0, j = 0;
+    while (i < n && j < c.size()) {
+      if (keys[i] < c[j]) {
+        ++i;
+      } else if (c[j] < keys[i]) {
+        ++j;
+      } else {
+        covered[i++] = true;
+        ++j;
+      }
+    }
+  }
+  const bool lens = m.meta.has_lens() && m.data.size() == 3;
+  const size_t nvals = m.data[1].size() / esize;
+  std::vector<uint64_t> off(n + 1, 0);
+  if (lens) {
+    if (m.data[2].size() != n * sizeof(int)) return out;
+    const int* l = reinterpret_cast<const int*>(m.data[2].data());
+    for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + static_cast<uint64_t>(std::max(0, l[i]));
+  } else {
+    if (nvals % n) return out;
+    for (size_t i = 0; i <= n; ++i) off[i] = i * (nvals / n);
+  }
+  if (off[n] != nvals) return out;
+  SArray<Key> k2;
+  SArray<char> v2;
+  SArray<int> l2;
+  for (size_t i = 0; i < n; ++i) {
+    if (covered[i]) continue;
+    k2.push_back(keys[i]);
+    v2.append(m.data[1].Segment(off[i] * esize, off[i + 1] * esize));
+    if (lens) l2.push_back(static_cast<int>(off[i + 1] - off[i]));
+  }
+  if (k2.empty()) return out;
+  out.meta = m.meta;
+  out.meta.set_pull(false);
+  out.data = {SArray<char>(k2), v2};
+  if (lens) out.data.push_back(SArray<char>(l2));
+  return out;
 }
 
 void ServerCore::Record(int worker, const Message& m) {

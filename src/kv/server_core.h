@@ -122,6 +122,9 @@ class ServerCore {
   // (none for a pure copy).
   bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
   void Record(int worker, const Message& m);
+  // The part of push m whose keys no message in `covering` (key frames of copies on their
+  // way) holds; an empty message when there is none.
+  Message Uncovered(const Message& m, const std::vector<SArray<Key>>& covering) const;
 
   // Chain replication (master side): every applied piece travels to its replicas; the replies
   // to the worker wait in the request's entry until every copy is acknowledged.
