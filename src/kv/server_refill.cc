@@ -65,10 +65,8 @@ void ServerCore::Plan() {
   cur_epoch_ = cur->epoch();
   const uint64_t target = next_ ? next_->epoch() : cur->epoch();
   RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);
-  for (const Range& r : plan.drop) {
-    store->EraseRange(r);
-    VLOG(1) << "server " << self_ << " dropped [" << r.begin << ", " << r.end << ")";
-  }
+  // One pass over the store for all of them (a range at a time would copy it per range).
+  if (!plan.drop.empty()) store->ImportRanges(plan.drop, {}, {}, {});
   held_ = Subtract(held_, plan.drop);
   unwanted_ = Subtract({Range::All()}, Union(held_, plan.missing));
   for (const Range& r : plan.orphans) {
@@ -119,9 +117,11 @@ void ServerCore::Tick() {
   const int64_t now = now_us();
   // Copies routed under an older ring may still write into a range dropped at the cut-over:
   // clear them out.
+  RangeSet stray;
   for (const Range& r : unwanted_) {
-    if (store->CountRange(r) > 0) store->EraseRange(r);
+    if (store->CountRange(r) > 0) stray.push_back(r);
   }
+  if (!stray.empty()) store->ImportRanges(stray, {}, {}, {});
   for (auto& f : fetches_) {
     if (now - f.second.sent_us >= fetch_timeout_us_) {
       VLOG(1) << "server " << self_ << " asks node " << f.second.from << " again for "
