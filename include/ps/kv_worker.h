@@ -98,17 +98,31 @@ class KVWorker : public KVWorkerBase {
   explicit KVWorker(Node* node, int app_id = 0)
       : KVWorkerBase(node, app_id, DataTypeOf<V>::value) {}
 
-  /// Pushes vals for keys (lens: values per key, for variable-length values).
+  /// Pushes vals for keys (lens: values per key, for variable-length values). With a push
+  /// filter set, only the keys it keeps are sent.
   int Push(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens = {},
            const Callback& cb = nullptr) {
     detail::KVRequest r;
     r.push = true;
-    r.keys = keys;
-    r.vals = SArray<char>(vals);
-    r.lens = lens;
     r.callback = cb;
+    if (keep_ && !keys.empty()) {
+      Filter(keys, vals, lens, &r);
+    } else {
+      r.keys = keys;
+      r.vals = SArray<char>(vals);
+      r.lens = lens;
+    }
     return Submit(std::move(r));
   }
+
+  /// The KKT filter hook (and any other app-side sparsification): keep(key, values, n) says
+  /// whether Push sends a key; dropped keys never leave the worker. The sparse LR app drops a
+  /// coordinate whose weight is zero and whose gradient lies inside the L1 band. nullptr (the
+  /// default) sends everything. Not applied to PushPull, which answers for every key.
+  using KeepFn = std::function<bool(Key key, const V* vals, int n)>;
+  void SetPushFilter(KeepFn keep) { keep_ = std::move(keep); }
+  /// Keys the push filter dropped so far.
+  uint64_t FilteredKeys() const { return filtered_; }
 
   /// Pulls the values of keys into *vals. Missing keys read as zeros. With lens == nullptr the
   /// values are fixed width: vals->size() / keys.size() if *vals is pre-sized to a multiple of
@@ -168,6 +182,33 @@ class KVWorker : public KVWorkerBase {
   }
 
  private:
+  void Filter(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens,
+              detail::KVRequest* r) {
+    const size_t n = keys.size();
+    const bool var = !lens.empty();
+    const size_t w = var ? 0 : vals.size() / n;
+    SArray<Key> k;
+    SArray<V> v;
+    SArray<int> l;
+    size_t at = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const int len = var ? lens[i] : static_cast<int>(w);
+      if (keep_(keys[i], vals.data() + at, len)) {
+        k.push_back(keys[i]);
+        for (int x = 0; x < len; ++x) v.push_back(vals[at + x]);
+        if (var) l.push_back(len);
+      } else {
+        filtered_++;
+      }
+      at += static_cast<size_t>(len);
+    }
+    r->keys = k;
+    r->vals = SArray<char>(v);
+    r->lens = l;
+  }
+  KeepFn keep_;
+  uint64_t filtered_ = 0;
+
   static void SetOutput(detail::KVRequest* r, size_t nkeys, SArray<V>* vals, SArray<int>* lens) {
     r->out_lens = lens;
     r->want_lens = lens != nullptr;

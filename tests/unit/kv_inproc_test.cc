@@ -196,6 +196,35 @@ TEST_P(KVInprocTest, VariableLengthLargeValuesAndCallbacks) {
   });
 }
 
+// The KKT hook: keys the app's predicate drops never leave the worker; the rest arrive.
+TEST_P(KVInprocTest, PushFilterDropsKeysOnTheWorker) {
+  Job::Run(GetParam(), 2, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    SArray<Key> keys;
+    for (int i = 0; i < 400; ++i) keys.push_back(HashKey(i));
+    std::sort(keys.begin(), keys.end());
+    SArray<int64_t> vals(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) vals[i] = static_cast<int64_t>(i % 7) - 3;
+    // Drop entries inside the band |v| <= 1, like a zero weight with a small gradient under L1.
+    kv.SetPushFilter(
+        [](Key, const int64_t* v, int n) { return n == 1 && (v[0] > 1 || v[0] < -1); });
+    kv.Wait(kv.Push(keys, vals));
+    size_t dropped = 0;
+    for (size_t i = 0; i < keys.size(); ++i) dropped += vals[i] >= -1 && vals[i] <= 1;
+    EXPECT_EQ(kv.FilteredKeys(), dropped);
+    kv.SetPushFilter(nullptr);
+    SArray<int64_t> out;
+    kv.Wait(kv.Pull(keys, &out));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const int64_t want = vals[i] >= -1 && vals[i] <= 1 ? 0 : vals[i];
+      ASSERT_EQ(out[i], want) << "key " << i;
+    }
+    // Everything dropped: the push still completes.
+    kv.SetPushFilter([](Key, const int64_t*, int) { return false; });
+    kv.Wait(kv.Push(keys, vals));
+  });
+}
+
 TEST_P(KVInprocTest, DenseRangePush) {
   Job::Run(GetParam(), 3, 1, [&](Node* node, int rank) {
     KVWorker<int64_t> kv(node);
