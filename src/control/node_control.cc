@@ -464,4 +464,28 @@ std::vector<int> Node::Impl::LiveWorkers() const {
   return out;
 }
 
+void Node::Impl::Leave() {
+  if (cfg.role != Role::kServer) throw Error("Leave: only servers can leave a running job");
+  pb::Control c;
+  c.set_cmd(pb::Control::LEAVE);
+  SendControl(0, c);
+  const int me = id();
+  std::unique_lock<std::mutex> lk(mu_);
+  auto gone = [&] {
+    const auto& s = ring_->servers();
+    return std::find(s.begin(), s.end(), me) == s.end();
+  };
+  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
+                    [&] { return gone() || !leave_error_.empty() || !fatal_.empty(); })) {
+    throw Error("Leave: the other servers did not take over within " +
+                std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+  }
+  if (!leave_error_.empty()) throw Error("Leave: " + leave_error_);
+  if (!fatal_.empty()) throw Error("Leave: " + fatal_);
+  finalized_ = true;  // nothing can fail any more: the job goes on without this node
+  lk.unlock();
+  LOG(INFO) << "server node " << me << " left the job";
+  Stop();
+}
+
 }  // namespace ps

@@ -172,7 +172,8 @@ class ServerCore {
   void OnRefillRequest(Message& msg);
   void OnRefillReply(const Message& msg);
   void ServeWaiting();
-  void ApplyCopy(const Message& msg);
+  // Applies what of a copy is new (exactly once); false when it is rejected.
+  bool ApplyCopy(const Message& msg);
   void Report();
   // True when every key of a worker request is mastered here under ring.
   bool Owns(const Message& msg, const Ring& ring) const;

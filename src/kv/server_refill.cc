@@ -260,7 +260,7 @@ void ServerCore::OnRefillReply(const Message& msg) {
   ServeWaiting();
 }
 
-void ServerCore::ApplyCopy(const Message& msg) {
+bool ServerCore::ApplyCopy(const Message& msg) {
   const int origin = msg.meta.origin();
   std::vector<Message> pieces;
   const bool fresh_all = FreshPart(origin, msg, &pieces);
@@ -275,10 +275,11 @@ void ServerCore::ApplyCopy(const Message& msg) {
     std::string err = Handle(*piece, &scratch, true, false);
     if (!err.empty()) {
       LOG(ERROR) << "update copy from node " << msg.meta.sender() << " rejected: " << err;
-      return;
+      return false;
     }
     Record(origin, *piece);
   }
+  return true;
 }
 
 bool ServerCore::Owns(const Message& msg, const Ring& ring) const {
