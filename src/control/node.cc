@@ -667,6 +667,7 @@ void Node::Impl::HeartbeatLoop() {
     if (cfg.role == Role::kScheduler) {
       const int64_t now = NowMs();
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
+      WarnSlowPreparation(now);
       std::vector<std::pair<int, int>> task_answers;
       if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
       std::vector<int> live;

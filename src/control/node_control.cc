@@ -128,6 +128,34 @@ void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
     if (m.role == Role::kServer && !membership_->IsDead(m.id)) tell->push_back(m.id);
   }
   prepare_started_ms_ = NowMs();
+  prepare_warned_ms_ = 0;
+}
+
+std::string Node::Impl::PendingRefills() const {
+  const auto& target = next_ring_ ? next_ring_ : ring_;
+  std::string out;
+  for (int s : target->servers()) {
+    for (int app : server_apps_) {
+      auto it = refill_.find({s, app});
+      if (it != refill_.end() && it->second.first >= target->epoch() && it->second.second == 0) {
+        continue;
+      }
+      out +=
+          (out.empty() ? "" : ", ") + std::string("server node ") + std::to_string(s) + " app " +
+          std::to_string(app) +
+          (it == refill_.end() ? " (no report yet)"
+                               : " (" + std::to_string(it->second.second) + " range(s) at epoch " +
+                                     std::to_string(it->second.first) + ")");
+    }
+  }
+  return out.empty() ? "nothing" : out;
+}
+
+void Node::Impl::WarnSlowPreparation(int64_t now) {
+  if (!next_ring_ || now - prepare_started_ms_ <= prepare_warned_ms_ + 10000) return;
+  prepare_warned_ms_ = now - prepare_started_ms_;
+  LOG(WARNING) << "ring epoch " << next_ring_->epoch() << " has been prepared for "
+               << prepare_warned_ms_ / 1000 << " s; still copying: " << PendingRefills();
 }
 
 std::shared_ptr<const Ring> Node::Impl::CheckRefill() {

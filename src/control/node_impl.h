@@ -180,6 +180,13 @@ struct Node::Impl {
   int failures_since_full_ = 0;
   int64_t degraded_since_ms_ = 0;
   int64_t prepare_started_ms_ = 0;
+  int64_t prepare_warned_ms_ = 0;  // how long the preparation had run at the last warning
+  // Scheduler (mu_ held): the servers of the target ring that have not reported their ranges
+  // held, for the log.
+  std::string PendingRefills() const;
+  // Scheduler (mu_ held): a join or leave whose copies do not complete must not go unnoticed;
+  // every 10 s it logs who is still copying.
+  void WarnSlowPreparation(int64_t now_ms);
   std::set<int> leaving_, left_;  // scheduler: servers leaving, and gone after the cut-over
   std::string leave_error_;       // server: why the scheduler refused Leave
   bool final_released_ = false;   // scheduler: the last barrier is released
