@@ -237,34 +237,10 @@ bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* p
   if (hits == 0) return true;
   if (hits == keys.size()) return false;
   // Some keys were applied before (a resend re-sliced under a new ring): apply the others.
-  const size_t n = keys.size();
-  const bool lens = m.meta.has_lens() && m.data.size() == 3;
-  if (m.data.size() < 2 || m.data[1].size() % esize) return true;
-  const size_t nvals = m.data[1].size() / esize;
-  std::vector<uint64_t> offset(n + 1, 0);
-  if (lens) {
-    if (m.data[2].size() != n * sizeof(int)) return true;
-    const int* l = reinterpret_cast<const int*>(m.data[2].data());
-    for (size_t i = 0; i < n; ++i) offset[i + 1] = offset[i] + std::max(0, l[i]);
-    if (offset[n] != nvals) return true;
-  } else {
-    if (nvals % n) return true;
-    for (size_t i = 0; i <= n; ++i) offset[i] = i * (nvals / n);
-  }
-  SArray<Key> k2;
-  SArray<char> v2;
-  SArray<int> l2;
-  for (size_t i = 0; i < n; ++i) {
-    if (seen[i]) continue;
-    k2.push_back(keys[i]);
-    v2.append(m.data[1].Segment(offset[i] * esize, offset[i + 1] * esize));
-    if (lens) l2.push_back(static_cast<int>(offset[i + 1] - offset[i]));
-  }
-  Message piece;
-  piece.meta = m.meta;
-  piece.meta.set_pull(false);
-  piece.data = {SArray<char>(k2), v2};
-  if (lens) piece.data.push_back(SArray<char>(l2));
+  std::vector<bool> fresh(seen.size());
+  for (size_t i = 0; i < seen.size(); ++i) fresh[i] = !seen[i];
+  Message piece = KeySubset(m, fresh, esize);
+  if (piece.data.empty()) return true;  // frames do not agree: Handle rejects it
   pieces->push_back(std::move(piece));
   return false;
 }
@@ -280,7 +256,7 @@ Message ServerCore::Uncovered(const Message& m, const std::vector<SArray<Key>>& 
   const SArray<Key> keys(m.data[0]);
   const size_t n = keys.size();
   if (n == 0) return out;
-  std::vector<bool> covered(n, false);
+  std::vector<bool> keep(n, true);
   for (const auto& c : covering) {
     size_t i = 0, j = 0;
     while (i < n && j < c.size()) {
@@ -289,38 +265,12 @@ Message ServerCore::Uncovered(const Message& m, const std::vector<SArray<Key>>& 
       } else if (c[j] < keys[i]) {
         ++j;
       } else {
-        covered[i++] = true;
+        keep[i++] = false;
         ++j;
       }
     }
   }
-  const bool lens = m.meta.has_lens() && m.data.size() == 3;
-  const size_t nvals = m.data[1].size() / esize;
-  std::vector<uint64_t> off(n + 1, 0);
-  if (lens) {
-    if (m.data[2].size() != n * sizeof(int)) return out;
-    const int* l = reinterpret_cast<const int*>(m.data[2].data());
-    for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + static_cast<uint64_t>(std::max(0, l[i]));
-  } else {
-    if (nvals % n) return out;
-    for (size_t i = 0; i <= n; ++i) off[i] = i * (nvals / n);
-  }
-  if (off[n] != nvals) return out;
-  SArray<Key> k2;
-  SArray<char> v2;
-  SArray<int> l2;
-  for (size_t i = 0; i < n; ++i) {
-    if (covered[i]) continue;
-    k2.push_back(keys[i]);
-    v2.append(m.data[1].Segment(off[i] * esize, off[i + 1] * esize));
-    if (lens) l2.push_back(static_cast<int>(off[i + 1] - off[i]));
-  }
-  if (k2.empty()) return out;
-  out.meta = m.meta;
-  out.meta.set_pull(false);
-  out.data = {SArray<char>(k2), v2};
-  if (lens) out.data.push_back(SArray<char>(l2));
-  return out;
+  return KeySubset(m, keep, esize);
 }
 
 void ServerCore::Record(int worker, const Message& m) {

@@ -1,8 +1,50 @@
 #include "replication/chain.h"
 
+#include <algorithm>
 #include <map>
 
 namespace ps {
+
+bool ValueOffsets(const Message& m, size_t n, size_t esize, std::vector<uint64_t>* off) {
+  if (n == 0 || m.data.size() < 2 || m.data[1].size() % esize) return false;
+  const size_t nvals = m.data[1].size() / esize;
+  off->assign(n + 1, 0);
+  if (m.meta.has_lens() && m.data.size() == 3) {
+    if (m.data[2].size() != n * sizeof(int)) return false;
+    const int* l = reinterpret_cast<const int*>(m.data[2].data());
+    for (size_t i = 0; i < n; ++i) {
+      (*off)[i + 1] = (*off)[i] + static_cast<uint64_t>(std::max(0, l[i]));
+    }
+  } else {
+    if (nvals % n) return false;
+    for (size_t i = 0; i <= n; ++i) (*off)[i] = i * (nvals / n);
+  }
+  return (*off)[n] == nvals;
+}
+
+Message KeySubset(const Message& m, const std::vector<bool>& keep, size_t esize) {
+  Message out;
+  if (m.data.empty() || m.data[0].size() % sizeof(Key)) return out;
+  const SArray<Key> keys(m.data[0]);
+  std::vector<uint64_t> off;
+  if (keep.size() != keys.size() || !ValueOffsets(m, keys.size(), esize, &off)) return out;
+  const bool lens = m.meta.has_lens() && m.data.size() == 3;
+  SArray<Key> k2;
+  SArray<char> v2;
+  SArray<int> l2;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!keep[i]) continue;
+    k2.push_back(keys[i]);
+    v2.append(m.data[1].Segment(off[i] * esize, off[i + 1] * esize));
+    if (lens) l2.push_back(static_cast<int>(off[i + 1] - off[i]));
+  }
+  if (k2.empty()) return out;
+  out.meta = m.meta;
+  out.meta.set_pull(false);
+  out.data = {SArray<char>(k2), v2};
+  if (lens) out.data.push_back(SArray<char>(l2));
+  return out;
+}
 
 std::vector<ChainPiece> SplitByChain(const Message& m, const Ring& ring, size_t esize) {
   if (ring.replicas() <= 0) return {};
@@ -45,16 +87,8 @@ std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t e
     return out;
   }
   const bool lens = m.meta.has_lens() && m.data.size() == 3;
-  const size_t nvals = m.data[1].size() / esize;
-  std::vector<uint64_t> off(n + 1, 0);
-  if (lens) {
-    if (m.data[2].size() != n * sizeof(int)) return out;
-    const int* l = reinterpret_cast<const int*>(m.data[2].data());
-    for (size_t i = 0; i < n; ++i) off[i + 1] = off[i] + static_cast<uint64_t>(std::max(0, l[i]));
-  } else {
-    for (size_t i = 0; i <= n; ++i) off[i] = i * (nvals / n);
-  }
-  if (off[n] != nvals) return out;
+  std::vector<uint64_t> off;
+  if (!ValueOffsets(m, n, esize, &off)) return out;
   std::vector<KeySlice> slices;
   ring.SliceKeys(keys.data(), n, &slices);
   std::map<std::vector<int>, std::vector<std::pair<size_t, size_t>>> groups;

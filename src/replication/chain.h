@@ -22,6 +22,13 @@ struct ChainPiece {
 /// (and their values) whose chain has the same replicas after the master. Keys whose chain is
 /// only the master need no copy and are left out. `esize` is the size of one value.
 std::vector<ChainPiece> SplitByChain(const Message& push, const Ring& ring, size_t esize);
+/// Where each key's values start in frame 1 of a push of n explicit keys (fixed width, or a
+/// lens frame): off[i]..off[i+1] in values. False when frames and counts do not agree.
+bool ValueOffsets(const Message& push, size_t n, size_t esize, std::vector<uint64_t>* off);
+/// The push restricted to the keys with keep[i] (values and lengths with them), as a push-only
+/// message; empty data when no key is kept or the frames do not agree.
+Message KeySubset(const Message& push, const std::vector<bool>& keep, size_t esize);
+
 /// The same cut with any path per ring segment (empty: that segment's keys need no copy).
 std::vector<ChainPiece> SplitByPath(const Message& push, const Ring& ring, size_t esize,
                                     const std::function<std::vector<int>(size_t)>& path_of);
