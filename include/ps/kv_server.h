@@ -61,6 +61,15 @@ class KVServerBase {
   };
   ReplicationStats replication_stats() const;
 
+  /// What the significantly-modified filter did on this server's pull replies
+  /// (RequestFilters::significant).
+  struct SignificantStats {
+    uint64_t sent = 0;        // values sent
+    uint64_t suppressed = 0;  // values left to the workers' copies
+    uint64_t epochs = 0;      // copies started afresh (a worker refused a reply, or the bound)
+  };
+  SignificantStats significant_stats() const;
+
  protected:
   KVServerBase(Node* node, int app_id, DataType dtype, std::shared_ptr<StoreBase> store);
   ~KVServerBase();

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ps/base.h"
@@ -32,6 +33,21 @@ struct KVRequest {
   std::function<void()> callback;
 };
 }  // namespace detail
+
+/// Filters a worker chooses for its requests (docs/filters.md), over the node's defaults
+/// (PS_COMPRESS, PS_QUANTIZE). Servers answer a request with the same choice.
+struct RequestFilters {
+  /// "" = the node's PS_COMPRESS; else off, auto, delta, zero or snappy.
+  std::string compress;
+  /// -1 = the node's PS_QUANTIZE; 0 = off; 8 or 16 bits for pushed float/double values.
+  int quantize_bits = -1;
+  /// Significantly-modified filter on pull replies (< 0: off). A server sends a value only
+  /// when it moved by more than this since it last sent it to this worker; the worker takes
+  /// the others from its copy, so every pulled value is within the threshold of the server's
+  /// (0: lossless, only changed values travel). For fixed-width float/double pulls whose
+  /// output array is pre-sized (the width known); others are sent whole.
+  double significant = -1;
+};
 
 /// The untyped core of KVWorker<V>: slicing by the ring, the table of requests in flight,
 /// merging of replies. Use KVWorker<V>.
@@ -63,6 +79,16 @@ class KVWorkerBase {
   /// every worker of the job.
   void SetMaxDelay(int tau);
   int max_delay() const;
+
+  /// Sets the filters of the requests issued from now on (per worker, and per request by
+  /// setting it between calls). Throws ps::Error naming the bad field.
+  void SetFilters(const RequestFilters& filters);
+  /// What the significantly-modified filter did on this worker's pulls.
+  struct SignificantStats {
+    uint64_t refused = 0;  // coded replies refused (out of order, lost): asked again
+    uint64_t epochs = 0;   // copies started afresh
+  };
+  SignificantStats significant_stats() const;
 
   /// Where this worker's time went (docs/consistency.md).
   struct BarrierStats {

@@ -226,7 +226,7 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
 bool Node::Impl::Send(Message& msg) {
   msg.meta.set_magic(kMagic);
   msg.meta.set_sender(my_id_.load(std::memory_order_relaxed));
-  if (filters->enabled() && !msg.meta.has_control() && !msg.data.empty()) {
+  if (!msg.meta.has_control() && filters->Applies(msg)) {
     // The caller keeps its message as it was (a worker resends it): encode a copy.
     Message wire = msg;
     filters->Encode(&wire);

@@ -1,5 +1,6 @@
 #include "filter/filter_chain.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace ps {
@@ -90,24 +91,29 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
   int stage = 0;
   auto applied = [&](Codec c) { packed |= static_cast<uint32_t>(c) << (4 * stage++); };
   SArray<char> out;
+  // The request's own choice (KVWorker::SetFilters) over the node's defaults.
+  const int qbits = m.meta.quantize() == 0 ? opt_.quantize_bits : std::max(0, m.meta.quantize());
+  using Mode = FilterOptions::Mode;
+  const Mode mode =
+      m.meta.compress() > 0 && m.meta.compress() <= static_cast<int>(Mode::kSnappy) + 1
+          ? static_cast<Mode>(m.meta.compress() - 1)
+          : opt_.mode;
   // Lossy first: quantization of the values a worker pushes (not replica copies, replies or
   // hand-offs, which must stay exact copies of the master's state).
   const bool push_values =
       role == Role::kValues && m.meta.request() && !m.meta.replica() && m.meta.push();
   const auto dtype = static_cast<DataType>(m.meta.dtype());
-  if (opt_.quantize_bits && push_values &&
-      (dtype == DataType::kFloat || dtype == DataType::kDouble)) {
+  if (qbits && push_values && (dtype == DataType::kFloat || dtype == DataType::kDouble)) {
     bool ok;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      ok = EncodeQuantize(*data, dtype, opt_.quantize_bits, &rng_, &out);
+      ok = EncodeQuantize(*data, dtype, qbits, &rng_, &out);
     }
     if (ok && out.size() < data->size()) {
       *data = out;
-      applied(opt_.quantize_bits == 8 ? Codec::kQuantize8 : Codec::kQuantize16);
+      applied(qbits == 8 ? Codec::kQuantize8 : Codec::kQuantize16);
     }
   }
-  using Mode = FilterOptions::Mode;
   if (opt_.key_cache_bytes && frame == 0 && role == Role::kKeys && m.meta.request() &&
       !m.meta.replica() && m.meta.op() == pb::Meta::DATA && data->size() % sizeof(Key) == 0) {
     const SArray<Key> keys(*data);
@@ -127,7 +133,7 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
     *list_id = id;  // the message tells the receiver to keep the list under it
   }
   if (packed == 0 && role == Role::kKeys && data->size() % sizeof(Key) == 0 &&
-      (opt_.mode == Mode::kAuto || opt_.mode == Mode::kDelta)) {
+      (mode == Mode::kAuto || mode == Mode::kDelta)) {
     const SArray<Key> keys(*data);
     if (EncodeDeltaVarint(keys.data(), keys.size(), &out) && out.size() < data->size()) {
       *data = out;
@@ -135,16 +141,15 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
     }
   }
   if (packed == 0 && role == Role::kValues && esize > 0 && data->size() % esize == 0 &&
-      (opt_.mode == Mode::kZero ||
-       (opt_.mode == Mode::kAuto &&
-        ZeroFraction(data->data(), data->size() / esize, esize) >= 0.2))) {
+      (mode == Mode::kZero ||
+       (mode == Mode::kAuto && ZeroFraction(data->data(), data->size() / esize, esize) >= 0.2))) {
     EncodeZeroSuppress(data->data(), data->size() / esize, esize, &out);
     if (out.size() < data->size()) {
       *data = out;
       applied(Codec::kZeroSuppress);
     }
   }
-  if (opt_.mode == Mode::kSnappy) {
+  if (mode == Mode::kSnappy) {
     EncodeSnappy(*data, &out);
     if (out.size() < data->size()) {
       *data = out;
@@ -154,8 +159,12 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
   return packed;
 }
 
+bool FilterChain::Applies(const Message& msg) const {
+  return !msg.data.empty() && (enabled() || msg.meta.compress() > 1 || msg.meta.quantize() > 0);
+}
+
 void FilterChain::Encode(Message* msg) {
-  if (!enabled() || msg->data.empty()) return;
+  if (!Applies(*msg)) return;
   msg->meta.clear_codec();
   uint64_t list_id = 0;
   bool any = false;

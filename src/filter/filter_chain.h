@@ -38,6 +38,8 @@ class FilterChain {
  public:
   FilterChain(FilterOptions options, uint64_t seed);
   bool enabled() const { return opt_.enabled(); }
+  /// Whether Encode changes msg: the node's filters are on, or the request chose some.
+  bool Applies(const Message& msg) const;
 
   /// Encodes the data frames of msg (the copy that goes on the wire) and records the codecs.
   void Encode(Message* msg);

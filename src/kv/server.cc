@@ -100,6 +100,15 @@ size_t KVServerBase::NumMasteredKeys() const { return impl_->core.NumMastered();
 size_t KVServerBase::PendingRanges() const { return impl_->core.PendingRanges(); }
 uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
 uint64_t KVServerBase::DuplicatePushes() const { return impl_->core.duplicates(); }
+KVServerBase::SignificantStats KVServerBase::significant_stats() const {
+  const auto c = impl_->core.significant_stats();
+  SignificantStats r;
+  r.sent = c.sent;
+  r.suppressed = c.suppressed;
+  r.epochs = c.epochs;
+  return r;
+}
+
 KVServerBase::ReplicationStats KVServerBase::replication_stats() const {
   auto c = impl_->core.copy_stats();
   ReplicationStats r;

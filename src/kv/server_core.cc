@@ -15,12 +15,35 @@ ServerCore::ServerCore(int a, DataType t, std::shared_ptr<StoreBase> s,
       dtype(t),
       esize(DataTypeSize(t)),
       store(std::move(s)),
-      send(std::move(snd)),
+      send([this, raw = std::move(snd)](Message& m) { SendFiltered(m, raw); }),
       now_us(std::move(now)),
       self_(self),
       ring_(std::move(ring)),
       gate(std::move(policy), seed) {
   gate.SetWorkers(workers);
+}
+
+void ServerCore::SendFiltered(Message& m, const SendFn& raw) {
+  if (!m.meta.has_significant() || m.reply_keys.empty()) return raw(m);
+  const size_t n = m.reply_keys.size() / sizeof(Key);
+  const double threshold = m.meta.significant();
+  m.meta.clear_significant();
+  if (!m.meta.error().empty() || m.data.size() != 1 || n == 0 ||
+      m.data[0].size() % (n * esize) != 0 || m.data[0].empty()) {
+    return raw(m);
+  }
+  // Coded and sent under one lock: frames leave in the order of their sequence numbers.
+  std::lock_guard<std::mutex> lk(sig_mu_);
+  m.data[0] = sig_.Encode(m.meta.receiver(), reinterpret_cast<const Key*>(m.reply_keys.data()), n,
+                          m.data[0].data(), m.data[0].size() / (n * esize), dtype, threshold);
+  m.meta.set_significant_coded(true);
+  m.reply_keys = SArray<char>();
+  raw(m);
+}
+
+SignificantFilter::Stats ServerCore::significant_stats() const {
+  std::lock_guard<std::mutex> lk(sig_mu_);
+  return sig_.stats();
 }
 
 KVServerBase::BarrierStats ServerCore::Stats() const {
@@ -52,6 +75,7 @@ Message ServerCore::ReplyTo(const Message& msg) const {
   reply.meta.set_pull(msg.meta.pull());
   reply.meta.set_op(msg.meta.op());
   reply.meta.set_dtype(msg.meta.dtype());
+  reply.meta.set_compress(msg.meta.compress());
   return reply;
 }
 
@@ -75,6 +99,12 @@ void ServerCore::Process(Message& msg) {
     return;
   }
   if (!msg.meta.request()) return;
+  if (msg.meta.significant_reset() > 0) {
+    // The worker refused a coded reply: both copies start afresh (before this request's reply
+    // is coded, so that reply opens the new epoch).
+    std::lock_guard<std::mutex> lk(sig_mu_);
+    sig_.Reset(msg.meta.sender(), msg.meta.significant_reset());
+  }
   std::lock_guard<std::mutex> lk(mu);
   ProcessLocked(msg);
 }
@@ -612,6 +642,11 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
       err = store->Pull(keys, n, m.width(), &vals, &lens);
       reply->data = {vals};
       if (m.width() == 0) reply->data.push_back(SArray<char>(lens));
+      if (m.has_significant() && m.width() > 0 &&
+          (dtype == DataType::kFloat || dtype == DataType::kDouble)) {
+        reply->meta.set_significant(m.significant());
+        reply->reply_keys = kf;
+      }
     }
     return err;
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "consistency/pull_gate.h"
+#include "filter/significant.h"
 #include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
@@ -90,6 +91,8 @@ class ServerCore {
   uint64_t rejected() const { return rejected_; }
   /// Pushes recognised as copies of ones already applied (resends, duplicated messages).
   uint64_t duplicates() const { return duplicates_; }
+  /// What the significantly-modified filter did on this server's replies.
+  SignificantFilter::Stats significant_stats() const;
   /// The step table (callers must not race with Process; the simulator is single-threaded).
   const StepTable& table() const { return gate.table(); }
 
@@ -99,6 +102,9 @@ class ServerCore {
   std::string Handle(const Message& req, Message* reply, bool do_push, bool do_pull);
   std::string Run(const Message& req, Message* reply, bool do_push, bool do_pull);
   Message ReplyTo(const Message& req) const;
+  // The last step of every send: a reply to a pull that chose the significantly-modified
+  // filter is coded for its worker here, in the order the replies leave.
+  void SendFiltered(Message& m, const SendFn& raw);
   // Sends a reply, with an error when err is not empty.
   void Answer(const Message& req, Message* reply, const std::string& err);
   // Answers reads the gate released (mu held).
@@ -206,6 +212,9 @@ class ServerCore {
   std::unordered_map<uint64_t, HeldRead> held;
   uint64_t next_handle = 0;
   std::map<int64_t, uint64_t> staleness, read_lag;
+
+  mutable std::mutex sig_mu_;  // the filter's copies; held while a coded reply is sent
+  SignificantFilter sig_;
 };
 
 }  // namespace ps

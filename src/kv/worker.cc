@@ -7,10 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "consistency/pull_gate.h"
-#include "control/node_impl.h"
-#include "kv/slicer.h"
-#include "ps/kv_worker.h"
+#include "kv/worker_impl.h"
 
 namespace ps {
 namespace {
@@ -36,111 +33,6 @@ SArray<char> Gather(const SArray<char>& src, const std::vector<std::pair<size_t,
 }
 
 }  // namespace
-
-struct KVWorkerBase::Impl : public Customer {
-  struct Pending {
-    detail::KVRequest req;
-    std::vector<RequestPart> parts;
-    std::vector<RingSegment> segs;
-    std::vector<size_t> seg_part;  // range pulls: the part (message) that carries segment k
-    std::vector<int> part_server;
-    std::vector<uint64_t> prefix;  // value offsets per key when lens are given
-    std::vector<Message> replies;
-    std::vector<bool> got;
-    size_t received = 0;
-    std::string error;
-    int ts = -1;
-    // Fixed-width pulls of several parts are assembled into `out` as replies arrive.
-    SArray<char> out;
-    std::string copy_error;
-    int64_t step = 0;
-    int64_t min_clock = INT64_MAX;  // pulls: the smallest server clock among the replies
-    uint64_t max_held_us = 0;       // pulls: the longest a server held a part
-    int attempt = 0;                // how many times the request was planned again
-    uint64_t epoch = 0;             // ring epoch of the current plan
-    bool redirected = false;        // a server answered that it no longer masters a part
-    std::vector<Message> sent;      // every part as sent, for resending
-    std::vector<std::chrono::steady_clock::time_point> sent_at;
-    bool streams() const {
-      return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
-             prefix.empty() && parts.size() > 1;
-    }
-  };
-
-  Impl(Node* n, int a, DataType t)
-      : node(n),
-        rt(n->impl()),
-        app(a),
-        dtype(t),
-        esize(DataTypeSize(t)),
-        tau(rt->max_delay()),
-        joiner(rt->cfg.join),
-        created(std::chrono::steady_clock::now()) {}
-
-  void Process(Message& msg) override;
-  void OnRingChange(std::shared_ptr<const Ring> ring) override { OnRing(std::move(ring)); }
-  void OnFatal(const std::string& why) override {
-    std::lock_guard<std::mutex> lk(mu);
-    fatal = why;
-    std::vector<int> open(open_ts.begin(), open_ts.end());
-    for (int ts : open) {
-      auto it = pending.find(ts);
-      if (it == pending.end()) continue;
-      Pending* p = it->second.get();
-      if (p->error.empty()) p->error = why;
-      Finish(p);
-    }
-  }
-  void OnConsistency(const std::string&, bool set_delay, int max_delay) override {
-    if (!set_delay) return;
-    std::lock_guard<std::mutex> lk(mu);
-    tau = max_delay;
-    cv.notify_all();
-  }
-  void Finish(Pending* p);
-  void Assemble(Pending* p);
-  void CopyPart(Pending* p, size_t k, const Message& r);
-  int Submit(detail::KVRequest req);
-  // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
-  // Throws ps::Error for a malformed request.
-  std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
-                            int64_t step_now, int64_t read_now);
-  // The ring changed: requests with a part at a server that left are planned again under the
-  // new ring and sent whole (servers apply each key of a push once, however it is regrouped).
-  void OnRing(std::shared_ptr<const Ring> ring);
-  // Plans a pending request again under ring (mu held); appends the messages to send.
-  void Replan(Pending* p, const Ring& ring, std::vector<Message>* out);
-
-  Node* node;
-  Node::Impl* rt;
-  int app;
-  DataType dtype;
-  size_t esize;
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  int next_ts = 0;
-  std::unordered_map<int, std::unique_ptr<Pending>> pending;
-  std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
-  // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
-  // (everything below it is complete, so servers may forget it).
-  std::set<int> open_ts;
-  std::string fatal;  // the node lost the scheduler: every request fails with this
-  // Resending parts that got no reply within Config::resend_timeout_ms.
-  void ResendLoop();
-  std::thread resender;
-  std::condition_variable resend_cv;  // only for stopping: completions must not wake it
-  bool stopping = false;
-  std::atomic<uint64_t> resends{0};
-  // Consistency (under mu).
-  int64_t step = 0;
-  int tau;
-  int64_t read_clock = -1;  // server clock the last completed pull read
-  bool joiner = false, adopted_step = false;
-  BoundedDelay delay;
-  uint64_t barrier_wait_us = 0;
-  double delay_wait_s = 0;
-  std::chrono::steady_clock::time_point created;
-};
 
 KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
     : impl_(node->role() == Role::kWorker ? new Impl(node, app_id, dtype) : nullptr) {
@@ -353,6 +245,7 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
     // A clock message reports the step being completed; the others, the step in progress.
     m.meta.set_step(req.op == detail::KVRequest::kClock ? step_now + 1 : step_now);
     if (req.push && read_now >= 0) m.meta.set_read_clock(read_now);
+    MarkFilters(&m);
   }
   return msgs;
 }
@@ -468,6 +361,14 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
 void KVWorkerBase::Impl::Process(Message& msg) {
   if (msg.meta.request()) return;  // workers serve nothing
   std::unique_lock<std::mutex> lk(mu);
+  if (msg.meta.significant_coded()) {
+    std::vector<Message> resend;
+    if (!DecodeSignificant(&msg, &resend)) {
+      lk.unlock();
+      for (auto& m : resend) rt->Send(m);
+      return;
+    }
+  }
   auto it = pending.find(msg.meta.timestamp());
   if (it == pending.end()) return;
   Pending* p = it->second.get();

@@ -16,6 +16,9 @@ constexpr uint32_t kMagic = 0x70730001;
 struct Message {
   pb::Meta meta;
   std::vector<SArray<char>> data;
+  /// Never sent: on a server's reply to a fixed-width pull, the request's keys (the
+  /// significantly-modified filter codes the values against them just before sending).
+  SArray<char> reply_keys;
 
   /// Total bytes of the data frames.
   size_t DataBytes() const {

@@ -51,7 +51,9 @@ TEST(RangeSetTest, OperationsMatchABitmap) {
     for (const RangeSet& r : {Union(a, b), Intersect(a, b), Subtract(a, b)}) {
       for (size_t i = 0; i < r.size(); ++i) {
         ASSERT_LT(r[i].begin, r[i].end);
-        if (i > 0) ASSERT_LT(r[i - 1].end, r[i].begin) << "seed " << seed;
+        if (i > 0) {
+          ASSERT_LT(r[i - 1].end, r[i].begin) << "seed " << seed;
+        }
       }
     }
   }
