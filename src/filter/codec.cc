@@ -181,38 +181,116 @@ const char* CodecName(Codec c) {
   return "?";
 }
 
-bool EncodeDeltaVarint(const Key* keys, size_t n, SArray<char>* out) {
-  // Sized for dense keys (two bytes a key) and grown when gaps are larger: a buffer of the
-  // worst case (10 bytes a key) costs more in fresh pages than the coding itself.
-  auto buf = SArray<char>::Uninitialized(2 * n + 32);
-  char* p = PutVarint(buf.data(), n);
-  char* limit = buf.data() + buf.size() - 20;
-  if (n > 0) {
-    p = PutVarint(p, keys[0]);
-    for (size_t i = 1; i < n; ++i) {
-      if (keys[i] <= keys[i - 1]) return false;
-      if (p >= limit) {
-        const size_t used = static_cast<size_t>(p - buf.data());
-        auto bigger = SArray<char>::Uninitialized(used + 10 * (n - i) + 32);
-        std::memcpy(bigger.data(), buf.data(), used);
-        buf = bigger;
-        p = buf.data() + used;
-        limit = buf.data() + buf.size() - 20;
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "gaps are stored little-endian");
+
+// The byte length of a gap's code: 0..3 for 1, 2, 4, 8 bytes.
+inline uint32_t GapCode(uint64_t g) {
+  // The index of the highest nonzero byte (0..7), mapped 0->0, 1->1, 2..3->2, 4..7->3 by a
+  // table packed in one constant.
+  const int top = (63 - __builtin_clzll(g | 1)) >> 3;
+  return (0xFFA4u >> (2 * top)) & 3;
+}
+constexpr uint64_t kGapMask[4] = {0xff, 0xffff, 0xffffffffull, ~uint64_t{0}};
+
+// Per control byte: where its four gaps start in the data and how many bytes they take.
+struct GroupTable {
+  uint8_t off[256][4];
+  uint8_t total[256];
+  GroupTable() {
+    for (int c = 0; c < 256; ++c) {
+      int at = 0;
+      for (int j = 0; j < 4; ++j) {
+        off[c][j] = static_cast<uint8_t>(at);
+        at += 1 << ((c >> (2 * j)) & 3);
       }
-      const uint64_t gap = keys[i] - keys[i - 1] - 1;
-      if (gap < 0x4000) {
-        // One or two bytes without a branch on which (dense keys mix both at random).
-        const uint64_t more = gap >= 0x80;
-        const uint16_t two =
-            static_cast<uint16_t>((gap & 0x7f) | (more << 7) | (more ? (gap >> 7) << 8 : 0));
-        std::memcpy(p, &two, 2);
-        p += 1 + more;
-      } else {
-        p = PutVarint(p, gap);
-      }
+      total[c] = static_cast<uint8_t>(at);
     }
   }
-  *out = buf.Segment(0, static_cast<size_t>(p - buf.data()));
+};
+const GroupTable& Groups() {
+  static const GroupTable t;  // a constant table, built once
+  return t;
+}
+
+}  // namespace
+
+// Gaps - 1 of keys[0..m] and their length codes; true when a pair is out of order. No
+// branches and no chain between elements, so it runs in vector lanes (AVX2 where present).
+__attribute__((target_clones("avx2", "default"))) bool GapsOf(const Key* __restrict k, size_t m,
+                                                              uint64_t* __restrict gap,
+                                                              uint64_t* __restrict code) {
+  uint64_t bad = 0;
+  for (size_t j = 0; j < m; ++j) {
+    bad |= k[j + 1] <= k[j];
+    const uint64_t g = k[j + 1] - k[j] - 1;
+    gap[j] = g;
+    // 64-bit codes: the same lane width as the keys, so no packing between lanes.
+    code[j] = static_cast<uint64_t>(g > 0xff) + (g > 0xffff) + (g > 0xffffffffull);
+  }
+  return bad != 0;
+}
+
+bool EncodeDeltaVarint(const Key* keys, size_t n, SArray<char>* out) {
+  const size_t gaps = n > 0 ? n - 1 : 0, groups = (gaps + 3) / 4;
+  // Sized for dense keys (two bytes a gap) and grown when gaps are larger: a buffer of the
+  // worst case (8 bytes a gap) costs more in fresh pages than the coding itself. Every gap is
+  // stored as 8 bytes and the pointer advances by its length, so 8 bytes of slack follow.
+  auto buf = SArray<char>::Uninitialized(32 + groups + 2 * gaps + 40);
+  char* p = PutVarint(buf.data(), n);
+  if (n == 0) {
+    *out = buf.Segment(0, static_cast<size_t>(p - buf.data()));
+    return true;
+  }
+  std::memcpy(p, &keys[0], 8);
+  p += 8;
+  const size_t ctrl_at = static_cast<size_t>(p - buf.data());
+  char* d = p + groups;
+  size_t g = 0;
+  // Whole groups, in blocks: the gaps and their length codes first, in a loop that runs in
+  // vector lanes; then the stores, whose only chain is the output pointer.
+  bool unsorted = false;
+  // Locals, not buf's members: stores through a char* could alias those, forcing reloads.
+  const char* const limit = buf.data() + buf.size() - 40;
+  char* const ctrl = buf.data() + ctrl_at;
+  constexpr size_t kBlock = 256;  // gaps, a multiple of 4
+  uint64_t gap[kBlock];
+  uint64_t code[kBlock];
+  while (4 * g + 4 <= gaps && d <= limit) {
+    const size_t m = std::min(kBlock, (gaps - 4 * g) & ~size_t{3});
+    unsorted |= GapsOf(keys + 4 * g, m, gap, code);
+    size_t j = 0;
+    for (; j < m && d <= limit; j += 4, ++g) {
+      for (int x = 0; x < 4; ++x) {
+        std::memcpy(d, &gap[j + x], 8);
+        d += size_t{1} << code[j + x];
+      }
+      ctrl[g] = static_cast<char>(code[j] | code[j + 1] << 2 | code[j + 2] << 4 | code[j + 3] << 6);
+    }
+  }
+  if (unsorted) return false;
+  for (; g < groups; ++g) {
+    if (d + 40 > buf.data() + buf.size()) {
+      const size_t used = static_cast<size_t>(d - buf.data());
+      auto bigger = SArray<char>::Uninitialized(used + 8 * (gaps - 4 * g) + 40);
+      std::memcpy(bigger.data(), buf.data(), used);
+      buf = bigger;
+      d = buf.data() + used;
+    }
+    const size_t b = 1 + 4 * g, e = std::min(b + 4, n);
+    uint32_t c = 0;
+    for (size_t i = b; i < e; ++i) {
+      if (keys[i] <= keys[i - 1]) return false;
+      const uint64_t gap = keys[i] - keys[i - 1] - 1;
+      const uint32_t code = GapCode(gap);
+      std::memcpy(d, &gap, 8);
+      d += size_t{1} << code;
+      c |= code << (2 * (i - b));
+    }
+    buf[ctrl_at + g] = static_cast<char>(c);
+  }
+  *out = buf.Segment(0, static_cast<size_t>(d - buf.data()));
   return true;
 }
 
@@ -221,38 +299,76 @@ std::string DecodeDeltaVarint(const SArray<char>& in, SArray<char>* out) {
   const char* end = p + in.size();
   uint64_t n;
   if (!GetVarint(&p, end, &n)) return "delta-varint: truncated count";
-  // Every key takes at least one byte: a count beyond the frame is a lie.
-  if (n > static_cast<uint64_t>(end - p)) return "delta-varint: count exceeds the frame";
-  auto keys = SArray<Key>::Uninitialized(n);
-  if (n > 0) {
-    uint64_t k;
-    if (!GetVarint(&p, end, &k)) return "delta-varint: truncated first key";
-    keys[0] = k;
-    Key* out = keys.data();
-    for (uint64_t i = 1; i < n; ++i) {
-      uint64_t gap;
-      uint16_t two;
-      if (end - p >= 2 && (std::memcpy(&two, p, 2), (two & 0x8080) != 0x8080)) {
-        // One or two bytes, decided without a branch.
-        const uint64_t b0 = two & 0xff, b1 = two >> 8, more = b0 >> 7;
-        gap = more ? ((b0 & 0x7f) | (b1 << 7)) : b0;
-        p += 1 + more;
-      } else if (!GetVarint(&p, end, &gap)) {
-        return "delta-varint: truncated gap";
-      }
-      const uint64_t next = k + gap + 1;
-      if (next <= k) return "delta-varint: key overflows";  // wrapped around
-      k = next;
-      out[i] = k;
-    }
-    if (k == kMaxKey) return "delta-varint: the reserved key kMaxKey";
+  if (n == 0) {
+    if (p != end) return "delta-varint: trailing bytes";
+    *out = SArray<char>();
+    return "";
   }
-  if (p != end) return "delta-varint: trailing bytes";
+  Key k;
+  if (!Get(&p, end, &k)) return "delta-varint: truncated first key";
+  // Every gap takes at least one byte: a count beyond the frame is a lie.
+  const uint64_t gaps = n - 1, groups = (gaps + 3) / 4;
+  if (gaps > static_cast<uint64_t>(end - p) || groups > static_cast<uint64_t>(end - p)) {
+    return "delta-varint: count exceeds the frame";
+  }
+  const uint8_t* ctrl = reinterpret_cast<const uint8_t*>(p);
+  const char* d = p + groups;
+  const GroupTable& t = Groups();
+  // The lengths the control bytes give must add up to the data exactly; then no read below
+  // goes past the frame (the last groups are read byte-exact).
+  uint64_t want = 0;
+  for (uint64_t g = 0; g + 1 < groups; ++g) want += t.total[ctrl[g]];
+  if (groups > 0) {
+    const uint32_t last = ctrl[groups - 1];
+    const uint64_t used = gaps - 4 * (groups - 1);
+    if (used < 4 && (last >> (2 * used)) != 0) return "delta-varint: bad control byte";
+    for (uint64_t j = 0; j < used; ++j) want += uint64_t{1} << ((last >> (2 * j)) & 3);
+  }
+  if (want != static_cast<uint64_t>(end - d)) return "delta-varint: gaps do not match the frame";
+  auto keys = SArray<Key>::Uninitialized(n);
+  Key* o = keys.data();
+  o[0] = k;
+  size_t i = 1;
+  bool wrapped = false;
+  uint64_t g = 0;
+  // Whole groups with 32 bytes to spare: four independent 8-byte loads, masked.
+  for (; g < groups && 4 * g + 4 <= gaps && d + 32 <= end; ++g) {
+    const uint32_t c = ctrl[g];
+    const uint8_t* off = t.off[c];
+    for (int j = 0; j < 4; ++j) {
+      uint64_t gap;
+      std::memcpy(&gap, d + off[j], 8);
+      gap &= kGapMask[(c >> (2 * j)) & 3];
+      const Key next = k + gap + 1;
+      wrapped |= next <= k;
+      k = next;
+      o[i++] = k;
+    }
+    d += t.total[c];
+  }
+  for (; g < groups; ++g) {
+    const uint32_t c = ctrl[g];
+    for (int j = 0; j < 4 && i < n; ++j) {
+      const size_t len = size_t{1} << ((c >> (2 * j)) & 3);
+      uint64_t gap = 0;
+      std::memcpy(&gap, d, len);
+      d += len;
+      const Key next = k + gap + 1;
+      wrapped |= next <= k;
+      k = next;
+      o[i++] = k;
+    }
+  }
+  if (wrapped) return "delta-varint: key overflows";
+  if (k == kMaxKey) return "delta-varint: the reserved key kMaxKey";
   *out = SArray<char>(keys);
   return "";
 }
 
-void EncodeZeroSuppress(const char* vals, size_t n, size_t esize, SArray<char>* out) {
+// With AVX2 where the CPU has it: the bitmap of 64 values is a few vector compares.
+__attribute__((target_clones("avx2", "default"))) void EncodeZeroSuppress(const char* vals,
+                                                                          size_t n, size_t esize,
+                                                                          SArray<char>* out) {
   const size_t words = (n + 63) / 64;
   // Sized for a quarter of nonzero values, grown when more come (fresh pages are expensive).
   const size_t head = 16 + 8 * words;
@@ -349,7 +465,7 @@ std::string DecodeSnappy(const SArray<char>& in, size_t max_size, SArray<char>* 
     return "snappy: bad length header";
   }
   if (len > max_size) return "snappy: frame claims more than the limit";
-  SArray<uint64_t> store((len + 7) / 8);
+  auto store = SArray<uint64_t>::Uninitialized((len + 7) / 8);  // snappy writes every byte
   if (!snappy::RawUncompress(in.data(), in.size(), reinterpret_cast<char*>(store.data()))) {
     return "snappy: corrupted frame";
   }

@@ -17,7 +17,7 @@ namespace ps {
 /// Codec tags as recorded per data frame in the message header (Meta.codec).
 enum class Codec : uint32_t {
   kNone = 0,
-  kDeltaVarint = 1,   // strictly increasing 64-bit keys: first key, then gaps - 1, as varints
+  kDeltaVarint = 1,   // strictly increasing 64-bit keys: first key, then gaps - 1, group varint
   kZeroSuppress = 2,  // values: a bitmap of the nonzero ones, then those values
   kSnappy = 3,        // any bytes
   kQuantize8 = 4,     // float/double values to 8 bits, stochastic rounding (lossy)
@@ -26,8 +26,11 @@ enum class Codec : uint32_t {
 };
 const char* CodecName(Codec c);
 
-/// Delta + varint coding of sorted unique keys. Returns false (out untouched) when the keys are
-/// not strictly increasing. Layout: varint count, varint first key, varint (gap - 1) per key.
+/// Delta + group-varint coding of sorted unique keys. Returns false when the keys are not
+/// strictly increasing. Layout: varint count; the first key (8 bytes); one control byte per
+/// four gaps (2 bits each: the gap takes 1, 2, 4 or 8 bytes); then each gap - 1, little-endian,
+/// in its length. Lengths apart from the data (as in Stream VByte) let the decoder read four
+/// gaps at once instead of walking continuation bits byte by byte.
 bool EncodeDeltaVarint(const Key* keys, size_t n, SArray<char>* out);
 /// "" or why the frame is malformed.
 std::string DecodeDeltaVarint(const SArray<char>& in, SArray<char>* out);

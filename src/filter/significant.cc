@@ -179,7 +179,8 @@ std::string SignificantFilter::Decode(int peer, const Key* keys, size_t n, const
     l.esize = static_cast<uint32_t>(esize);
   }
   if (l.pending_reset && epoch >= l.pending_reset) l.pending_reset = 0;
-  SArray<uint64_t> store((n * row + 7) / 8);  // 8-byte aligned, readable as any type
+  // 8-byte aligned (readable as any type); every byte of the n * row is written below.
+  auto store = SArray<uint64_t>::Uninitialized((n * row + 7) / 8);
   char* o = reinterpret_cast<char*>(store.data());
   const char* v = bitmap + 8 * words;
   for (size_t i = 0; i < n; ++i) {
