@@ -3,9 +3,11 @@
 // and compare with an exact reference computed locally from the same seeds. Run with any
 // PS_COMPRESS: the results must be identical; the filters' byte counts go to the stats line.
 //
-//   filter_job [--keys K] [--rounds R] [--seed S] [--float 1]
+//   filter_job [--keys K] [--rounds R] [--seed S] [--float 1] [--significant T]
 //
-// With --float 1 the values are floats (small integers, so sums stay exact).
+// With --float 1 the values are floats (small integers, so sums stay exact). With
+// --significant T (>= 0) every round ends with a pull of all keys through the
+// significantly-modified filter at threshold T, checked against the reference of that round.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,11 +34,14 @@ int Serve(ps::Node* node) {
   ps::KVServer<V> server(node);
   node->Finalize();
   std::cout << "STATS " << node->StatsJson() << std::endl;
+  const auto sig = server.significant_stats();
+  std::cout << "SIGNIFICANT sent " << sig.sent << " suppressed " << sig.suppressed << " epochs "
+            << sig.epochs << std::endl;
   return 0;
 }
 
 template <typename V>
-int Work(ps::Node* node, size_t nkeys, int rounds, uint64_t seed) {
+int Work(ps::Node* node, size_t nkeys, int rounds, uint64_t seed, double significant) {
   // Sorted keys, gaps below 1000, spread over the key space by a large stride per block so
   // that every server gets some.
   ps::SArray<ps::Key> keys(nkeys);
@@ -48,10 +53,32 @@ int Work(ps::Node* node, size_t nkeys, int rounds, uint64_t seed) {
   }
   ps::KVWorker<V> kv(node);
   const int W = node->num_workers(), rank = node->rank();
+  if (significant >= 0) {
+    ps::RequestFilters f;
+    f.significant = significant;
+    kv.SetFilters(f);
+  }
+  std::vector<int64_t> sum(nkeys, 0);  // the reference after the rounds so far
   for (int t = 0; t < rounds; ++t) {
     ps::SArray<V> v(nkeys);
     for (size_t i = 0; i < nkeys; ++i) v[i] = static_cast<V>(Value(seed, rank, t, i));
     kv.Wait(kv.Push(keys, v));  // the same key list every round
+    if (significant < 0) continue;
+    for (size_t i = 0; i < nkeys; ++i) {
+      for (int w = 0; w < W; ++w) sum[i] += Value(seed, w, t, i);
+    }
+    node->Barrier(ps::kWorkerGroup);  // every worker's round t is in
+    ps::SArray<V> now(nkeys);         // pre-sized: the width is known, so the filter applies
+    kv.Wait(kv.Pull(keys, &now));
+    for (size_t i = 0; i < nkeys; ++i) {
+      const double err = static_cast<double>(now[i]) - static_cast<double>(sum[i]);
+      if (err > significant || -err > significant) {
+        std::cerr << "MISMATCH round " << t << " key " << keys[i] << ": got " << now[i] << " want "
+                  << sum[i] << " (threshold " << significant << ", seed " << seed << ")\n";
+        return 1;
+      }
+    }
+    node->Barrier(ps::kWorkerGroup);  // nobody pushes round t + 1 before all have pulled
   }
   node->Barrier(ps::kWorkerGroup);
   ps::SArray<V> out;
@@ -79,12 +106,14 @@ int main(int argc, char** argv) {
   int rounds = 10;
   uint64_t seed = 5;
   bool floats = false;
+  double significant = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--keys") nkeys = std::stoull(argv[i + 1]);
     if (k == "--rounds") rounds = std::stoi(argv[i + 1]);
     if (k == "--seed") seed = std::stoull(argv[i + 1]);
     if (k == "--float") floats = std::string(argv[i + 1]) == "1";
+    if (k == "--significant") significant = std::stod(argv[i + 1]);
   }
   try {
     ps::Node node(ps::Config::FromEnv());
@@ -94,8 +123,8 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (node.role() == ps::Role::kWorker) {
-      int rc = floats ? Work<float>(&node, nkeys, rounds, seed)
-                      : Work<int64_t>(&node, nkeys, rounds, seed);
+      int rc = floats ? Work<float>(&node, nkeys, rounds, seed, significant)
+                      : Work<int64_t>(&node, nkeys, rounds, seed, significant);
       if (rc != 0) return rc;
     }
     node.Finalize();

@@ -48,6 +48,19 @@ TEST(CodecTest, DeltaVarintRoundTripsAndShrinksDenseKeys) {
       // Gaps below 1000 take at most 2 bytes: at least 3x smaller than 8-byte keys.
       EXPECT_LE(enc.size() * 3, keys.size() * sizeof(Key) + 40) << "seed " << seed;
     }
+    // Never more than 1 byte per key beyond the keys themselves (a count varint of up to 10).
+    EXPECT_LE(enc.size(), keys.size() * (sizeof(Key) + 1) + 10) << "seed " << seed;
+  }
+  {
+    // The worst case: gaps that need all 8 bytes (keys spread over the whole key space).
+    Rng rng(99);
+    SArray<Key> keys(1000);
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = (kMaxKey / 1001) * (i + 1) + rng.Below(1000);
+    SArray<char> enc, dec;
+    ASSERT_TRUE(EncodeDeltaVarint(keys.data(), keys.size(), &enc));
+    EXPECT_LE(enc.size(), keys.size() * (sizeof(Key) + 1));
+    ASSERT_EQ(DecodeDeltaVarint(enc, &dec), "");
+    EXPECT_EQ(std::memcmp(dec.data(), keys.data(), dec.size()), 0);
   }
   SArray<Key> unsorted{5, 3};
   SArray<char> enc;
