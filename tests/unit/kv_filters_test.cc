@@ -88,10 +88,12 @@ TEST(KVFiltersLossTest, SignificantFilterStaysCorrectWhenMessagesAreLost) {
   // every pulled value is still right.
   std::atomic<uint64_t> epochs{0};
   Job::Run(
-      true, 2, 1, [&](Node* node, int rank) { PullRounds(node, rank, 0.01, 21, 15); },
+      // 30 rounds, 2 coded replies each, 15% of them lost or doubled: without a refusal in
+      // 60 replies (probability 0.85^60 < 1e-4) the test would not exercise anything.
+      true, 2, 1, [&](Node* node, int rank) { PullRounds(node, rank, 0.01, 21, 30); },
       static_cast<float*>(nullptr),
       [](Config* c) {
-        c->fault_drop = 0.05;
+        c->fault_drop = 0.1;
         c->fault_duplicate = 0.05;
         c->fault_delay = 0.05;
         c->seed = 99;
