@@ -114,6 +114,9 @@ class Node {
   /// with other workers (one may die and its tasks come back); returns -1 when every task is
   /// done. Throws ps::Error after Config::barrier_timeout_ms.
   int NextTask();
+  /// Worker only: a task waiting in the pool now (one a dead worker left, say), else -1 at once;
+  /// never blocks on other workers. Throws ps::Error after Config::barrier_timeout_ms.
+  int TryNextTask();
   /// Worker only: reports a task finished. A report for a task that was taken away (this worker
   /// was too slow or declared dead) is ignored by the scheduler.
   void TaskDone(int task);

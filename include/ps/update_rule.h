@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "ps/base.h"
@@ -36,10 +37,23 @@ class UpdateRule {
   /// either order (up to floating-point rounding). Then a server may add up the pushes of a
   /// short window and send its replicas the sum once (PS_REPLICATION_WINDOW_MS). Default: false.
   virtual bool Additive() const { return false; }
-  /// Writes what a pull returns for the slot. Default: the stored values.
+  /// Writes what a pull returns for the slot: ReadWidth(n) values. Default: the stored values.
   virtual void Read(Key key, const V* val, const V* state, V* out, int n) const {
     std::memcpy(out, val, sizeof(V) * n);
   }
+  /// As Read, for a pull that a worker issued during step `step` (its Clock() count; INT64_MAX
+  /// when there is none, such as a hand-off). A rule whose pushes belong to iterations can
+  /// answer with the state as of the start of that step: apps/linear's DBPG rule takes the
+  /// proximal step of an iteration's sums lazily and must not let a pull of step t see a step
+  /// of sums that iteration t is still adding to. Default: Read.
+  virtual void ReadAt(Key key, const V* val, const V* state, V* out, int n, int64_t step) const {
+    Read(key, val, state, out, n);
+  }
+  /// Values a pull returns for a slot of n stored values. Default n. A rule may keep more per
+  /// key than a pull returns (a push then carries n values and a pull gets ReadWidth(n)); the
+  /// DBPG rule of apps/linear stores weight, gradient sum and curvature sum and returns the
+  /// weight. Such a key cannot be pulled in value parts (one key larger than 1 MB).
+  virtual int ReadWidth(int n) const { return n; }
 };
 
 /// val += pushed (the default: aggregation of gradients or counts).

@@ -61,6 +61,7 @@ std::vector<NodeInfo> Node::nodes() const {
 }
 int Node::AddTasks(int n) { return impl_->AddTasks(n); }
 int Node::NextTask() { return impl_->NextTask(); }
+int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
 Node::TaskStats Node::task_stats() const { return impl_->GetTaskStats(); }
 void Node::SetConsistency(const std::string& policy, int max_delay) {
@@ -405,7 +406,9 @@ void Node::Impl::HandleControl(const Message& msg) {
       std::vector<std::pair<int, int>> answers;
       int task = -1;
       auto a = tasks_added_ ? tasks_.Take(from, NowMs(), &task) : TaskPool::Answer::kWait;
-      if (a == TaskPool::Answer::kWait) {
+      if (a == TaskPool::Answer::kWait && c.task_nowait()) {
+        answers.emplace_back(from, -1);
+      } else if (a == TaskPool::Answer::kWait) {
         if (std::find(task_waiters_.begin(), task_waiters_.end(), from) == task_waiters_.end()) {
           task_waiters_.push_back(from);
         }

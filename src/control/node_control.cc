@@ -371,7 +371,7 @@ int Node::Impl::AddTasks(int n) {
   return first;
 }
 
-int Node::Impl::NextTask() {
+int Node::Impl::NextTask(bool wait) {
   if (cfg.role != Role::kWorker) throw Error("NextTask: only workers take tasks");
   uint64_t seen;
   {
@@ -380,6 +380,7 @@ int Node::Impl::NextTask() {
   }
   pb::Control c;
   c.set_cmd(pb::Control::TASK_TAKE);
+  c.set_task_nowait(!wait);
   SendControl(0, c);
   std::unique_lock<std::mutex> lk(mu_);
   if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),

@@ -199,7 +199,7 @@ struct Node::Impl {
 
  public:
   int AddTasks(int n);
-  int NextTask();
+  int NextTask(bool wait = true);
   void TaskDone(int task);
   Node::TaskStats GetTaskStats() const;
 

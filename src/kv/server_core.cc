@@ -571,7 +571,7 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
       SArray<Key> k;
       SArray<char> v;
       SArray<int> l;
-      store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l);
+      store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l, m.step());
       keys.append(k);
       vals.append(v);
       lens.append(l);
@@ -636,10 +636,10 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
     std::string err;
     if (part) {
       if (m.val_count() > (64u << 20)) return "value part too large";
-      err = store->PullPart(keys[0], m.val_offset(), m.val_count(), m.val_total(), &vals);
+      err = store->PullPart(keys[0], m.val_offset(), m.val_count(), m.val_total(), &vals, m.step());
       reply->data = {vals};
     } else {
-      err = store->Pull(keys, n, m.width(), &vals, &lens);
+      err = store->Pull(keys, n, m.width(), &vals, &lens, m.step());
       reply->data = {vals};
       if (m.width() == 0) reply->data.push_back(SArray<char>(lens));
       if (m.has_significant() && m.width() > 0 &&

@@ -167,17 +167,18 @@ void Store<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
 
 template <typename V>
 std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* out_vals,
-                           SArray<int>* out_lens) {
+                           SArray<int>* out_lens, int64_t step) {
   size_t cur = 0;
   if (width > 0) {
     auto vals = SArray<V>::Uninitialized(n * static_cast<size_t>(width));
     V* out = vals.data();
-    const bool spans = contiguous() && uniform_ == width;
+    const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
     for (size_t i = 0; i < n; ++i, out += width) {
       if (spans) {
         size_t m = RunLength(keys + i, n - i, cur);
         if (m > 1) {
-          rule_->Read(keys[i], data_.data() + off_[cur], nullptr, out, static_cast<int>(m * width));
+          rule_->ReadAt(keys[i], data_.data() + off_[cur], nullptr, out,
+                        static_cast<int>(m * width), step);
           cur += m;
           i += m - 1;
           out += (m - 1) * width;
@@ -187,10 +188,10 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
       Found f = Find(keys[i], &cur);
       if (!f.slot) {
         std::fill(out, out + width, V(0));
-      } else if (f.len != width) {
-        return LenError(keys[i], f.len, width);
+      } else if (rule_->ReadWidth(f.len) != width) {
+        return LenError(keys[i], rule_->ReadWidth(f.len), width);
       } else {
-        rule_->Read(keys[i], f.slot, f.slot + f.len, out, width);
+        rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
       }
     }
     *out_vals = SArray<char>(vals);
@@ -201,16 +202,17 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
   size_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     found[i] = Find(keys[i], &cur);
-    total += found[i].len;
+    total += found[i].slot ? rule_->ReadWidth(found[i].len) : 0;
   }
   auto vals = SArray<V>::Uninitialized(total);
   V* out = vals.data();
   out_lens->resize(n);
   for (size_t i = 0; i < n; ++i) {
     const Found& f = found[i];
-    if (f.slot) rule_->Read(keys[i], f.slot, f.slot + f.len, out, f.len);
-    (*out_lens)[i] = f.len;
-    out += f.len;
+    const int len = f.slot ? rule_->ReadWidth(f.len) : 0;
+    if (f.slot) rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
+    (*out_lens)[i] = len;
+    out += len;
   }
   *out_vals = SArray<char>(vals);
   return "";
@@ -218,7 +220,7 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
 
 template <typename V>
 std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
-                               SArray<char>* out_vals) {
+                               SArray<char>* out_vals, int64_t step) {
   if (offset + count > total) return "bad value part";
   auto vals = SArray<V>::Uninitialized(count);
   size_t cur = 0;
@@ -227,9 +229,12 @@ std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_
     std::fill(vals.begin(), vals.end(), V(0));
   } else if (static_cast<uint64_t>(f.len) != total) {
     return LenError(key, f.len, total);
+  } else if (rule_->ReadWidth(f.len) != f.len) {
+    return "key " + std::to_string(key) + ": its update rule returns fewer values than it " +
+           "stores, so it cannot be pulled in parts";
   } else {
-    rule_->Read(key, f.slot + offset, f.slot + f.len + offset * sw_, vals.data(),
-                static_cast<int>(count));
+    rule_->ReadAt(key, f.slot + offset, f.slot + f.len + offset * sw_, vals.data(),
+                  static_cast<int>(count), step);
   }
   *out_vals = SArray<char>(vals);
   return "";
@@ -237,18 +242,19 @@ std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_
 
 template <typename V>
 void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
-                         SArray<int>* out_lens) {
+                         SArray<int>* out_lens, int64_t step) {
   SArray<Key> keys;
   SArray<int> lens;
   SArray<V> vals;
   size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
   auto it = side_.lower_bound(r.begin);
   auto emit = [&](Key k, const V* slot, int len) {
+    const int w = rule_->ReadWidth(len);
     keys.push_back(k);
-    lens.push_back(len);
+    lens.push_back(w);
     size_t at = vals.size();
-    vals.resize(at + len);
-    rule_->Read(k, slot, slot + len, vals.data() + at, len);
+    vals.resize(at + w);
+    rule_->ReadAt(k, slot, slot + len, vals.data() + at, len, step);
   };
   for (;;) {
     bool main_ok = i < keys_.size() && keys_[i] < r.end;

@@ -26,15 +26,19 @@ class StoreBase {
   /// Applies values [offset, offset + count) of a key whose slot holds `total` values.
   virtual std::string PushPart(Key key, uint64_t offset, uint64_t total, const char* vals,
                                size_t count) = 0;
+  /// The step of a read that has none (every push counts).
+  static constexpr int64_t kLatest = INT64_MAX;
   /// Reads n sorted keys. width > 0: width values per key, zeros for missing keys. width == 0:
-  /// each key's own length goes to *lens (0 for missing keys).
+  /// each key's own length goes to *lens (0 for missing keys). step: the worker's step the pull
+  /// was issued in (UpdateRule::ReadAt).
   virtual std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals,
-                           SArray<int>* lens) = 0;
+                           SArray<int>* lens, int64_t step = kLatest) = 0;
   /// Reads values [offset, offset + count) of a key whose slot holds `total` values.
   virtual std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
-                               SArray<char>* vals) = 0;
+                               SArray<char>* vals, int64_t step = kLatest) = 0;
   /// Every stored key in r with its values and lengths, in key order.
-  virtual void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) = 0;
+  virtual void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
+                         int64_t step = kLatest) = 0;
   /// Number of stored keys.
   virtual size_t size() const = 0;
   /// Number of stored keys in r.
@@ -70,11 +74,12 @@ class Store : public StoreBase {
                    const int* lens) override;
   std::string PushPart(Key key, uint64_t offset, uint64_t total, const char* vals,
                        size_t count) override;
-  std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals,
-                   SArray<int>* lens) override;
-  std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
-                       SArray<char>* vals) override;
-  void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens) override;
+  std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals, SArray<int>* lens,
+                   int64_t step = kLatest) override;
+  std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total, SArray<char>* vals,
+                       int64_t step = kLatest) override;
+  void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
+                 int64_t step = kLatest) override;
   size_t size() const override { return keys_.size() + side_.size(); }
   size_t CountRange(Range r) const override;
   bool Additive() const override { return rule_->Additive(); }

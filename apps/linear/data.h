@@ -1,0 +1,55 @@
+// Training data of the sparse linear app: readers for libsvm/svmlight text and Criteo-style
+// TSV, in parts (byte ranges of a file, the shards the scheduler hands out as tasks).
+//
+// Feature ids are hashed to 64-bit keys, so arbitrary ids and string features need no
+// dictionary: an integer id i of a libsvm file becomes ps::HashKey(i) (splitmix64 of the id,
+// include/ps/base.h); column c of a Criteo file with value s becomes
+// ps::HashKey(FNV-1a-64(c, s)), where integer columns are bucketed by log2 first. Collisions
+// of two features are as likely as a collision of 64-bit random numbers.
+#ifndef PS_APPS_LINEAR_DATA_H_
+#define PS_APPS_LINEAR_DATA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ps/base.h"
+
+namespace linear {
+
+/// Rows of a sparse matrix with labels in {-1, +1}. Features are indices into `keys` (the
+/// sorted unique feature keys of these rows), so a worker pulls and pushes exactly `keys`.
+struct Dataset {
+  std::vector<float> label;   // -1 or +1
+  std::vector<size_t> row;    // row i is [row[i], row[i+1]) of col/val
+  std::vector<uint32_t> col;  // index into keys
+  std::vector<float> val;     // feature values
+  std::vector<ps::Key> keys;  // sorted unique
+  size_t rows() const { return label.size(); }
+  /// Appends other's rows (re-indexing its features into the union of keys).
+  void Append(const Dataset& other);
+};
+
+enum class Format { kLibsvm, kCriteo };
+/// "libsvm" or "criteo"; throws ps::Error naming the option otherwise.
+Format ParseFormat(const std::string& name);
+
+/// Byte range [begin, end) of part `part` of `parts` equal parts of a file of `size` bytes. A
+/// part holds the lines that start inside its range, so parts cover every line exactly once.
+void PartRange(uint64_t size, int part, int parts, uint64_t* begin, uint64_t* end);
+
+/// Reads part `part` of `parts` of path. Throws ps::Error with "path:line: what" on malformed
+/// input (line numbers count from the start of the file).
+Dataset ReadPart(const std::string& path, Format format, int part, int parts);
+/// Reads a whole file.
+inline Dataset ReadFile(const std::string& path, Format format) {
+  return ReadPart(path, format, 0, 1);
+}
+
+/// The key of libsvm feature id `id` and of Criteo column `column` with text value `text`.
+ps::Key FeatureKey(uint64_t id);
+ps::Key FeatureKey(int column, const std::string& text);
+
+}  // namespace linear
+
+#endif  // PS_APPS_LINEAR_DATA_H_

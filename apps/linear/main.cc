@@ -1,0 +1,169 @@
+// ps_linear: distributed sparse logistic regression (L1/L2) with DBPG or FTRL, launched by
+// tracker/ps-launch (every role runs this program), or `--predict` on one machine.
+//
+//   tracker/ps-launch -s 2 -w 2 -- build/apps/linear/ps_linear
+//       --train data/spam/train.libsvm --test data/spam/test.libsvm --solver dbpg --l2 1
+//   build/apps/linear/ps_linear --predict --model_in model.txt --test data/spam/test.libsvm
+//
+// docs/apps/linear.md has the algorithms, the flags and the measured results.
+#include <gflags/gflags.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <unordered_map>
+
+#include "linear/linear.h"
+#include "linear/metrics.h"
+#include "linear/rules.h"
+
+DEFINE_string(train, "", "training data (libsvm or criteo text)");
+DEFINE_string(test, "", "test data, evaluated by worker 0 (and by --predict)");
+DEFINE_string(format, "libsvm", "data format: libsvm or criteo");
+DEFINE_string(solver, "dbpg", "dbpg (delayed block proximal gradient) or ftrl");
+DEFINE_double(l1, 0, "L1 regularization (liblinear -s 6 with C: 1/C)");
+DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
+DEFINE_int32(iterations, 30, "dbpg: iterations");
+DEFINE_int32(blocks, 1, "dbpg: feature blocks (iteration t updates block t mod blocks)");
+DEFINE_double(eta, 1, "dbpg: learning rate of the proximal step (h = curvature bound / eta)");
+DEFINE_double(kkt_delta, 0, "dbpg: KKT filter margin (drop when w = 0, |g| <= l1/W - delta)");
+DEFINE_bool(momentum, true, "dbpg: Nesterov extrapolation of the proximal steps (FISTA)");
+DEFINE_string(curvature, "bound",
+              "dbpg: bound (1/4) or local (p(1-p), at least --curvature_floor)");
+DEFINE_double(curvature_floor, 1e-3, "dbpg: smallest local curvature");
+DEFINE_int32(epochs, 5, "ftrl: passes over the data");
+DEFINE_int32(batch, 100, "ftrl: rows per minibatch");
+DEFINE_double(alpha, 0.1, "ftrl: alpha");
+DEFINE_double(beta, 1, "ftrl: beta");
+DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
+DEFINE_int32(eval_every, 1, "report every this many iterations (epochs)");
+DEFINE_string(model_out, "", "write the model here (worker 0): key weight per line");
+DEFINE_string(log_json, "", "write one JSON object per report here (worker 0)");
+DEFINE_bool(quiet, false, "no progress lines");
+DEFINE_bool(predict, false, "evaluate --model_in on --test locally (no cluster)");
+DEFINE_string(model_in, "", "--predict: the model file");
+DEFINE_string(predictions_out, "", "--predict: write the probability of +1 per test row");
+
+namespace {
+
+linear::Options FromFlags() {
+  linear::Options o;
+  o.train = FLAGS_train;
+  o.test = FLAGS_test;
+  o.format = linear::ParseFormat(FLAGS_format);
+  o.solver = FLAGS_solver;
+  if (o.solver != "dbpg" && o.solver != "ftrl") {
+    throw ps::Error("--solver=" + o.solver + ": expected dbpg or ftrl");
+  }
+  auto nonneg = [](const char* name, double v) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      throw ps::Error(std::string("--") + name + " must be a finite number >= 0");
+    }
+    return v;
+  };
+  o.l1 = nonneg("l1", FLAGS_l1);
+  o.l2 = nonneg("l2", FLAGS_l2);
+  o.iterations = FLAGS_iterations;
+  o.blocks = FLAGS_blocks;
+  o.eta = FLAGS_eta;
+  if (!(o.eta > 0)) throw ps::Error("--eta must be > 0");
+  o.kkt_delta = FLAGS_kkt_delta;
+  o.curvature = FLAGS_curvature;
+  o.curvature_floor = FLAGS_curvature_floor;
+  o.epochs = FLAGS_epochs;
+  o.batch = FLAGS_batch;
+  o.alpha = FLAGS_alpha;
+  o.beta = FLAGS_beta;
+  if (!(o.alpha > 0)) throw ps::Error("--alpha must be > 0");
+  o.parts_per_worker = FLAGS_parts_per_worker;
+  if (o.parts_per_worker < 1) throw ps::Error("--parts_per_worker must be >= 1");
+  if (FLAGS_blocks < 1) throw ps::Error("--blocks must be >= 1");
+  if (FLAGS_eval_every < 1) throw ps::Error("--eval_every must be >= 1");
+  o.eval_every = FLAGS_eval_every;
+  o.model_out = FLAGS_model_out;
+  o.log_json = FLAGS_log_json;
+  o.quiet = FLAGS_quiet;
+  return o;
+}
+
+int Predict(const linear::Options& o) {
+  if (FLAGS_model_in.empty() || o.test.empty()) {
+    throw ps::Error("--predict needs --model_in and --test");
+  }
+  std::ifstream in(FLAGS_model_in);
+  if (!in) throw ps::Error("--model_in=" + FLAGS_model_in + ": cannot open");
+  std::unordered_map<ps::Key, double> w;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    unsigned long long k;
+    double v;
+    if (!(ls >> k >> v)) {
+      throw ps::Error(FLAGS_model_in + ":" + std::to_string(n) + ": expected 'key weight'");
+    }
+    w[k] = v;
+  }
+  const linear::Dataset d = linear::ReadFile(o.test, o.format);
+  std::vector<double> m(d.rows());
+  std::vector<double> wk(d.keys.size(), 0.0);
+  for (size_t j = 0; j < d.keys.size(); ++j) {
+    auto it = w.find(d.keys[j]);
+    if (it != w.end()) wk[j] = it->second;
+  }
+  for (size_t i = 0; i < d.rows(); ++i) {
+    for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) m[i] += wk[d.col[e]] * d.val[e];
+  }
+  if (!FLAGS_predictions_out.empty()) {
+    std::ofstream out(FLAGS_predictions_out);
+    for (double x : m) out << linear::Sigmoid(x) << "\n";
+    if (!out) throw ps::Error("--predictions_out=" + FLAGS_predictions_out + ": write failed");
+  }
+  const linear::Quality q = linear::Evaluate(d.label, m);
+  std::printf("PREDICT rows %zu test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
+              d.rows(), q.logloss, q.auc, q.accuracy, w.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("distributed sparse logistic regression on ps (docs/apps/linear.md)");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  try {
+    const linear::Options o = FromFlags();
+    if (FLAGS_predict) return Predict(o);
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    int rc = 0;
+    switch (node.role()) {
+      case ps::Role::kScheduler:
+        node.AddTasks(o.parts_per_worker * node.num_workers());
+        node.Finalize();
+        break;
+      case ps::Role::kServer: {
+        std::shared_ptr<const ps::UpdateRule<double>> rule;
+        if (o.solver == "ftrl") {
+          rule = std::make_shared<linear::FtrlRule<double>>(o.alpha, o.beta, o.l1, o.l2);
+        } else {
+          rule = std::make_shared<linear::DbpgRule<double>>(o.eta, o.l1, o.l2, FLAGS_momentum);
+        }
+        ps::KVServer<double> model(&node, linear::kModelApp, rule);
+        ps::KVServer<double> stats(&node, linear::kStatsApp);
+        node.Finalize();
+        break;
+      }
+      case ps::Role::kWorker:
+        if (o.train.empty()) throw ps::Error("--train is required");
+        rc = linear::RunWorker(&node, o);
+        node.Finalize();
+        break;
+    }
+    return rc;
+  } catch (const ps::Error& e) {
+    std::cerr << "ps_linear: " << e.what() << std::endl;
+    return 1;
+  }
+}

@@ -1,0 +1,401 @@
+// The worker's side of the sparse linear app: data parts from the scheduler, the DBPG and FTRL
+// loops, evaluation, progress lines and the model file.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "linear/linear.h"
+#include "linear/metrics.h"
+
+namespace linear {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The rows this worker trains on (its data parts) and its copy of their weights.
+struct Shard {
+  Dataset data;
+  std::vector<int> parts, tasks;
+  std::vector<double> w;  // per data.keys
+  ps::SArray<ps::Key> keys;
+
+  void Add(int task, const Options& o, int nparts) {
+    const int part = task % nparts;
+    Dataset d = ReadPart(o.train, o.format, part, nparts);
+    if (parts.empty()) {
+      data = std::move(d);
+    } else {
+      data.Append(d);
+    }
+    parts.push_back(part);
+    tasks.push_back(task);
+    keys = ps::SArray<ps::Key>(data.keys);
+    w.assign(data.keys.size(), 0.0);
+  }
+  size_t Index(ps::Key k) const {
+    return static_cast<size_t>(std::lower_bound(data.keys.begin(), data.keys.end(), k) -
+                               data.keys.begin());
+  }
+  // Margins w.x of every row, and the data loss sum.
+  double Margins(std::vector<double>* m) const {
+    m->resize(data.rows());
+    double loss = 0;
+    for (size_t i = 0; i < data.rows(); ++i) {
+      double s = 0;
+      for (size_t e = data.row[i]; e < data.row[i + 1]; ++e) s += w[data.col[e]] * data.val[e];
+      (*m)[i] = s;
+      loss += LogLoss(data.label[i] * s);
+    }
+    return loss;
+  }
+};
+
+// Progress of the job as rank 0 sees it: one line per iteration (or epoch) and a JSON log.
+class Reporter {
+ public:
+  Reporter(ps::Node* node, const Options& o, ps::KVWorkerBase* kv)
+      : node_(node), o_(o), kv_(kv), start_(Clock::now()) {
+    if (!o.test.empty()) test_ = ReadFile(o.test, o.format);
+    if (!o.log_json.empty()) {
+      log_.open(o.log_json);
+      if (!log_) throw ps::Error("--log_json=" + o.log_json + ": cannot open for writing");
+    }
+  }
+  bool has_test() const { return test_.rows() > 0; }
+  const Dataset& test() const { return test_; }
+
+  // Quality on the test set with weights w_test (per test key).
+  Quality TestQuality(const std::vector<double>& w_test) const {
+    std::vector<double> m(test_.rows());
+    for (size_t i = 0; i < test_.rows(); ++i) {
+      double s = 0;
+      for (size_t e = test_.row[i]; e < test_.row[i + 1]; ++e) {
+        s += w_test[test_.col[e]] * test_.val[e];
+      }
+      m[i] = s;
+    }
+    return Evaluate(test_.label, m);
+  }
+
+  // One progress line: the iteration, the objective over all workers' rows (data loss as the
+  // workers reported it, plus the regularizer of the whole model), nonzeros, test quality.
+  void Line(const char* unit, int t, double loss, double rows, double l1norm, double l2sq,
+            size_t nnz, const Quality* q) {
+    const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double objective = loss + o_.l1 * l1norm + o_.l2 / 2 * l2sq;
+    const auto st = node_->stats();
+    const auto b = kv_->barrier_stats();
+    const double wait =
+        b.elapsed_s > 0 ? 100 * (b.barrier_wait_s + b.delay_wait_s) / b.elapsed_s : 0;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "%s %d time %.2fs objective %.6g train_logloss %.5f nnz %zu%s sent_mb %.2f "
+                  "barrier_wait %.1f%%",
+                  unit, t, secs, objective, rows > 0 ? loss / rows : 0.0, nnz,
+                  q ? (" test_auc " + Fmt(q->auc, 5) + " test_logloss " + Fmt(q->logloss, 5) +
+                       " test_accuracy " + Fmt(q->accuracy, 4))
+                          .c_str()
+                    : "",
+                  st.bytes_sent / 1e6, wait);
+    if (!o_.quiet) std::cout << buf << std::endl;
+    if (log_) {
+      log_ << "{\"" << unit << "\":" << t << ",\"time_s\":" << secs
+           << ",\"objective\":" << objective
+           << ",\"train_logloss\":" << (rows > 0 ? loss / rows : 0.0) << ",\"nnz\":" << nnz
+           << ",\"bytes_sent\":" << st.bytes_sent << ",\"barrier_wait_pct\":" << wait;
+      if (q) {
+        log_ << ",\"test_auc\":" << q->auc << ",\"test_logloss\":" << q->logloss
+             << ",\"test_accuracy\":" << q->accuracy;
+      }
+      log_ << ",\"solver\":\"" << o_.solver << "\",\"consistency\":\""
+           << node_->consistency_policy() << "\",\"tau\":" << node_->max_delay()
+           << ",\"workers\":" << node_->num_workers() << "}" << std::endl;
+    }
+  }
+
+ private:
+  static std::string Fmt(double v, int digits) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.*f", digits, v);
+    return b;
+  }
+  ps::Node* node_;
+  const Options& o_;
+  ps::KVWorkerBase* kv_;
+  Clock::time_point start_;
+  Dataset test_;
+  std::ofstream log_;
+};
+
+// The whole model (every stored key), pulled by range.
+struct Model {
+  ps::SArray<ps::Key> keys;
+  ps::SArray<double> w;
+  ps::SArray<int> lens;
+  double l1norm = 0, l2sq = 0;
+  size_t nnz = 0;
+};
+
+Model PullModel(ps::KVWorker<double>* kv) {
+  Model m;
+  kv->Wait(kv->PullRange(ps::Range::All(), &m.keys, &m.w, &m.lens));
+  for (double x : m.w) {
+    m.l1norm += std::fabs(x);
+    m.l2sq += x * x;
+    m.nnz += x != 0;
+  }
+  return m;
+}
+
+void WriteModel(const Model& m, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw ps::Error("--model_out=" + path + ": cannot open for writing");
+  out << "# ps linear model: feature key, weight (nonzero weights only)\n";
+  char buf[64];
+  for (size_t i = 0; i < m.keys.size(); ++i) {
+    if (m.w[i] == 0) continue;
+    std::snprintf(buf, sizeof(buf), "%llu %.17g\n", static_cast<unsigned long long>(m.keys[i]),
+                  m.w[i]);
+    out << buf;
+  }
+  if (!out) throw ps::Error(path + ": write failed");
+}
+
+// Per-iteration statistics every worker adds up on the servers (app kStatsApp, key = step):
+// data loss and rows.
+void PushStats(ps::KVWorker<double>* stats, int t, double loss, double rows) {
+  stats->Push(ps::SArray<ps::Key>{static_cast<ps::Key>(t)}, ps::SArray<double>{loss, rows});
+}
+void PullStats(ps::KVWorker<double>* stats, int t, double* loss, double* rows) {
+  ps::SArray<double> v(2);
+  stats->Wait(stats->Pull(ps::SArray<ps::Key>{static_cast<ps::Key>(t)}, &v));
+  *loss = v[0];
+  *rows = v[1];
+}
+
+// Rank 0's report after step t: objective, model size, test quality.
+void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats, const char* unit,
+            int t, bool eval) {
+  double loss, rows;
+  PullStats(stats, t, &loss, &rows);
+  Model m = PullModel(kv);
+  Quality q;
+  if (eval && rep->has_test()) {
+    ps::SArray<double> wt(rep->test().keys.size());
+    kv->Wait(kv->Pull(ps::SArray<ps::Key>(rep->test().keys), &wt));
+    q = rep->TestQuality(std::vector<double>(wt.begin(), wt.end()));
+  }
+  rep->Line(unit, t, loss, rows, m.l1norm, m.l2sq, m.nnz, eval && rep->has_test() ? &q : nullptr);
+}
+
+// Takes this worker's share of the data parts, and (later) parts that dead workers left.
+void TakeParts(ps::Node* node, const Options& o, Shard* s) {
+  const int nparts = o.parts_per_worker * node->num_workers();
+  for (int i = 0; i < o.parts_per_worker; ++i) {
+    const int task = node->NextTask();
+    if (task < 0) break;
+    s->Add(task, o, nparts);
+  }
+}
+bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
+  const int nparts = o.parts_per_worker * node->num_workers();
+  bool any = false;
+  for (int task = node->TryNextTask(); task >= 0; task = node->TryNextTask()) {
+    std::cerr << "worker " << node->rank() << " takes over data part " << task % nparts
+              << " (its worker died)" << std::endl;
+    s->Add(task, o, nparts);
+    any = true;
+  }
+  return any;
+}
+
+void PullAll(ps::KVWorker<double>* kv, Shard* s) {
+  ps::SArray<double> w(s->keys.size());
+  kv->Wait(kv->Pull(s->keys, &w));
+  s->w.assign(w.begin(), w.end());
+}
+
+int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
+            ps::KVWorker<double>* stats, Reporter* rep) {
+  const int W = node->num_workers(), B = std::max(1, o.blocks);
+  // The KKT filter: a coordinate at zero whose gradient lies inside the band cannot move
+  // (when every worker's part of it is within l1 / W, the sum is within l1).
+  kv->SetPushFilter([&](ps::Key k, const double* v, int) {
+    return !(o.l1 > 0 && s->w[s->Index(k)] == 0 && std::fabs(v[0]) <= o.l1 / W - o.kkt_delta);
+  });
+  std::vector<std::vector<uint32_t>> blk;
+  std::vector<ps::SArray<ps::Key>> blk_keys;
+  std::vector<int> block_of;
+  auto index_blocks = [&] {
+    blk.assign(B, {});
+    blk_keys.assign(B, {});
+    block_of.resize(s->data.keys.size());
+    for (uint32_t j = 0; j < s->data.keys.size(); ++j) {
+      const int b = static_cast<int>(s->data.keys[j] % static_cast<uint64_t>(B));
+      block_of[j] = b;
+      blk[b].push_back(j);
+      blk_keys[b].push_back(s->data.keys[j]);
+    }
+  };
+  index_blocks();
+  PullAll(kv, s);
+  struct InFlight {
+    int ts, iter, block;
+    ps::SArray<double> w;
+  };
+  std::deque<InFlight> inflight;
+  auto apply = [&](InFlight& f) {
+    kv->Wait(f.ts);
+    for (size_t i = 0; i < blk[f.block].size(); ++i) s->w[blk[f.block][i]] = f.w[i];
+  };
+  std::vector<double> margin, g, u;
+  for (int t = 0; t < o.iterations; ++t) {
+    if (AdoptParts(node, o, s)) {
+      for (auto& f : inflight) kv->Wait(f.ts);  // their indices are stale: drop them
+      inflight.clear();
+      index_blocks();
+      PullAll(kv, s);
+    }
+    // Bounded delay tau: iteration t uses every block pulled at iterations <= t - 1 - tau.
+    const int tau = kv->max_delay();
+    while (!inflight.empty() && ((tau >= 0 && inflight.front().iter <= t - 1 - tau) ||
+                                 kv->IsDone(inflight.front().ts))) {
+      apply(inflight.front());
+      inflight.pop_front();
+    }
+    const int b = t % B;
+    const double loss = s->Margins(&margin);
+    g.assign(s->data.keys.size(), 0.0);
+    u.assign(s->data.keys.size(), 0.0);
+    const auto& d = s->data;
+    for (size_t i = 0; i < d.rows(); ++i) {
+      const double c = -d.label[i] * Sigmoid(-d.label[i] * margin[i]);
+      // The diagonal bound of the block's Hessian: X_b' D X_b <= diag(|X_b|' (D r)) where r_i
+      // is the sum of |x_ij| over the block (Gershgorin) and D <= 1/4 (the logistic loss'
+      // curvature), so the step with h = u (eta = 1) never increases the objective.
+      double r = 0;
+      for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) {
+        if (block_of[d.col[e]] == b) r += std::fabs(d.val[e]);
+      }
+      const double p = Sigmoid(margin[i]);
+      const double dcurv = o.curvature == "local" ? std::max(p * (1 - p), o.curvature_floor) : 0.25;
+      for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) {
+        g[d.col[e]] += c * d.val[e];
+        u[d.col[e]] += dcurv * std::fabs(d.val[e]) * r;
+      }
+    }
+    ps::SArray<double> rows(3 * blk[b].size());
+    for (size_t i = 0; i < blk[b].size(); ++i) {
+      rows[3 * i] = g[blk[b][i]];
+      rows[3 * i + 1] = u[blk[b][i]];
+      rows[3 * i + 2] = t + 1 == o.iterations ? -(t + 1) : t + 1;  // the last: no momentum
+    }
+    kv->Push(blk_keys[b], rows);
+    PushStats(stats, t, loss, static_cast<double>(d.rows()));
+    kv->Clock();
+    InFlight f{0, t, b, ps::SArray<double>(blk[b].size())};
+    f.ts = kv->Pull(blk_keys[b], &f.w);
+    inflight.push_back(std::move(f));
+    if (rep && (t % o.eval_every == 0 || t + 1 == o.iterations)) {
+      for (auto& x : inflight) apply(x);  // rank 0 reports the weights of step t + 1
+      inflight.clear();
+      Report(rep, kv, stats, "iteration", t, true);
+    }
+  }
+  for (auto& f : inflight) apply(f);
+  return 0;
+}
+
+int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
+            ps::KVWorker<double>* stats, Reporter* rep) {
+  struct Batch {
+    size_t begin, end;  // rows
+    std::vector<uint32_t> idx;
+    ps::SArray<ps::Key> keys;
+  };
+  std::vector<Batch> batches;
+  auto make_batches = [&] {
+    batches.clear();
+    const size_t n = s->data.rows(), bs = std::max(1, o.batch);
+    for (size_t b = 0; b < n; b += bs) {
+      Batch x{b, std::min(n, b + bs), {}, {}};
+      for (size_t e = s->data.row[x.begin]; e < s->data.row[x.end]; ++e) {
+        x.idx.push_back(s->data.col[e]);
+      }
+      std::sort(x.idx.begin(), x.idx.end());
+      x.idx.erase(std::unique(x.idx.begin(), x.idx.end()), x.idx.end());
+      for (uint32_t j : x.idx) x.keys.push_back(s->data.keys[j]);
+      batches.push_back(std::move(x));
+    }
+  };
+  make_batches();
+  std::vector<double> g(s->data.keys.size(), 0.0);
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    if (AdoptParts(node, o, s)) {
+      make_batches();
+      g.assign(s->data.keys.size(), 0.0);
+    }
+    double loss = 0;  // progressive: each row's loss before its batch's update
+    for (const Batch& bt : batches) {
+      ps::SArray<double> w(bt.keys.size());
+      kv->Wait(kv->Pull(bt.keys, &w));
+      for (size_t i = 0; i < bt.idx.size(); ++i) s->w[bt.idx[i]] = w[i];
+      const auto& d = s->data;
+      for (size_t i = bt.begin; i < bt.end; ++i) {
+        double m = 0;
+        for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) m += s->w[d.col[e]] * d.val[e];
+        loss += LogLoss(d.label[i] * m);
+        const double c = -d.label[i] * Sigmoid(-d.label[i] * m);
+        for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) g[d.col[e]] += c * d.val[e];
+      }
+      ps::SArray<double> push(bt.idx.size());
+      for (size_t i = 0; i < bt.idx.size(); ++i) {
+        push[i] = g[bt.idx[i]];
+        g[bt.idx[i]] = 0;
+      }
+      kv->Push(bt.keys, push);
+      kv->Clock();
+    }
+    PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
+    node->Barrier(ps::kWorkerGroup);  // every worker's epoch is in (the stats too)
+    if (rep && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {
+      Report(rep, kv, stats, "epoch", epoch, true);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunWorker(ps::Node* node, const Options& o) {
+  Shard s;
+  TakeParts(node, o, &s);
+  ps::KVWorker<double> kv(node, kModelApp);
+  ps::KVWorker<double> stats(node, kStatsApp);
+  std::unique_ptr<Reporter> rep;
+  if (node->rank() == 0) rep.reset(new Reporter(node, o, &kv));
+  int rc = o.solver == "ftrl" ? RunFtrl(node, o, &s, &kv, &stats, rep.get())
+                              : RunDbpg(node, o, &s, &kv, &stats, rep.get());
+  node->Barrier(ps::kWorkerGroup);
+  if (rep) {
+    Model m = PullModel(&kv);
+    if (!o.model_out.empty()) WriteModel(m, o.model_out);
+    if (rep->has_test()) {
+      ps::SArray<double> wt(rep->test().keys.size());
+      kv.Wait(kv.Pull(ps::SArray<ps::Key>(rep->test().keys), &wt));
+      const Quality q = rep->TestQuality(std::vector<double>(wt.begin(), wt.end()));
+      std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
+                  o.solver.c_str(), q.logloss, q.auc, q.accuracy, m.nnz);
+      std::fflush(stdout);
+    }
+  }
+  for (int task : s.tasks) node->TaskDone(task);
+  return rc;
+}
+
+}  // namespace linear
