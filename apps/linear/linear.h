@@ -16,7 +16,7 @@ struct Options {
   std::string solver = "dbpg";  // dbpg | ftrl
   double l1 = 0, l2 = 1;
   // DBPG
-  int iterations = 30;
+  int iterations = 150;
   int blocks = 1;
   double eta = 1;
   double kkt_delta = 0;

@@ -25,18 +25,21 @@ DEFINE_string(format, "libsvm", "data format: libsvm or criteo");
 DEFINE_string(solver, "dbpg", "dbpg (delayed block proximal gradient) or ftrl");
 DEFINE_double(l1, 0, "L1 regularization (liblinear -s 6 with C: 1/C)");
 DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
-DEFINE_int32(iterations, 30, "dbpg: iterations");
+DEFINE_int32(iterations, 150, "dbpg: iterations");
 DEFINE_int32(blocks, 1, "dbpg: feature blocks (iteration t updates block t mod blocks)");
 DEFINE_double(eta, 1, "dbpg: learning rate of the proximal step (h = curvature bound / eta)");
 DEFINE_double(kkt_delta, 0, "dbpg: KKT filter margin (drop when w = 0, |g| <= l1/W - delta)");
 DEFINE_bool(momentum, true, "dbpg: Nesterov extrapolation of the proximal steps (FISTA)");
-DEFINE_string(curvature, "bound",
-              "dbpg: bound (1/4) or local (p(1-p), at least --curvature_floor)");
-DEFINE_double(curvature_floor, 1e-3, "dbpg: smallest local curvature");
+DEFINE_string(curvature, "local",
+              "dbpg: local (p(1-p) of each row, at least --curvature_floor) or bound (1/4)");
+DEFINE_double(curvature_floor, 1e-4, "dbpg: smallest local curvature");
 DEFINE_int32(epochs, 5, "ftrl: passes over the data");
 DEFINE_int32(batch, 100, "ftrl: rows per minibatch");
 DEFINE_double(alpha, 0.1, "ftrl: alpha");
 DEFINE_double(beta, 1, "ftrl: beta");
+DEFINE_string(consistency, "bsp",
+              "barrier policy of the run (bsp, ssp:S, asp, psp:BETA[:S]); \"\": PS_CONSISTENCY");
+DEFINE_int32(tau, 0, "bounded delay of the workers (-1: unbounded; -2: PS_MAX_DELAY)");
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
 DEFINE_int32(eval_every, 1, "report every this many iterations (epochs)");
 DEFINE_string(model_out, "", "write the model here (worker 0): key weight per line");
@@ -140,7 +143,11 @@ int main(int argc, char** argv) {
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:
+        // The run's barrier policy and delay reach every node before the barrier releases it
+        // (the scheduler's messages to a node arrive in order).
+        node.SetConsistency(FLAGS_consistency, FLAGS_tau == -2 ? ps::Node::kKeepDelay : FLAGS_tau);
         node.AddTasks(o.parts_per_worker * node.num_workers());
+        node.Barrier(ps::kAllGroups);
         node.Finalize();
         break;
       case ps::Role::kServer: {
@@ -152,11 +159,13 @@ int main(int argc, char** argv) {
         }
         ps::KVServer<double> model(&node, linear::kModelApp, rule);
         ps::KVServer<double> stats(&node, linear::kStatsApp);
+        node.Barrier(ps::kAllGroups);
         node.Finalize();
         break;
       }
       case ps::Role::kWorker:
         if (o.train.empty()) throw ps::Error("--train is required");
+        node.Barrier(ps::kAllGroups);
         rc = linear::RunWorker(&node, o);
         node.Finalize();
         break;

@@ -4,6 +4,7 @@
 #ifndef PS_APPS_LINEAR_RULES_H_
 #define PS_APPS_LINEAR_RULES_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -34,11 +35,13 @@ class DbpgRule : public ps::UpdateRule<V> {
  public:
   DbpgRule(double eta, double l1, double l2, bool momentum = true)
       : eta_(eta), l1_(l1), l2_(l2), momentum_(momentum) {}
-  int StateWidth() const override { return 1; }  // [tag, w, k]
+  int StateWidth() const override { return 2; }  // [tag, w, k, last curvature sum, -, -]
   int ReadWidth(int n) const override { return n == 3 ? 1 : n; }
   void Apply(ps::Key, const V* p, V* v, V* s, int n) const override {
     if (n != 3) return;  // not a DBPG push: nothing sensible to do with it
-    if (s[0] != p[2]) {
+    // A push of a later iteration closes the sums; a late one (bounded delay: a worker up to
+    // tau iterations behind) joins the open sums as a delayed gradient.
+    if (std::fabs(static_cast<double>(p[2])) > std::fabs(static_cast<double>(s[0]))) {
       if (v[2] > 0) Commit(v, s);
       v[1] = v[2] = 0;
       s[0] = p[2];
@@ -58,7 +61,7 @@ class DbpgRule : public ps::UpdateRule<V> {
       return;
     }
     if (v[2] > 0 && std::fabs(static_cast<double>(s[0])) <= static_cast<double>(step)) {
-      V tmp[3] = {v[0], v[1], v[2]}, st[3] = {s[0], s[1], s[2]};
+      V tmp[3] = {v[0], v[1], v[2]}, st[6] = {s[0], s[1], s[2], s[3], s[4], s[5]};
       Commit(tmp, st);
       out[0] = tmp[0];
     } else {
@@ -69,7 +72,11 @@ class DbpgRule : public ps::UpdateRule<V> {
  private:
   // s[1] = w, s[2] = k, the steps since the key's momentum last restarted.
   void Commit(V* v, V* s) const {
-    const double w = ProxStep(v[0], v[1], v[2] / eta_, l1_, l2_);
+    // Under a delay the sums may hold fewer workers' parts than the last ones: the curvature
+    // of the last step keeps the step from growing with the missing parts.
+    const double h = std::max(static_cast<double>(v[2]), static_cast<double>(s[3]));
+    s[3] = v[2];
+    const double w = ProxStep(v[0], v[1], h / eta_, l1_, l2_);
     // Restart (O'Donoghue and Candes, per coordinate): when the gradient at y points against
     // the last move, the momentum is carrying the key uphill.
     double k = s[2] + 1;

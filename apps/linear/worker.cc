@@ -293,7 +293,8 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
     for (size_t i = 0; i < blk[b].size(); ++i) {
       rows[3 * i] = g[blk[b][i]];
       rows[3 * i + 1] = u[blk[b][i]];
-      rows[3 * i + 2] = t + 1 == o.iterations ? -(t + 1) : t + 1;  // the last: no momentum
+      // Negative: no momentum (the last iteration, and under a delay).
+      rows[3 * i + 2] = t + 1 == o.iterations || tau != 0 ? -(t + 1) : t + 1;
     }
     kv->Push(blk_keys[b], rows);
     PushStats(stats, t, loss, static_cast<double>(d.rows()));
@@ -359,8 +360,11 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
         g[bt.idx[i]] = 0;
       }
       kv->Push(bt.keys, push);
-      kv->Clock();
     }
+    // One step per epoch: workers hold different numbers of minibatches, and a barrier policy
+    // counts steps, so per-minibatch steps would leave a worker waiting for steps another
+    // never takes.
+    kv->Clock();
     PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
     node->Barrier(ps::kWorkerGroup);  // every worker's epoch is in (the stats too)
     if (rep && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {

@@ -1,0 +1,171 @@
+// apps/linear pieces on their own: the readers (every error names file and line), the parts
+// (every line in exactly one part), the metrics, and the update rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "linear/data.h"
+#include "linear/metrics.h"
+#include "linear/rules.h"
+#include "util/rng.h"
+
+namespace linear {
+namespace {
+
+using ps::Rng;
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(LinearDataTest, LibsvmLabelsIdsAndValues) {
+  const std::string p = Write("a.libsvm",
+                              "+1 3:0.5 7:2\n"
+                              "# a comment line\n"
+                              "\n"
+                              "0 0:1 7\n"  // 0/1 labels, a 0-based id, a value-less id
+                              "-1 qid:3 5:1.5 # trailing comment\n");
+  Dataset d = ReadFile(p, Format::kLibsvm);
+  ASSERT_EQ(d.rows(), 3u);
+  EXPECT_EQ(d.label[0], 1.0f);
+  EXPECT_EQ(d.label[1], -1.0f);
+  EXPECT_EQ(d.label[2], -1.0f);
+  EXPECT_EQ(d.row[1] - d.row[0], 2u);
+  EXPECT_EQ(d.row[2] - d.row[1], 2u);
+  EXPECT_EQ(d.row[3] - d.row[2], 1u);  // qid is not a feature
+  EXPECT_EQ(d.keys.size(), 4u);        // ids 0, 3, 5, 7
+  EXPECT_TRUE(std::is_sorted(d.keys.begin(), d.keys.end()));
+  EXPECT_EQ(d.keys[d.col[1]], FeatureKey(7));
+  EXPECT_EQ(d.val[1], 2.0f);
+  EXPECT_EQ(d.val[3], 1.0f);  // "7" alone is 7:1
+}
+
+TEST(LinearDataTest, EveryMalformedLineIsNamedWithFileAndLine) {
+  const char* bad[] = {"2 1:1", "x 1:1", "1 a:1", "1 -3:1", "1 1:abc", "1 1:1:1", "1 1:inf"};
+  for (const char* line : bad) {
+    const std::string p = Write("bad.libsvm", std::string("1 1:1\n\n") + line + "\n1 2:1\n");
+    try {
+      ReadFile(p, Format::kLibsvm);
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const ps::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(p + ":3: "), std::string::npos)
+          << line << " -> " << e.what();
+    }
+  }
+  const std::string c = Write("bad.tsv", "1\t1\t\t\t\t\t\t\t\t\t\t\t\t\ta\n");
+  try {
+    ReadFile(c, Format::kCriteo);
+    ADD_FAILURE() << "accepted a short criteo line";
+  } catch (const ps::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(c + ":1: expected 40"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ParseFormat("csv"), ps::Error);
+  EXPECT_THROW(ReadFile(::testing::TempDir() + "missing.libsvm", Format::kLibsvm), ps::Error);
+}
+
+TEST(LinearDataTest, CriteoColumnsAreHashedWithTheirColumn) {
+  std::string line = "1";
+  for (int i = 1; i <= 13; ++i) line += "\t" + std::to_string(i == 2 ? 1000 : i);
+  for (int i = 0; i < 26; ++i) line += i == 5 ? "\t" : "\tabc";  // one missing category
+  Dataset d = ReadFile(Write("c.tsv", line + "\n" + line + "\n"), Format::kCriteo);
+  ASSERT_EQ(d.rows(), 2u);
+  EXPECT_EQ(d.label[0], 1.0f);
+  EXPECT_EQ(d.row[1], 13u + 25u);  // the same text in different columns: different keys
+  EXPECT_EQ(d.keys.size(), 13u + 25u);
+}
+
+TEST(LinearDataTest, PartsCoverEveryLineExactlyOnce) {
+  Rng rng(11);
+  std::string text;
+  const int n = 1000;
+  for (int i = 0; i < n; ++i) {
+    text += (i % 2 ? "+1" : "-1");
+    const int k = 1 + static_cast<int>(rng.Below(20));
+    for (int j = 0; j < k; ++j) text += " " + std::to_string(i) + ":" + std::to_string(j + 1);
+    text += "\n";
+  }
+  const std::string p = Write("parts.libsvm", text);
+  for (int parts : {1, 2, 3, 7, 64}) {
+    Dataset all;
+    for (int i = 0; i < parts; ++i) {
+      Dataset d = ReadPart(p, Format::kLibsvm, i, parts);
+      all.Append(d);
+    }
+    ASSERT_EQ(all.rows(), static_cast<size_t>(n)) << "parts " << parts;
+    // Row i's features all carry id i, and rows come in file order.
+    for (size_t i = 0; i < all.rows(); ++i) {
+      ASSERT_EQ(all.keys[all.col[all.row[i]]], FeatureKey(i)) << "parts " << parts << " row " << i;
+    }
+  }
+}
+
+TEST(LinearMetricsTest, LoglossAucAccuracy) {
+  const std::vector<float> y = {1, -1, 1, -1};
+  const Quality q = Evaluate(y, {2.0, -1.0, 0.5, 0.5});
+  EXPECT_NEAR(q.logloss, (LogLoss(2) + LogLoss(1) + LogLoss(0.5) + LogLoss(-0.5)) / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(q.accuracy, 0.75);
+  // Positives ranked 4 and 2.5 (tied with a negative): (4 + 2.5 - 3) / (2 * 2).
+  EXPECT_DOUBLE_EQ(q.auc, 0.875);
+  EXPECT_NEAR(LogLoss(-800), 800, 1e-9);  // no overflow
+  EXPECT_NEAR(Sigmoid(-800), 0, 1e-300);
+}
+
+TEST(LinearRulesTest, ProxStepSolvesTheOneCoordinateProblem) {
+  Rng rng(5);
+  for (int i = 0; i < 1000; ++i) {
+    const double w = rng.Uniform() * 4 - 2, g = rng.Uniform() * 4 - 2, h = rng.Uniform() * 3 + .1;
+    const double l1 = rng.Uniform(), l2 = rng.Uniform();
+    const double x = ProxStep(w, g, h, l1, l2);
+    auto f = [&](double z) {
+      return g * (z - w) + h / 2 * (z - w) * (z - w) + l1 * std::fabs(z) + l2 / 2 * z * z;
+    };
+    for (double d : {-1e-4, 1e-4, -0.1, 0.1})
+      ASSERT_LE(f(x), f(x + d) + 1e-12) << "seed 5 case " << i;
+  }
+}
+
+TEST(LinearRulesTest, DbpgStepsOnceTheSumsOfAnIterationAreCompleteAndPullsSeeTheirStep) {
+  DbpgRule<double> rule(/*eta=*/1, /*l1=*/0, /*l2=*/1, /*momentum=*/false);
+  double v[3] = {0, 0, 0}, s[6] = {0, 0, 0, 0, 0, 0}, out = -1;
+  const double a[3] = {-1, 2, 1}, b[3] = {-3, 2, 1};  // two workers' parts of iteration 0
+  rule.Apply(0, a, v, s, 3);
+  rule.Apply(0, b, v, s, 3);
+  const double step = ProxStep(0, -4, 4, 0, 1);  // 0.8
+  rule.ReadAt(0, v, s, &out, 3, /*step=*/1);     // a pull of step 1 sees iteration 0's step
+  EXPECT_DOUBLE_EQ(out, step);
+  rule.ReadAt(0, v, s, &out, 3, /*step=*/0);  // a pull of step 0 does not
+  EXPECT_DOUBLE_EQ(out, 0);
+  const double c[3] = {1, 2, 2};  // iteration 1 starts: iteration 0 is stepped for good
+  rule.Apply(0, c, v, s, 3);
+  rule.ReadAt(0, v, s, &out, 3, /*step=*/1);  // iteration 1's partial sums stay unseen
+  EXPECT_DOUBLE_EQ(out, step);
+  EXPECT_EQ(rule.ReadWidth(3), 1);
+}
+
+TEST(LinearRulesTest, FtrlMatchesItsClosedForm) {
+  const double alpha = 0.5, beta = 1, l1 = 0.1, l2 = 0.2;
+  FtrlRule<double> rule(alpha, beta, l1, l2);
+  double w = 0, s[2] = {0, 0};
+  double z = 0, n = 0, want = 0;  // the per-coordinate recurrence of McMahan et al., by hand
+  for (double g : {0.3, -1.2, 0.05, 0.4}) {
+    rule.Apply(0, &g, &w, s, 1);
+    const double sigma = (std::sqrt(n + g * g) - std::sqrt(n)) / alpha;
+    z += g - sigma * want;
+    n += g * g;
+    want =
+        std::fabs(z) <= l1 ? 0 : -(z - std::copysign(l1, z)) / ((beta + std::sqrt(n)) / alpha + l2);
+    ASSERT_NEAR(w, want, 1e-12) << "after g = " << g;
+  }
+  const double g = 0.01;  // |z| inside the band now? then the weight is exactly zero
+  double zz = s[0] + g - (std::sqrt(s[1] + g * g) - std::sqrt(s[1])) / alpha * w;
+  rule.Apply(0, &g, &w, s, 1);
+  EXPECT_EQ(w == 0, std::fabs(zz) <= l1);
+}
+
+}  // namespace
+}  // namespace linear
