@@ -19,6 +19,8 @@ struct Options {
   int iterations = 150;
   int blocks = 1;
   double eta = 1;
+  bool kkt = true;
+  double significant = -1;  // RequestFilters::significant of the model's pulls
   double kkt_delta = 0;
   std::string curvature = "bound";
   double curvature_floor =

@@ -8,11 +8,13 @@
 // docs/apps/linear.md has the algorithms, the flags and the measured results.
 #include <gflags/gflags.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "linear/linear.h"
@@ -28,6 +30,7 @@ DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
 DEFINE_int32(iterations, 150, "dbpg: iterations");
 DEFINE_int32(blocks, 1, "dbpg: feature blocks (iteration t updates block t mod blocks)");
 DEFINE_double(eta, 1, "dbpg: learning rate of the proximal step (h = curvature bound / eta)");
+DEFINE_bool(kkt, true, "dbpg with l1 > 0: the KKT filter (drop pushes that cannot move a zero)");
 DEFINE_double(kkt_delta, 0, "dbpg: KKT filter margin (drop when w = 0, |g| <= l1/W - delta)");
 DEFINE_bool(momentum, true, "dbpg: Nesterov extrapolation of the proximal steps (FISTA)");
 DEFINE_string(curvature, "local",
@@ -40,6 +43,9 @@ DEFINE_double(beta, 1, "ftrl: beta");
 DEFINE_string(consistency, "bsp",
               "barrier policy of the run (bsp, ssp:S, asp, psp:BETA[:S]); \"\": PS_CONSISTENCY");
 DEFINE_int32(tau, 0, "bounded delay of the workers (-1: unbounded; -2: PS_MAX_DELAY)");
+DEFINE_double(significant, -1,
+              "pulls through the significantly-modified filter at this threshold (-1: off; "
+              "0: lossless, only changed weights travel)");
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
 DEFINE_int32(eval_every, 1, "report every this many iterations (epochs)");
 DEFINE_string(model_out, "", "write the model here (worker 0): key weight per line");
@@ -72,6 +78,8 @@ linear::Options FromFlags() {
   o.blocks = FLAGS_blocks;
   o.eta = FLAGS_eta;
   if (!(o.eta > 0)) throw ps::Error("--eta must be > 0");
+  o.kkt = FLAGS_kkt;
+  o.significant = FLAGS_significant;
   o.kkt_delta = FLAGS_kkt_delta;
   o.curvature = FLAGS_curvature;
   o.curvature_floor = FLAGS_curvature_floor;
@@ -89,6 +97,23 @@ linear::Options FromFlags() {
   o.log_json = FLAGS_log_json;
   o.quiet = FLAGS_quiet;
   return o;
+}
+
+// Waits until this node has applied the run's barrier policy and delay, which the scheduler
+// relays: a pull handled under the previous policy would break BSP's guarantees.
+void AwaitConsistency(ps::Node* node) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto ready = [&] {
+    return (FLAGS_consistency.empty() || node->consistency_policy() == FLAGS_consistency) &&
+           (FLAGS_tau == -2 || node->role() != ps::Role::kWorker || node->max_delay() == FLAGS_tau);
+  };
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > until) {
+      throw ps::Error("--consistency=" + FLAGS_consistency + " --tau=" + std::to_string(FLAGS_tau) +
+                      ": the scheduler's setting did not reach this node within 10 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 int Predict(const linear::Options& o) {
@@ -159,12 +184,22 @@ int main(int argc, char** argv) {
         }
         ps::KVServer<double> model(&node, linear::kModelApp, rule);
         ps::KVServer<double> stats(&node, linear::kStatsApp);
+        AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);
         node.Finalize();
+        const auto st = node.stats();
+        std::printf(
+            "SERVER_STATS rank %d bytes_sent %llu bytes_received %llu duplicates %llu rejected "
+            "%llu\n",
+            node.rank(), static_cast<unsigned long long>(st.bytes_sent),
+            static_cast<unsigned long long>(st.bytes_received),
+            static_cast<unsigned long long>(model.DuplicatePushes()),
+            static_cast<unsigned long long>(model.RejectedRequests()));
         break;
       }
       case ps::Role::kWorker:
         if (o.train.empty()) throw ps::Error("--train is required");
+        AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);
         rc = linear::RunWorker(&node, o);
         node.Finalize();

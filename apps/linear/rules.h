@@ -41,11 +41,15 @@ class DbpgRule : public ps::UpdateRule<V> {
     if (n != 3) return;  // not a DBPG push: nothing sensible to do with it
     // A push of a later iteration closes the sums; a late one (bounded delay: a worker up to
     // tau iterations behind) joins the open sums as a delayed gradient.
-    if (std::fabs(static_cast<double>(p[2])) > std::fabs(static_cast<double>(s[0]))) {
+    const double tag = std::fabs(static_cast<double>(p[2])),
+                 open = std::fabs(static_cast<double>(s[0]));
+    if (tag > open) {
       if (v[2] > 0) Commit(v, s);
       v[1] = v[2] = 0;
       s[0] = p[2];
     }
+    // A late push (its worker behind by up to the delay) joins the open sums: a delayed
+    // gradient, which the workers' shorter steps under a delay keep stable.
     v[1] += p[0];
     v[2] += p[1];
   }
@@ -75,7 +79,9 @@ class DbpgRule : public ps::UpdateRule<V> {
     // Under a delay the sums may hold fewer workers' parts than the last ones: the curvature
     // of the last step keeps the step from growing with the missing parts.
     const double h = std::max(static_cast<double>(v[2]), static_cast<double>(s[3]));
-    s[3] = v[2];
+    // A slowly decaying memory of the key's curvature: partial sums in a row cannot walk it
+    // down, and a curvature that truly falls is followed within a few steps.
+    s[3] = static_cast<V>(std::max(static_cast<double>(v[2]), 0.5 * static_cast<double>(s[3])));
     const double w = ProxStep(v[0], v[1], h / eta_, l1_, l2_);
     // Restart (O'Donoghue and Candes, per coordinate): when the gradient at y points against
     // the last move, the momentum is carrying the key uphill.

@@ -225,9 +225,11 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
   const int W = node->num_workers(), B = std::max(1, o.blocks);
   // The KKT filter: a coordinate at zero whose gradient lies inside the band cannot move
   // (when every worker's part of it is within l1 / W, the sum is within l1).
-  kv->SetPushFilter([&](ps::Key k, const double* v, int) {
-    return !(o.l1 > 0 && s->w[s->Index(k)] == 0 && std::fabs(v[0]) <= o.l1 / W - o.kkt_delta);
-  });
+  if (o.kkt && o.l1 > 0) {
+    kv->SetPushFilter([&](ps::Key k, const double* v, int) {
+      return !(s->w[s->Index(k)] == 0 && std::fabs(v[0]) <= o.l1 / W - o.kkt_delta);
+    });
+  }
   std::vector<std::vector<uint32_t>> blk;
   std::vector<ps::SArray<ps::Key>> blk_keys;
   std::vector<int> block_of;
@@ -289,10 +291,13 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
         u[d.col[e]] += dcurv * std::fabs(d.val[e]) * r;
       }
     }
+    // Under a delay a step is taken on gradients up to tau iterations old: shorter steps
+    // (curvature times 1 + tau; under an unbounded delay, times 1 + 2 W) keep it stable.
+    const double damp = tau == 0 ? 1.0 : 1.0 + (tau > 0 ? tau : 2 * W);
     ps::SArray<double> rows(3 * blk[b].size());
     for (size_t i = 0; i < blk[b].size(); ++i) {
       rows[3 * i] = g[blk[b][i]];
-      rows[3 * i + 1] = u[blk[b][i]];
+      rows[3 * i + 1] = damp * u[blk[b][i]];
       // Negative: no momentum (the last iteration, and under a delay).
       rows[3 * i + 2] = t + 1 == o.iterations || tau != 0 ? -(t + 1) : t + 1;
     }
@@ -379,8 +384,16 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
 int RunWorker(ps::Node* node, const Options& o) {
   Shard s;
   TakeParts(node, o, &s);
+  // Everyone holds its share before anyone looks for parts left by the dead (TryNextTask
+  // would otherwise take a part meant for a worker still starting).
+  node->Barrier(ps::kWorkerGroup);
   ps::KVWorker<double> kv(node, kModelApp);
   ps::KVWorker<double> stats(node, kStatsApp);
+  if (o.significant >= 0) {
+    ps::RequestFilters f;
+    f.significant = o.significant;
+    kv.SetFilters(f);
+  }
   std::unique_ptr<Reporter> rep;
   if (node->rank() == 0) rep.reset(new Reporter(node, o, &kv));
   int rc = o.solver == "ftrl" ? RunFtrl(node, o, &s, &kv, &stats, rep.get())

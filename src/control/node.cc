@@ -644,6 +644,18 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   std::lock_guard<std::mutex> lk(cust_mu_);
   if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
   customers_[app_id] = c;
+  // The customer read the node's barrier policy and delay when it was built; a CONSISTENCY
+  // applied since then went to the customers registered at the time, not to this one, and a
+  // server would keep serving under the old policy (BSP runs read partial iterations). What
+  // the node holds now is the latest: any later change reaches this customer too.
+  std::string policy;
+  int delay;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    policy = policy_;
+    delay = max_delay_;
+  }
+  c->OnConsistency(policy, true, delay);
   if (next) c->OnPrepare(next);
   auto it = parked_.find(app_id);
   if (it == parked_.end()) return;
