@@ -39,7 +39,7 @@ class UpdateRule {
   virtual bool Additive() const { return false; }
   /// Writes what a pull returns for the slot: ReadWidth(n) values. Default: the stored values.
   virtual void Read(Key key, const V* val, const V* state, V* out, int n) const {
-    std::memcpy(out, val, sizeof(V) * n);
+    if (n > 0) std::memcpy(out, val, sizeof(V) * n);  // an empty value may come with null out
   }
   /// As Read, for a pull that a worker issued during step `step` (its Clock() count; INT64_MAX
   /// when there is none, such as a hand-off). A rule whose pushes belong to iterations can
