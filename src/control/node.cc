@@ -636,11 +636,6 @@ void Node::Impl::Dispatch(Message& msg) {
 }
 
 void Node::Impl::AddCustomer(int app_id, Customer* c) {
-  std::shared_ptr<const Ring> next;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    next = next_ring_;
-  }
   std::lock_guard<std::mutex> lk(cust_mu_);
   if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
   customers_[app_id] = c;
@@ -648,12 +643,15 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   // applied since then went to the customers registered at the time, not to this one, and a
   // server would keep serving under the old policy (BSP runs read partial iterations). What
   // the node holds now is the latest: any later change reaches this customer too.
+  // The same for a ring being prepared (a join or leave in progress).
   std::string policy;
   int delay;
+  std::shared_ptr<const Ring> next;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    std::lock_guard<std::mutex> g(mu_);
     policy = policy_;
     delay = max_delay_;
+    next = next_ring_;
   }
   c->OnConsistency(policy, true, delay);
   if (next) c->OnPrepare(next);
