@@ -225,6 +225,38 @@ void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
   SendControl(0, c);
 }
 
+void Node::Impl::AddCustomer(int app_id, Customer* c) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
+  customers_[app_id] = c;
+  // The customer read the node's barrier policy and delay when it was built; a CONSISTENCY
+  // applied since then went to the customers registered at the time, not to this one, and a
+  // server would keep serving under the old policy (BSP runs read partial iterations). What
+  // the node holds now is the latest: any later change reaches this customer too.
+  // The same for a ring being prepared (a join or leave in progress).
+  std::string policy;
+  int delay;
+  std::shared_ptr<const Ring> next;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    policy = policy_;
+    delay = max_delay_;
+    next = next_ring_;
+  }
+  c->OnConsistency(policy, true, delay);
+  if (next) c->OnPrepare(next);
+  auto it = parked_.find(app_id);
+  if (it == parked_.end()) return;
+  for (auto& m : it->second) c->Process(m);
+  parked_count_ -= it->second.size();
+  parked_.erase(it);
+}
+
+void Node::Impl::RemoveCustomer(int app_id) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  customers_.erase(app_id);
+}
+
 void Node::Impl::NotifyPrepare(std::shared_ptr<const Ring> next) {
   std::lock_guard<std::mutex> lk(cust_mu_);
   for (auto& c : customers_) c.second->OnPrepare(next);
