@@ -38,6 +38,13 @@ Format ParseFormat(const std::string& name);
 /// part holds the lines that start inside its range, so parts cover every line exactly once.
 void PartRange(uint64_t size, int part, int parts, uint64_t* begin, uint64_t* end);
 
+/// w . x_i for row i, with w given per key index (w[j] is the weight of keys[j]).
+inline double Margin(const Dataset& d, size_t i, const double* w) {
+  double s = 0;
+  for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) s += w[d.col[e]] * d.val[e];
+  return s;
+}
+
 /// Reads part `part` of `parts` of path. Throws ps::Error with "path:line: what" on malformed
 /// input (line numbers count from the start of the file).
 Dataset ReadPart(const std::string& path, Format format, int part, int parts);

@@ -141,9 +141,7 @@ int Predict(const linear::Options& o) {
     auto it = w.find(d.keys[j]);
     if (it != w.end()) wk[j] = it->second;
   }
-  for (size_t i = 0; i < d.rows(); ++i) {
-    for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) m[i] += wk[d.col[e]] * d.val[e];
-  }
+  for (size_t i = 0; i < d.rows(); ++i) m[i] = linear::Margin(d, i, wk.data());
   if (!FLAGS_predictions_out.empty()) {
     std::ofstream out(FLAGS_predictions_out);
     for (double x : m) out << linear::Sigmoid(x) << "\n";

@@ -46,10 +46,8 @@ struct Shard {
     m->resize(data.rows());
     double loss = 0;
     for (size_t i = 0; i < data.rows(); ++i) {
-      double s = 0;
-      for (size_t e = data.row[i]; e < data.row[i + 1]; ++e) s += w[data.col[e]] * data.val[e];
-      (*m)[i] = s;
-      loss += LogLoss(data.label[i] * s);
+      (*m)[i] = Margin(data, i, w.data());
+      loss += LogLoss(data.label[i] * (*m)[i]);
     }
     return loss;
   }
@@ -67,18 +65,13 @@ class Reporter {
     }
   }
   bool has_test() const { return test_.rows() > 0; }
-  const Dataset& test() const { return test_; }
 
-  // Quality on the test set with weights w_test (per test key).
-  Quality TestQuality(const std::vector<double>& w_test) const {
+  // Quality on the test set with the model's current weights.
+  Quality TestQuality(ps::KVWorker<double>* kv) const {
+    ps::SArray<double> w(test_.keys.size());
+    kv->Wait(kv->Pull(ps::SArray<ps::Key>(test_.keys), &w));
     std::vector<double> m(test_.rows());
-    for (size_t i = 0; i < test_.rows(); ++i) {
-      double s = 0;
-      for (size_t e = test_.row[i]; e < test_.row[i + 1]; ++e) {
-        s += w_test[test_.col[e]] * test_.val[e];
-      }
-      m[i] = s;
-    }
+    for (size_t i = 0; i < test_.rows(); ++i) m[i] = Margin(test_, i, w.data());
     return Evaluate(test_.label, m);
   }
 
@@ -186,9 +179,7 @@ void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats
   Model m = PullModel(kv);
   Quality q;
   if (eval && rep->has_test()) {
-    ps::SArray<double> wt(rep->test().keys.size());
-    kv->Wait(kv->Pull(ps::SArray<ps::Key>(rep->test().keys), &wt));
-    q = rep->TestQuality(std::vector<double>(wt.begin(), wt.end()));
+    q = rep->TestQuality(kv);
   }
   rep->Line(unit, t, loss, rows, m.l1norm, m.l2sq, m.nnz, eval && rep->has_test() ? &q : nullptr);
 }
@@ -353,8 +344,7 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
       for (size_t i = 0; i < bt.idx.size(); ++i) s->w[bt.idx[i]] = w[i];
       const auto& d = s->data;
       for (size_t i = bt.begin; i < bt.end; ++i) {
-        double m = 0;
-        for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) m += s->w[d.col[e]] * d.val[e];
+        const double m = Margin(d, i, s->w.data());
         loss += LogLoss(d.label[i] * m);
         const double c = -d.label[i] * Sigmoid(-d.label[i] * m);
         for (size_t e = d.row[i]; e < d.row[i + 1]; ++e) g[d.col[e]] += c * d.val[e];
@@ -403,9 +393,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     Model m = PullModel(&kv);
     if (!o.model_out.empty()) WriteModel(m, o.model_out);
     if (rep->has_test()) {
-      ps::SArray<double> wt(rep->test().keys.size());
-      kv.Wait(kv.Pull(ps::SArray<ps::Key>(rep->test().keys), &wt));
-      const Quality q = rep->TestQuality(std::vector<double>(wt.begin(), wt.end()));
+      const Quality q = rep->TestQuality(&kv);
       std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
                   o.solver.c_str(), q.logloss, q.auc, q.accuracy, m.nnz);
       std::fflush(stdout);

@@ -424,13 +424,7 @@ std::string DecodeZeroSuppress(const SArray<char>& in, SArray<char>* out) {
   const char* v = p + 8 * words;
   if (n > (uint64_t{1} << 40) / esize) return "zero-suppress: count too large";
   // Count first, so a short frame is refused before anything is written.
-  uint64_t nonzero = 0;
-  for (uint64_t w = 0; w < words; ++w) {
-    uint64_t bits;
-    std::memcpy(&bits, bitmap + 8 * w, 8);
-    if (w == words - 1 && n % 64) bits &= (uint64_t{1} << (n % 64)) - 1;
-    nonzero += static_cast<uint64_t>(__builtin_popcountll(bits));
-  }
+  const uint64_t nonzero = BitmapCount(bitmap, n);
   if (nonzero * esize != static_cast<uint64_t>(end - v)) {
     return "zero-suppress: values do not match the bitmap";
   }
@@ -511,6 +505,18 @@ std::string DecodeQuantize(const SArray<char>& in, SArray<char>* out) {
     return "quantize: bad value type";
   }
   return "";
+}
+
+uint64_t BitmapCount(const char* bitmap, uint64_t n) {
+  const uint64_t words = (n + 63) / 64;
+  uint64_t count = 0;
+  for (uint64_t w = 0; w < words; ++w) {
+    uint64_t bits;
+    std::memcpy(&bits, bitmap + 8 * w, 8);
+    if (w == words - 1 && n % 64) bits &= (uint64_t{1} << (n % 64)) - 1;
+    count += static_cast<uint64_t>(__builtin_popcountll(bits));
+  }
+  return count;
 }
 
 double ZeroFraction(const char* vals, size_t n, size_t esize, size_t sample) {

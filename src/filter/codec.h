@@ -52,6 +52,9 @@ std::string DecodeSnappy(const SArray<char>& in, size_t max_size, SArray<char>* 
 bool EncodeQuantize(const SArray<char>& in, DataType dtype, int bits, Rng* rng, SArray<char>* out);
 std::string DecodeQuantize(const SArray<char>& in, SArray<char>* out);
 
+/// Set bits among the first n of a bitmap of 64-bit words (the bits past n are ignored).
+uint64_t BitmapCount(const char* bitmap, uint64_t n);
+
 /// Fraction of zero values among up to `sample` evenly spread values (the cheap estimate).
 double ZeroFraction(const char* vals, size_t n, size_t esize, size_t sample = 1024);
 

@@ -153,13 +153,7 @@ std::string SignificantFilter::Decode(int peer, const Key* keys, size_t n, const
   uint64_t guard;
   std::memcpy(&guard, in.data() + 32, 8);
   if (guard != HashBytes(bitmap, 8 * words)) return refuse("bitmap does not match its hash");
-  uint64_t sent = 0;
-  for (size_t w = 0; w < words; ++w) {
-    uint64_t bits;
-    std::memcpy(&bits, bitmap + 8 * w, 8);
-    if (w == words - 1 && n % 64) bits &= (uint64_t{1} << (n % 64)) - 1;
-    sent += static_cast<uint64_t>(__builtin_popcountll(bits));
-  }
+  const uint64_t sent = BitmapCount(bitmap, n);
   if (in.size() - kHeader - 8 * words != sent * row) return refuse("values do not match bitmap");
   // Check before changing anything: every value not sent must be in the copy.
   const bool fresh = adopt || seq == 0;
