@@ -1,0 +1,134 @@
+"""What every ps-launch backend shares: logging, the job's processes, the failure policy, the
+hostfile and placement. Pure functions where possible (tests/tracker/tracker_unit_test.py)."""
+
+import os
+import re
+import sys
+
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+def log(msg):
+    sys.stderr.write("ps-launch: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def process_names(num_servers, num_workers, scheduler=True):
+    """The job's processes in launch order: the scheduler, the servers, the workers. MPI and
+    Slurm ranks follow this order (world rank 0 is the scheduler)."""
+    names = [("scheduler", 0)] if scheduler else []
+    names += [("server", i) for i in range(num_servers)]
+    names += [("worker", i) for i in range(num_workers)]
+    return names
+
+
+def describe_exit(rc):
+    return ("signal %d" % -rc) if rc < 0 else ("code %d" % rc)
+
+
+class FailurePolicy:
+    """Decides what a process's exit means for the job: "ok", "tolerated" (a lost server or
+    worker the job was told it may lose), "failed" (--keep-going: noted, the others go on) or
+    "fatal" (stop everything)."""
+
+    def __init__(self, allow_dead_workers=0, allow_dead_servers=0, keep_going=False):
+        self.allowed = {"worker": allow_dead_workers, "server": allow_dead_servers}
+        self.keep_going = keep_going
+        self.tolerated = set()
+        self.failed = set()
+
+    def judge(self, role, rank, rc):
+        name = "%s %d" % (role, rank)
+        if rc == 0:
+            return "ok"
+        if sum(1 for r, _ in self.tolerated if r == role) < self.allowed.get(role, 0):
+            self.tolerated.add((role, rank))
+            return "tolerated"
+        if self.keep_going:
+            self.failed.add(name)
+            return "failed"
+        return "fatal"
+
+
+def parse_hostfile(path):
+    """One host per line: "HOST", "HOST slots=N" (OpenMPI's form) or "HOST:N" (MPICH's);
+    HOST may be user@host or an ssh config alias. '#' starts a comment. Returns a list of
+    (host, slots or None). Errors name the file and line."""
+    hosts = []
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise ValueError("--hostfile %s: %s" % (path, e.strerror))
+    for n, raw in enumerate(lines, 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"(\S+?)(?::(\d+))?(?:\s+slots\s*=\s*(\d+))?(?:\s+max_slots\s*=\s*\d+)?",
+                         line)
+        if not m or (m.group(2) and m.group(3)):
+            raise ValueError("%s:%d: expected 'HOST', 'HOST slots=N' or 'HOST:N', got %r"
+                             % (path, n, raw))
+        slots = m.group(2) or m.group(3)
+        if slots is not None and int(slots) < 1:
+            raise ValueError("%s:%d: slots must be at least 1, got %r" % (path, n, raw))
+        hosts.append((m.group(1), int(slots) if slots is not None else None))
+    if not hosts:
+        raise ValueError("--hostfile %s: no hosts in it" % path)
+    return hosts
+
+
+def place(hosts, count, mode):
+    """Assigns processes 0..count-1 (in process_names order) to hosts. "roundrobin" deals them
+    out one per host in turn; "packed" fills each host's slots before the next. A host without
+    slots takes any number. Returns a list of host indices; raises ValueError when the slots
+    are too few (never oversubscribes silently)."""
+    left = [s for _, s in hosts]
+    capacity = sum(left) if all(s is not None for s in left) else None
+    if capacity is not None and capacity < count:
+        raise ValueError("the hostfile has %d slots for %d processes (1 scheduler + servers + "
+                         "workers); add hosts or slots" % (capacity, count))
+    out = []
+    if mode == "packed":
+        h = 0
+        for _ in range(count):
+            while left[h] is not None and left[h] == 0:
+                h += 1
+            out.append(h)
+            if left[h] is not None:
+                left[h] -= 1
+        return out
+    if mode != "roundrobin":
+        raise ValueError("placement %r: expected roundrobin or packed" % mode)
+    h = 0
+    for _ in range(count):
+        while left[h] is not None and left[h] == 0:
+            h = (h + 1) % len(hosts)
+        out.append(h)
+        if left[h] is not None:
+            left[h] -= 1
+        h = (h + 1) % len(hosts)
+    return out
+
+
+def job_env(args):
+    """The PS_* (and DMLC_* alias) variables every process of the job gets, before its role:
+    sizes, vnodes and the user's --env. Cluster backends pass exactly these to the remote
+    side; addresses come from ps-task."""
+    env = {
+        "PS_NUM_SERVERS": str(max(1, args.num_servers)),
+        "PS_NUM_WORKERS": str(max(1, args.num_workers)),
+    }
+    env["DMLC_NUM_SERVER"] = env["PS_NUM_SERVERS"]
+    env["DMLC_NUM_WORKER"] = env["PS_NUM_WORKERS"]
+    if args.vnodes:
+        env["PS_VNODES"] = str(args.vnodes)
+    for e in args.env:
+        k, v = e.split("=", 1)
+        env[k] = v
+    return env
+
+
+def tracker_dir():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,209 @@
+"""The local backend: every process a child of ps-launch on this machine."""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log
+
+
+class Job:
+    def __init__(self, args):
+        self.args = args
+        self.procs = []  # (name, Popen)
+        self.threads = []
+        # Reentrant: the signal handler runs on the main thread, possibly while it holds the lock.
+        self.lock = threading.RLock()
+        self.stopping = False
+
+    def base_env(self):
+        env = dict(os.environ)
+        env["PS_SCHEDULER_HOST"] = self.args.join_host if self.args.join else self.args.host
+        env["PS_NODE_HOST"] = self.args.host
+        # The ps-lite names too, so scripts written for ps-lite read the same job. PS_* wins
+        # inside ps, so both always agree.
+        env["DMLC_PS_ROOT_URI"] = env["PS_SCHEDULER_HOST"]
+        env["DMLC_NODE_HOST"] = self.args.host
+        env.update(job_env(self.args))
+        return env
+
+    def role_env(self, role, rank, extra):
+        env = self.base_env()
+        env["PS_ROLE"] = env["DMLC_ROLE"] = role
+        env["PS_RANK"] = str(rank)
+        env.update(extra)
+        if "PS_SCHEDULER_PORT" in extra:
+            env["DMLC_PS_ROOT_PORT"] = extra["PS_SCHEDULER_PORT"]
+        return env
+
+    def pump(self, name, stream, out):
+        for line in iter(stream.readline, b""):
+            out.write("[%s] %s" % (name, line.decode("utf-8", "replace")))
+            if not line.endswith(b"\n"):
+                out.write("\n")
+            out.flush()
+        stream.close()
+
+    def spawn(self, role, rank, extra):
+        name = "%s %d" % (role, rank)
+        env = self.role_env(role, rank, extra)
+        # Each child leads its own process group, so stopping it also stops what it started.
+        p = subprocess.Popen(self.args.program, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        with self.lock:
+            self.procs.append((name, p))
+        log("started %s pid %d" % (name, p.pid))
+        for stream, out in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
+            t = threading.Thread(target=self.pump, args=(name, stream, out), daemon=True)
+            t.start()
+            self.threads.append(t)
+        return p
+
+    def flush_output(self, timeout=5.0):
+        # Every child has exited: its pipes close and the pump threads finish; wait for them so
+        # the last lines (often the error that stopped the job) are printed before we exit.
+        deadline = time.time() + timeout
+        for t in list(self.threads):
+            t.join(timeout=max(deadline - time.time(), 0.01))
+
+    def stop_all(self, grace=3.0):
+        with self.lock:
+            self.stopping = True
+            procs = list(self.procs)
+        for _, p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + grace
+        for _, p in procs:
+            left = deadline - time.time()
+            try:
+                p.wait(timeout=max(left, 0.01))
+            except subprocess.TimeoutExpired:
+                pass
+        for name, p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+                log("killed %s pid %d" % (name, p.pid))
+        self.flush_output()
+
+    def run(self):
+        a = self.args
+        if a.join:
+            extra = {"PS_SCHEDULER_PORT": str(a.join_port), "PS_JOIN": "1"}
+            log("joining the job of the scheduler at %s:%d" % (a.join_host, a.join_port))
+            for i in range(a.num_servers):
+                self.spawn("server", i, extra)
+            for i in range(a.num_workers):
+                self.spawn("worker", i, extra)
+            return self.watch(time.time())
+        tmp = tempfile.mkdtemp(prefix="ps-launch-")
+        port_file = os.path.join(tmp, "scheduler.port")
+        start = time.time()
+        sched = self.spawn("scheduler", 0, {"PS_SCHEDULER_PORT": "0",
+                                            "PS_SCHEDULER_PORT_FILE": port_file})
+        port = None
+        while port is None:
+            if sched.poll() is not None:
+                log("scheduler 0 (pid %d) exited with code %d before binding its port"
+                    % (sched.pid, sched.returncode))
+                self.stop_all()
+                return 1
+            if time.time() - start > a.start_timeout:
+                log("scheduler did not bind a port within %.0f s (--start-timeout)"
+                    % a.start_timeout)
+                self.stop_all()
+                return 1
+            try:
+                with open(port_file) as f:
+                    port = int(f.read().strip())
+            except (OSError, ValueError):
+                time.sleep(0.01)
+        extra = {"PS_SCHEDULER_PORT": str(port)}
+        log("scheduler listens on %s:%d (ps-launch --join %s:%d adds nodes)"
+            % (a.host, port, a.host, port))
+        for i in range(a.num_servers):
+            self.spawn("server", i, extra)
+        for i in range(a.num_workers):
+            self.spawn("worker", i, extra)
+        return self.watch(start)
+
+    def watch(self, start):
+        a = self.args
+        policy = FailurePolicy(a.allow_dead_workers, a.allow_dead_servers, a.keep_going)
+        judged = set()
+        while True:
+            with self.lock:
+                procs = list(self.procs)
+            running = 0
+            fatal = []
+            for name, p in procs:
+                rc = p.poll()
+                if rc is None:
+                    running += 1
+                    continue
+                if name in judged:
+                    continue
+                judged.add(name)
+                role, rank = name.split()
+                verdict = policy.judge(role, int(rank), rc)
+                what = "%s (pid %d) exited with %s" % (name, p.pid, describe_exit(rc))
+                if verdict == "tolerated":
+                    log("%s; the job goes on without it (--allow-dead-%ss %d)"
+                        % (what, role, policy.allowed[role]))
+                elif verdict == "failed":
+                    log("%s; the others go on (--keep-going)" % what)
+                elif verdict == "fatal":
+                    fatal.append(what)
+            if fatal:
+                # Every process found failed in this round is named: when one failure makes
+                # another follow within milliseconds, both are reported.
+                log("%s; stopping the job" % "; ".join(fatal))
+                self.stop_all()
+                return 1
+            if running == 0:
+                self.flush_output()
+                if policy.failed:
+                    log("all processes ended in %.1f s; failed: %s"
+                        % (time.time() - start, ", ".join(sorted(policy.failed))))
+                    return 1
+                log("all %d processes finished in %.1f s" % (len(procs), time.time() - start))
+                return 0
+            if a.timeout and time.time() - start > a.timeout:
+                log("timeout after %.0f s (--timeout); stopping the job" % a.timeout)
+                self.stop_all()
+                return EXIT_TIMEOUT
+            time.sleep(0.05)
+
+
+def dry_run(args):
+    job = Job(args)
+    cmd = " ".join(shlex.quote(x) for x in args.program)
+    names = ["PS_NUM_SERVERS", "PS_NUM_WORKERS", "PS_SCHEDULER_HOST", "PS_NODE_HOST",
+             "PS_VNODES"] + [e.split("=", 1)[0] for e in args.env]
+    base = job.base_env()
+    common = " ".join("%s=%s" % (k, shlex.quote(base[k])) for k in names if k in base)
+    if args.join:
+        for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
+            for i in range(n):
+                print("PS_ROLE=%s PS_RANK=%d PS_JOIN=1 PS_SCHEDULER_PORT=%d %s %s"
+                      % (role, i, args.join_port, common, cmd))
+        return 0
+    print("# the scheduler writes its port to PORT_FILE; the others get it as PS_SCHEDULER_PORT")
+    print("PS_ROLE=scheduler PS_RANK=0 PS_SCHEDULER_PORT=0 PS_SCHEDULER_PORT_FILE=PORT_FILE "
+          "%s %s" % (common, cmd))
+    for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
+        for i in range(n):
+            print("PS_ROLE=%s PS_RANK=%d PS_SCHEDULER_PORT=$PORT %s %s" % (role, i, common, cmd))
+    return 0
