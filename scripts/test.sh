@@ -2,7 +2,10 @@
 # Installs missing dependencies, builds, and runs every test (unit, integration, consumer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-deps.sh
+# The cluster tests (tests/cluster) start real launchers: sshd, Open MPI, MPICH, Slurm with
+# munge; rsync for --sync-dst-dir and iproute2 for the simulated hosts.
+./scripts/install-deps.sh openssh-server openssh-client rsync openmpi-bin mpich slurm-wlm \
+  munge iproute2
 ./scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest -j2 --output-on-failure --timeout 900

@@ -308,7 +308,8 @@ class ClusterJob:
                         fatal = "%s%s exited with %s before %s finished" % (
                             launch.argv[0], " to " + launch.host if launch.host else "",
                             describe_exit(p.returncode), ", ".join("%s %d" % n for n in left))
-                        if launch.argv[0] == "mpirun" and os.geteuid() == 0:
+                        if getattr(self.backend, "flavor", "") == "openmpi" and \
+                                os.geteuid() == 0:
                             fatal += (" (as root, Open MPI needs --allow-run-as-root in "
                                       "--launcher-args)")
                         break

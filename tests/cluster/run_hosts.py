@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Four simulated hosts: network namespaces joined by a bridge (iproute2), each with its own
+address and its own sshd (port 22 of its namespace). ps-launch runs inside host 0's namespace
+and spreads the scheduler, 3 servers and 4 workers over the four hosts with the ssh backend;
+every node binds its host's address, so the job's traffic crosses the bridge.
+
+Safety: the bridge lives in a namespace of its own, the root namespace is not attached, no
+namespace has a default route, and `ip route get` from every host to every other host is
+checked on-link before the first connection. Namespaces are deleted on exit, also on failure.
+
+Checks: the exact-sum job; then the same with replication (PS_REPLICAS=1) while one host's
+server is SIGKILLed mid-run (a seeded host and moment): the job goes on and every sum stays
+exact."""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fixtures import Hosts, Sshd, assert_dead, say, tempdir  # noqa: E402
+import scenarios  # noqa: E402
+from scenarios import Checks  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--seed", default="2026")
+    a = p.parse_args()
+    c = Checks(a.seed)
+    rng = random.Random(int(a.seed))
+    root = tempdir("ps-hosts-test-")
+    hosts = Hosts(4)
+    sshds = []
+    try:
+        hosts.start()
+        cfg = os.path.join(root, "ssh_config")
+        key = None
+        for i, ns in enumerate(hosts.names):
+            s = Sshd(root, [hosts.addr(i)], netns=ns)
+            s.start(client_key=key)
+            key = s.client_key
+            s.client_config(cfg, ["host%d" % i])
+            sshds.append(s)
+        hostfile = os.path.join(root, "hosts")
+        with open(hostfile, "w") as f:
+            f.write("".join("host%d\n" % i for i in range(4)))
+        launch = ["ip", "netns", "exec", hosts.names[0], sys.executable,
+                  os.path.abspath(a.launcher), "--launcher", "ssh", "--hostfile", hostfile,
+                  "--launcher-args=-F " + cfg]
+        job = os.path.abspath(a.job)
+
+        out = scenarios.exact_sum(c, launch, job)
+        addrs = set(re.findall(r"started \w+ \d+ pid \d+ on \S+ \((%s\.\d+)\)"
+                               % re.escape(hosts.subnet), out))
+        c.check(addrs == {hosts.addr(i) for i in range(4)},
+                "the job's processes ran on all four hosts: %s" % sorted(addrs))
+        m = re.search(r"scheduler listens on (\S+):\d+", out)
+        c.check(m is not None and m.group(1) == hosts.addr(0),
+                "the scheduler bound host 0's address (%s)" % (m.group(1) if m else None))
+
+        kill_server(c, launch, job, hosts, rng, a.seed)
+    finally:
+        for s in sshds:
+            s.stop()
+        hosts.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    left = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE,
+                          text=True).stdout
+    c.check(not any(n in left for n in hosts.names + [hosts.bridge_ns]),
+            "every namespace was deleted")
+    return c.result()
+
+
+def kill_server(c, launch, job, hosts, rng, seed):
+    """Replicated job; a seeded host's server gets SIGKILL a seeded 0-400 ms after every worker
+    started pushing."""
+    delay = rng.uniform(0.0, 0.4)
+    cmd = launch + ["-s", "3", "-w", "4", "--timeout", "300", "--allow-dead-servers", "1",
+                    "--env", "PS_REPLICAS=1", "--env", "PS_HEARTBEAT_INTERVAL_MS=100",
+                    "--env", "PS_HEARTBEAT_TIMEOUT_MS=1000", "--", job, "--seed", seed,
+                    "--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                    "--rounds", "40"]
+    say("running: " + " ".join(cmd))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    servers = {}
+    pushing = 0
+    victim = None
+    state = {}
+    lines = []
+
+    def kill_later(pid):
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        state["killed_at"] = len(lines)
+        say("SIGKILL to the server on %s (pid %d) %.0f ms after the pushes started"
+            % (victim[1], pid, delay * 1000))
+
+    for line in proc.stdout:
+        lines.append(line)
+        sys.stdout.write(line)
+        m = re.search(r"started server (\d+) pid (\d+) on \S+ \((\S+)\)", line)
+        if m:
+            servers[int(m.group(1))] = (int(m.group(2)), m.group(3))
+        if re.match(r"\[worker \d+\] PUSHING", line):
+            pushing += 1
+            if pushing == 4 and victim is None and len(servers) == 3:
+                rank = rng.randrange(3)
+                victim = (servers[rank][0], servers[rank][1])
+                threading.Thread(target=kill_later, args=(victim[0],), daemon=True).start()
+    rc = proc.wait()
+    out = "".join(lines)
+    c.check(victim is not None and "killed_at" in state,
+            "a server was SIGKILLed while the workers pushed (%s)" % (victim,))
+    if "killed_at" in state:
+        later = "".join(lines[state["killed_at"]:])
+        c.check(len(re.findall(r"^\[worker \d+\] OK", later, re.M)) == 4,
+                "every worker finished after the kill")
+    c.check(re.search(r"server \d+ \(pid %d on .*\) exited with signal 9; the job goes on"
+                      % (victim[0] if victim else -1), out) is not None,
+            "ps-launch saw the server die and let the job go on")
+    c.check(rc == 0, "the job with one host's server killed exits 0 (rc=%d)" % rc)
+    ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+    c.check(sorted(set(ok)) == ["0", "1", "2", "3"],
+            "replicated job: every sum exact after losing a server (OK from %s)" % ok)
+    procs, launchers = scenarios.job_pids(out)
+    c.check(not assert_dead(procs + launchers), "no process is left after the fault job")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""ps-launch --launcher ssh against a real sshd (openssh-server) that this test starts on
+127.0.0.1 and 127.0.0.2 with its own host key, client key and config in a temporary directory
+(nothing in /etc/ssh or ~/.ssh is read or changed). The hostfile names two hosts (ssh config
+aliases for the two addresses). Checks: the exact-sum job, --sync-dst-dir (rsync a directory
+holding the job and run the copy), --placement packed with slots, a failing worker, Ctrl-C,
+an unreachable host, --dry-run."""
+
+import argparse
+import os
+import re
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fixtures import Sshd, free_port, tempdir  # noqa: E402
+import scenarios  # noqa: E402
+from scenarios import Checks  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--seed", default="2026")
+    a = p.parse_args()
+    rc = scenarios.reexec_in_loopback_namespace(sys.argv)
+    if rc is not None:
+        return rc
+    c = Checks(a.seed)
+    root = tempdir("ps-ssh-test-")
+    sshd = Sshd(root, ["127.0.0.1", "127.0.0.2"])
+    try:
+        sshd.start()
+        cfg = os.path.join(root, "ssh_config")
+        sshd.client_config(cfg, ["host0", "host1"])
+        hosts = os.path.join(root, "hosts")
+        with open(hosts, "w") as f:
+            f.write("# two hosts, both served by the test's sshd\nhost0\nhost1\n")
+        launch = [sys.executable, os.path.abspath(a.launcher), "--launcher", "ssh",
+                  "--hostfile", hosts, "--launcher-args=-F " + cfg]
+        job = os.path.abspath(a.job)
+
+        out = scenarios.exact_sum(c, launch, job)
+        placed = re.findall(r"started ssh \(pid \d+\) for (\w+ \d+) on (host\d)", out)
+        c.check(len(placed) == 8 and {h for _, h in placed} == {"host0", "host1"},
+                "round-robin placement used both hosts: %s" % placed)
+
+        # --sync-dst-dir: a directory holding only the job is copied and the copy runs.
+        src = os.path.join(root, "src")
+        dst = os.path.join(root, "dst")
+        os.makedirs(src)
+        shutil.copy(job, os.path.join(src, "kv_exact_job"))
+        packed_hosts = os.path.join(root, "hosts_slots")
+        with open(packed_hosts, "w") as f:
+            f.write("host0 slots=3\nhost1:4\n")
+        cmd = [sys.executable, os.path.abspath(a.launcher), "--launcher", "ssh", "--hostfile",
+               packed_hosts, "--placement", "packed", "--launcher-args=-F " + cfg,
+               "--sync-dst-dir", dst, "-s", "2", "-w", "3", "--timeout", "120", "--",
+               "./kv_exact_job", "--scenario", "sum", "--seed", a.seed] + scenarios.SMALL
+        # ps-launch runs in src, so the program path is relative to the synced copy.
+        rc, out = scenarios.run(cmd, cwd=src)
+        print(out)
+        c.check(rc == 0 and len(re.findall(r"^\[worker \d\] OK", out, re.M)) == 3,
+                "--sync-dst-dir: the synced copy ran and the sums are exact (rc=%d)" % rc)
+        c.check(os.path.exists(os.path.join(dst, "kv_exact_job")),
+                "--sync-dst-dir: rsync copied the job to the destination")
+        placed = re.findall(r"started ssh \(pid \d+\) for (\w+ \d+) on (host\d)", out)
+        c.check([h for _, h in placed] == ["host0"] * 3 + ["host1"] * 3,
+                "--placement packed filled host0's 3 slots first: %s" % placed)
+
+        scenarios.failing_worker(c, launch, job)
+        scenarios.interrupt(c, launch, job)
+
+        bad = os.path.join(root, "hosts_bad")
+        with open(bad, "w") as f:
+            f.write("host0\nnowhere\n")
+        with open(cfg, "a") as f:
+            f.write("Host nowhere\n  HostName 127.0.0.1\n  Port %d\n  ConnectTimeout 5\n"
+                    % free_port())
+        rc, out = scenarios.run([sys.executable, os.path.abspath(a.launcher), "--launcher",
+                                 "ssh", "--hostfile", bad, "--launcher-args=-F " + cfg, "-s",
+                                 "1", "-w", "1", "--timeout", "120", "--", job,
+                                 "--scenario", "sum"] + scenarios.SMALL)
+        print(out)
+        c.check(rc == 1 and re.search(r"ssh to nowhere exited with code 255 before server 0",
+                                      out) is not None,
+                "an unreachable host stops the job naming the host and the process (rc=%d)"
+                % rc)
+        left = scenarios.assert_dead(sum(scenarios.job_pids(out), []))
+        c.check(not left, "no process is left after the unreachable host (%s)" % left)
+
+        scenarios.dry_run(c, launch, job, expect_lines=6,
+                          pattern=r"^ssh -o BatchMode=yes -F \S+ -n host[01] 'cd .* && exec "
+                                  r"env .*PS_ROLE=(scheduler|server|worker) .*PS_TRACKER=ssh:PORT")
+    finally:
+        sshd.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return c.result()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

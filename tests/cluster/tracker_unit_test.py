@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Unit tests of ps-launch's pure parts: hostfile parsing (errors name file and line),
+placement over hosts, the failure policy, the command lines of the ssh, mpi and slurm backends
+(what --dry-run prints), and ps-task's role and rank from each launcher's variables."""
+
+import importlib.machinery
+import importlib.util
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import types
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACKER = os.path.join(HERE, "..", "..", "tracker")
+sys.path.insert(0, TRACKER)
+
+from pslaunch.backends import MpiBackend, SlurmBackend, SshBackend  # noqa: E402
+from pslaunch.common import FailurePolicy, parse_hostfile, place, process_names  # noqa: E402
+
+
+def load_task():
+    loader = importlib.machinery.SourceFileLoader("ps_task", os.path.join(TRACKER, "ps-task"))
+    spec = importlib.util.spec_from_loader("ps_task", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+TEMP = tempfile.mkdtemp(prefix="ps-tracker-unit-")
+
+
+def hostfile(text):
+    fd, path = tempfile.mkstemp(suffix=".hosts", dir=TEMP)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
+def tearDownModule():
+    shutil.rmtree(TEMP, ignore_errors=True)
+
+
+def args(**kw):
+    base = dict(num_servers=2, num_workers=3, vnodes=None, env=[], join=None, hostfile=None,
+                placement="roundrobin", launcher_args="", remote_python="python3",
+                sync_dst_dir=None, mpirun="mpirun", mpi_flavor="openmpi", sbatch_args="",
+                program=["./job", "--x", "a b"])
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+class HostfileTest(unittest.TestCase):
+    def test_forms(self):
+        path = hostfile("# cluster\nnode1\nuser@node2 slots=4\nnode3:2  # two\n\n")
+        self.assertEqual(parse_hostfile(path), [("node1", None), ("user@node2", 4), ("node3", 2)])
+
+    def test_errors_name_file_and_line(self):
+        path = hostfile("node1\nnode2 slots=x\n")
+        with self.assertRaisesRegex(ValueError, r"\.hosts:2: expected"):
+            parse_hostfile(path)
+        with self.assertRaisesRegex(ValueError, r":1: slots must be at least 1"):
+            parse_hostfile(hostfile("node1:0\n"))
+        with self.assertRaisesRegex(ValueError, "no hosts"):
+            parse_hostfile(hostfile("# nothing\n"))
+        with self.assertRaisesRegex(ValueError, "No such file"):
+            parse_hostfile("/nonexistent/hosts")
+
+
+class PlacementTest(unittest.TestCase):
+    def test_roundrobin_deals_one_per_host(self):
+        self.assertEqual(place([("a", None), ("b", None), ("c", None)], 7, "roundrobin"),
+                         [0, 1, 2, 0, 1, 2, 0])
+
+    def test_roundrobin_skips_full_hosts(self):
+        self.assertEqual(place([("a", 1), ("b", None)], 4, "roundrobin"), [0, 1, 1, 1])
+
+    def test_packed_fills_slots_first(self):
+        self.assertEqual(place([("a", 3), ("b", 4)], 6, "packed"), [0, 0, 0, 1, 1, 1])
+        self.assertEqual(place([("a", None), ("b", 4)], 5, "packed"), [0] * 5)
+
+    def test_too_few_slots_is_an_error_not_oversubscription(self):
+        with self.assertRaisesRegex(ValueError, "2 slots for 3 processes"):
+            place([("a", 1), ("b", 1)], 3, "packed")
+        with self.assertRaisesRegex(ValueError, "2 slots for 3 processes"):
+            place([("a", 1), ("b", 1)], 3, "roundrobin")
+
+    def test_order_is_scheduler_servers_workers(self):
+        self.assertEqual(process_names(2, 1), [("scheduler", 0), ("server", 0), ("server", 1),
+                                               ("worker", 0)])
+
+
+class FailurePolicyTest(unittest.TestCase):
+    def test_verdicts(self):
+        p = FailurePolicy(allow_dead_workers=1, allow_dead_servers=0)
+        self.assertEqual(p.judge("worker", 0, 0), "ok")
+        self.assertEqual(p.judge("worker", 1, -9), "tolerated")
+        self.assertEqual(p.judge("worker", 2, 1), "fatal")
+        self.assertEqual(p.judge("server", 0, 1), "fatal")
+        self.assertEqual(p.judge("scheduler", 0, 1), "fatal")
+        k = FailurePolicy(keep_going=True)
+        self.assertEqual(k.judge("worker", 0, 3), "failed")
+        self.assertEqual(k.failed, {"worker 0"})
+
+
+class BackendCommandTest(unittest.TestCase):
+    def test_ssh_one_command_per_process_with_env_on_the_command_line(self):
+        a = args(hostfile=hostfile("h0\nh1\n"), launcher_args="-F cfg", env=["A=x y"])
+        cmds = SshBackend(a).commands("ssh:4000", "TOK")
+        self.assertEqual(len(cmds), 6)
+        first = cmds[0].argv
+        self.assertEqual(first[:6], ["ssh", "-o", "BatchMode=yes", "-F", "cfg", "-n"])
+        self.assertEqual(first[6], "h0")
+        remote = shlex.split(first[7])
+        self.assertEqual(remote[:3], ["cd", os.getcwd(), "&&"])
+        self.assertIn("PS_ROLE=scheduler", remote)
+        self.assertIn("PS_TRACKER=ssh:4000", remote)
+        self.assertIn("A=x y", remote)
+        self.assertEqual(remote[-3:], ["./job", "--x", "a b"])
+        self.assertEqual([c.host for c in cmds], ["h0", "h1", "h0", "h1", "h0", "h1"])
+
+    def test_ssh_sync_runs_the_copy(self):
+        a = args(hostfile=hostfile("h0\nh0\nh1\n"), sync_dst_dir="/scratch/job",
+                 program=[os.path.join(os.getcwd(), "bin", "job")])
+        b = SshBackend(a)
+        syncs = b.sync_commands()
+        self.assertEqual([s.host for s in syncs], ["h0", "h1"])
+        self.assertEqual(syncs[0].argv[-1], "h0:/scratch/job/")
+        remote = shlex.split(b.commands("ssh:1", "T")[0].argv[-1])
+        self.assertEqual(remote[1], "/scratch/job")
+        self.assertEqual(remote[-1], "/scratch/job/bin/job")
+
+    def test_openmpi_mpmd_contexts(self):
+        argv = MpiBackend(args()).commands("10.0.0.1:5", "T")[0].argv
+        text = " ".join(argv)
+        contexts = text.split(" : ")
+        self.assertEqual(len(contexts), 3)
+        self.assertIn("-np 1 ", contexts[0])
+        self.assertIn("-x PS_ROLE=scheduler", contexts[0])
+        self.assertIn("-np 2 ", contexts[1])
+        self.assertIn("-x PS_RANK_BASE=1", contexts[1])
+        self.assertIn("-np 3 ", contexts[2])
+        self.assertIn("-x PS_RANK_BASE=3", contexts[2])
+        self.assertNotIn("--allow-run-as-root", text)
+        self.assertNotIn("--oversubscribe", text)
+
+    def test_mpich_env_form_and_hostfile(self):
+        a = args(mpi_flavor="mpich", hostfile=hostfile("n1 slots=4\nn2\n"))
+        b = MpiBackend(a)
+        argv = b.commands("10.0.0.1:5", "T", "/tmp/h")[0].argv
+        self.assertEqual(argv[:5], ["mpirun", "-f", "/tmp/h", "-ppn", "1"])
+        i = argv.index("PS_ROLE")
+        self.assertEqual(argv[i - 1:i + 2], ["-env", "PS_ROLE", "scheduler"])
+        self.assertEqual(b.hostfile_text(), "n1:1\nn2:1\n")
+        a.placement = "packed"
+        self.assertEqual(MpiBackend(a).hostfile_text(), "n1:4\nn2\n")
+
+    def test_slurm_one_srun_and_role_from_procid(self):
+        launch = SlurmBackend(args()).commands("10.0.0.1:5", "T")[0]
+        self.assertEqual(launch.argv[:5], ["srun", "--ntasks=6", "--kill-on-bad-exit=1",
+                                           "--export=ALL", "--distribution=cyclic"])
+        self.assertEqual(launch.env["PS_LAUNCH_SERVERS"], "2")
+        self.assertNotIn("PS_ROLE", launch.env)
+
+    def test_sbatch_script(self):
+        script = SlurmBackend(args(sbatch_args="--time=10")).sbatch_script(["ps-launch", "x y"])
+        self.assertIn("#SBATCH --ntasks=6\n", script)
+        self.assertIn("#SBATCH --time=10\n", script)
+        self.assertTrue(script.rstrip().endswith("exec ps-launch 'x y'"))
+
+
+class TaskRoleTest(unittest.TestCase):
+    def setUp(self):
+        self.task = load_task()
+        self.saved = dict(os.environ)
+        for k in list(os.environ):
+            if k.startswith(("PS_", "OMPI_", "PMI_", "PMIX_", "SLURM_")):
+                del os.environ[k]
+
+    def tearDown(self):
+        os.environ.clear()
+        os.environ.update(self.saved)
+
+    def test_explicit(self):
+        os.environ.update(PS_ROLE="server", PS_RANK="2")
+        self.assertEqual(self.task.role_and_rank(), ("server", 2))
+
+    def test_mpi_context(self):
+        os.environ.update(PS_ROLE="worker", PS_RANK_BASE="3", OMPI_COMM_WORLD_RANK="5")
+        self.assertEqual(self.task.role_and_rank(), ("worker", 2))
+        del os.environ["OMPI_COMM_WORLD_RANK"]
+        os.environ["PMI_RANK"] = "4"
+        self.assertEqual(self.task.role_and_rank(), ("worker", 1))
+
+    def test_slurm_procid(self):
+        os.environ.update(PS_LAUNCH_SERVERS="2")
+        got = []
+        for r in range(5):
+            os.environ["SLURM_PROCID"] = str(r)
+            got.append(self.task.role_and_rank())
+        self.assertEqual(got, [("scheduler", 0), ("server", 0), ("server", 1), ("worker", 0),
+                               ("worker", 1)])
+
+    def test_ssh_tracker_address_from_ssh_connection(self):
+        os.environ.update(PS_TRACKER="ssh:4000", SSH_CONNECTION="10.1.2.3 5555 10.1.2.9 22")
+        self.assertEqual(self.task.tracker_address(), ("10.1.2.3", 4000))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
