@@ -4,12 +4,15 @@
 (nothing in /etc/ssh or ~/.ssh is read or changed). The hostfile names two hosts (ssh config
 aliases for the two addresses). Checks: the exact-sum job, --sync-dst-dir (rsync a directory
 holding the job and run the copy), --placement packed with slots, a failing worker, Ctrl-C,
-an unreachable host, --dry-run."""
+a SIGKILLed ps-launch (every
+ps-task stops its process), --join over ssh, an unreachable host, --dry-run."""
 
 import argparse
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +75,9 @@ def main():
 
         scenarios.failing_worker(c, launch, job)
         scenarios.interrupt(c, launch, job)
+        scenarios.interrupt(c, launch, job, sig=signal.SIGKILL)
+
+        join_over_ssh(c, a, hosts, cfg)
 
         bad = os.path.join(root, "hosts_bad")
         with open(bad, "w") as f:
@@ -98,6 +104,36 @@ def main():
         sshd.stop()
         shutil.rmtree(root, ignore_errors=True)
     return c.result()
+
+
+def join_over_ssh(c, a, hosts, cfg):
+    """A running job (local backend, replicated) gets a third server through the ssh backend's
+    --join: the new server copies its ranges, the ring cuts over, the sums stay exact."""
+    job = [os.path.abspath(a.job), "--scenario", "sum", "--seed", a.seed, "--universe",
+           "200000", "--keys", "20000", "--rounds", "60", "--pace-ms", "50"]
+    main = subprocess.Popen([sys.executable, os.path.abspath(a.launcher), "-s", "2", "-w", "2",
+                             "--env", "PS_REPLICAS=1", "--timeout", "300", "--"] + job,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, port = [], None
+    for line in main.stdout:
+        lines.append(line)
+        m = re.search(r"scheduler listens on \S+:(\d+)", line)
+        if m:
+            port = m.group(1)
+            break
+    rc, jout = scenarios.run([sys.executable, os.path.abspath(a.launcher), "--launcher", "ssh",
+                              "--hostfile", hosts, "--launcher-args=-F " + cfg, "--join",
+                              "127.0.0.1:%s" % port, "-s", "1", "-w", "0", "--timeout", "300",
+                              "--"] + job)
+    print(jout)
+    out = "".join(lines) + main.communicate()[0]
+    print(out)
+    c.check(rc == 0 and re.search(r"started server 0 pid \d+ on ", jout) is not None,
+            "--join over ssh: the new server ran and exited 0 (rc=%d)" % rc)
+    c.check(main.returncode == 0 and "cut-over to ring epoch 2" in out,
+            "--join over ssh: the ring cut over to the new server")
+    c.check(len(re.findall(r"^\[worker \d\] OK", out, re.M)) == 2,
+            "--join over ssh: both workers found the exact sums")
 
 
 if __name__ == "__main__":

@@ -90,9 +90,10 @@ def failing_worker(c, launch, job, env=None):
     c.check(not left, "no process survives the failed job (left: %s)" % left)
 
 
-def interrupt(c, launch, job, env=None):
+def interrupt(c, launch, job, env=None, sig=signal.SIGINT):
     """Ctrl-C while every process runs: ps-launch exits 130 and stops every process on every
-    host, and the ssh/mpirun/srun commands."""
+    host, and the ssh/mpirun/srun commands. With sig=SIGKILL ps-launch cannot clean up: every
+    ps-task sees its connection to ps-launch break and stops its process itself."""
     cmd = launch + ["-s", "1", "-w", "2", "--", job, "--scenario", "hang"] + SMALL
     say("running: " + " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -105,7 +106,7 @@ def interrupt(c, launch, job, env=None):
             break
         seen += line
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     try:
         rest, _ = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -114,11 +115,13 @@ def interrupt(c, launch, job, env=None):
     seen += rest
     print(seen)
     procs, launchers = job_pids(seen)
-    c.check(proc.returncode == 130, "Ctrl-C stops the job with exit code 130 (rc=%s)"
-            % proc.returncode)
-    c.check(len(procs) == 4, "all 4 processes had started before Ctrl-C (%d)" % len(procs))
-    left = assert_dead(procs + launchers)
-    c.check(not left, "no process survives Ctrl-C, on any host (left: %s)" % left)
+    what = "Ctrl-C" if sig == signal.SIGINT else "SIGKILL of ps-launch"
+    want = 130 if sig == signal.SIGINT else -sig
+    c.check(proc.returncode == want, "%s: ps-launch exits with %d (rc=%s)"
+            % (what, want, proc.returncode))
+    c.check(len(procs) == 4, "all 4 processes had started before %s (%d)" % (what, len(procs)))
+    left = assert_dead(procs + launchers, grace=20.0)
+    c.check(not left, "no process survives %s, on any host (left: %s)" % (what, left))
 
 
 def dry_run(c, launch, job, env=None, expect_lines=None, pattern=None):
