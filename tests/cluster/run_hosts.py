@@ -12,7 +12,6 @@ Checks: the exact-sum job; then the same with replication (PS_REPLICAS=1) while 
 server is SIGKILLed mid-run (a seeded host and moment): the job goes on and every sum stays
 exact."""
 
-import argparse
 import os
 import random
 import re
@@ -31,11 +30,7 @@ from scenarios import Checks  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--launcher", required=True)
-    p.add_argument("--job", required=True)
-    p.add_argument("--seed", default="2026")
-    a = p.parse_args()
+    a = scenarios.test_args()
     c = Checks(a.seed)
     rng = random.Random(int(a.seed))
     root = tempdir("ps-hosts-test-")

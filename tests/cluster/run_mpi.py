@@ -5,7 +5,6 @@ start without --allow-run-as-root; the test passes it explicitly (ps-launch neve
 checks that without it the job fails with a message that says so. Checks: the exact-sum job,
 a hostfile with slots and packed placement, a failing worker, Ctrl-C, --dry-run."""
 
-import argparse
 import os
 import re
 import shutil
@@ -19,11 +18,7 @@ from scenarios import Checks  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--launcher", required=True)
-    p.add_argument("--job", required=True)
-    p.add_argument("--seed", default="2026")
-    a = p.parse_args()
+    a = scenarios.test_args()
     openmpi = shutil.which("mpirun.openmpi") or (
         shutil.which("mpirun") if shutil.which("ompi_info") else None)
     if openmpi is None:

@@ -5,7 +5,6 @@ temporary directory (slurm-wlm and munge from Debian; /etc/slurm and /etc/munge 
 Checks: the exact-sum job with srun making its own allocation and inside an salloc
 allocation, --submit (an sbatch script, waited for), a failing worker, Ctrl-C, --dry-run."""
 
-import argparse
 import os
 import re
 import shutil
@@ -35,11 +34,7 @@ def wait_job(env, job_id, timeout=300):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--launcher", required=True)
-    p.add_argument("--job", required=True)
-    p.add_argument("--seed", default="2026")
-    a = p.parse_args()
+    a = scenarios.test_args()
     rc = scenarios.reexec_in_loopback_namespace(sys.argv)
     if rc is not None:
         return rc

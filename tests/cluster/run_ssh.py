@@ -7,7 +7,6 @@ holding the job and run the copy), --placement packed with slots, a failing work
 a SIGKILLed ps-launch (every
 ps-task stops its process), --join over ssh, an unreachable host, --dry-run."""
 
-import argparse
 import os
 import re
 import shutil
@@ -23,11 +22,7 @@ from scenarios import Checks  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--launcher", required=True)
-    p.add_argument("--job", required=True)
-    p.add_argument("--seed", default="2026")
-    a = p.parse_args()
+    a = scenarios.test_args()
     rc = scenarios.reexec_in_loopback_namespace(sys.argv)
     if rc is not None:
         return rc

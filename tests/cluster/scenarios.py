@@ -3,6 +3,7 @@ it: the core issue's exact-sum job, a failing process, Ctrl-C, and a dry run. Ev
 run started (backend commands and job processes, read from ps-launch's log) must be gone
 afterwards, checked by PID."""
 
+import argparse
 import os
 import re
 import signal
@@ -44,6 +45,15 @@ def job_pids(out):
     procs = [int(p) for p in re.findall(r"started \w+ \d+ pid (\d+)", out)]
     launchers = [int(p) for p in re.findall(r"started [\w.\-]+ \(pid (\d+)\)", out)]
     return procs, launchers
+
+
+def test_args():
+    """The arguments every cluster test takes (CMake passes the launcher and the job)."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--seed", default="2026")
+    return p.parse_args()
 
 
 def run(cmd, env=None, timeout=600, cwd=None):

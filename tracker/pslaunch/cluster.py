@@ -23,7 +23,8 @@ import tempfile
 import threading
 import time
 
-from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, log, process_names
+from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, log, process_names,
+                     signal_group)
 
 
 class Conn:
@@ -362,10 +363,7 @@ class ClusterJob:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for launch, p in procs:
                 if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, sig)
-                    except ProcessLookupError:
-                        pass
+                    signal_group(p.pid, sig)
             for launch, p in procs:
                 try:
                     p.wait(timeout=3)

@@ -23,6 +23,15 @@ def process_names(num_servers, num_workers, scheduler=True):
     return names
 
 
+def signal_group(pid, sig):
+    """Sends sig to the process group that pid leads (every process ps-launch starts leads its
+    own); a group already gone is fine."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def describe_exit(rc):
     return ("signal %d" % -rc) if rc < 0 else ("code %d" % rc)
 

@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 
-from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log
+from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log, signal_group
 
 
 class Job:
@@ -77,10 +77,7 @@ class Job:
             procs = list(self.procs)
         for _, p in procs:
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+                signal_group(p.pid, signal.SIGTERM)
         deadline = time.time() + grace
         for _, p in procs:
             left = deadline - time.time()
@@ -90,10 +87,7 @@ class Job:
                 pass
         for name, p in procs:
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                signal_group(p.pid, signal.SIGKILL)
                 p.wait()
                 log("killed %s pid %d" % (name, p.pid))
         self.flush_output()
