@@ -72,6 +72,71 @@ TEST(CodecTest, DeltaVarintRoundTripsAndShrinksDenseKeys) {
   EXPECT_EQ(dec.size(), 0u);
 }
 
+// The format, written the slow way: varint count, first key, one control byte per four gaps
+// (2 bits each: 1, 2, 4 or 8 bytes), then each gap - 1 in its little-endian low bytes.
+std::string ReferenceDelta(const SArray<Key>& keys) {
+  std::string out;
+  uint64_t n = keys.size();
+  do {
+    out.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+    n >>= 7;
+  } while (n);
+  if (keys.empty()) return out;
+  out.append(reinterpret_cast<const char*>(&keys[0]), 8);
+  const size_t gaps = keys.size() - 1;
+  std::string ctrl((gaps + 3) / 4, '\0'), data;
+  for (size_t i = 0; i < gaps; ++i) {
+    const uint64_t g = keys[i + 1] - keys[i] - 1;
+    const int code = g <= 0xff ? 0 : g <= 0xffff ? 1 : g <= 0xffffffffull ? 2 : 3;
+    ctrl[i / 4] = static_cast<char>(ctrl[i / 4] | code << (2 * (i % 4)));
+    data.append(reinterpret_cast<const char*>(&g), size_t{1} << code);
+  }
+  return out + ctrl + data;
+}
+
+TEST(CodecTest, DeltaVarintMatchesTheFormatForEveryGapSize) {
+  // Gaps of every length class mixed within groups, lists of every length around the group
+  // and block sizes, and keys across the sign bit (the vector path compares unsigned).
+  const uint64_t bounds[5] = {1, 0x100, 0x10000, 0x100000000ull, uint64_t{1} << 40};
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    Rng rng(seed);
+    const size_t n = seed < 40 ? seed : 1 + rng.Below(3000);
+    SArray<Key> keys(n);
+    Key k = seed % 3 == 0 ? (uint64_t{1} << 63) - rng.Below(1 << 20) : rng.Below(1000);
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = k;
+      k += 1 + rng.Below(bounds[rng.Below(5)]);
+    }
+    SArray<char> enc, dec;
+    ASSERT_TRUE(EncodeDeltaVarint(keys.data(), n, &enc)) << "seed " << seed;
+    EXPECT_EQ(std::string(enc.data(), enc.size()), ReferenceDelta(keys)) << "seed " << seed;
+    ASSERT_EQ(DecodeDeltaVarint(enc, &dec), "") << "seed " << seed;
+    EXPECT_EQ(std::memcmp(dec.data(), keys.data(), dec.size()), 0) << "seed " << seed;
+  }
+}
+
+TEST(CodecTest, DeltaVarintRefusesAnUnsortedPairAnywhere) {
+  // A repeated or decreasing key at every position, in the vector groups and in the tail.
+  for (size_t n : {2u, 5u, 9u, 64u, 1031u}) {
+    for (size_t at = 1; at < n; at += (n > 100 ? 97 : 1)) {
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        SArray<Key> keys(n);
+        for (size_t i = 0; i < n; ++i) keys[i] = 1000 + 10 * i;
+        keys[at] = repeat ? keys[at - 1] : keys[at - 1] - 1;
+        SArray<char> enc;
+        EXPECT_FALSE(EncodeDeltaVarint(keys.data(), n, &enc)) << "n " << n << " at " << at;
+      }
+    }
+  }
+  // Across the sign bit: 2^63 - 1 < 2^63 is in order, the reverse is not.
+  SArray<Key> up{(uint64_t{1} << 63) - 1, uint64_t{1} << 63, (uint64_t{1} << 63) + 5, ~Key{0} - 1,
+                 ~Key{0}};
+  SArray<char> enc;
+  EXPECT_TRUE(EncodeDeltaVarint(up.data(), up.size(), &enc));
+  SArray<Key> down{1, 2, uint64_t{1} << 63, (uint64_t{1} << 63) - 1, ~Key{0}};
+  EXPECT_FALSE(EncodeDeltaVarint(down.data(), down.size(), &enc));
+}
+
 TEST(CodecTest, ZeroSuppressionRoundTripsEveryValueSize) {
   Rng rng(3);
   for (double zf : {0.0, 0.5, 0.9, 1.0}) {
