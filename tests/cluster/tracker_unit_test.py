@@ -153,9 +153,13 @@ class BackendCommandTest(unittest.TestCase):
         self.assertEqual(argv[:5], ["mpirun", "-f", "/tmp/h", "-ppn", "1"])
         i = argv.index("PS_ROLE")
         self.assertEqual(argv[i - 1:i + 2], ["-env", "PS_ROLE", "scheduler"])
-        self.assertEqual(b.hostfile_text(), "n1:1\nn2:1\n")
+        self.assertEqual(b.hostfile_text(), "n1:4\nn2\n")
+        a.flavor = a.mpi_flavor = "openmpi"
         a.placement = "packed"
-        self.assertEqual(MpiBackend(a).hostfile_text(), "n1:4\nn2\n")
+        b = MpiBackend(a)
+        self.assertEqual(b.hostfile_text(), "n1 slots=4\nn2\n")
+        argv = b.commands("10.0.0.1:5", "T", "/tmp/h")[0].argv
+        self.assertEqual(argv[:5], ["mpirun", "--hostfile", "/tmp/h", "--map-by", "slot"])
 
     def test_slurm_one_srun_and_role_from_procid(self):
         launch = SlurmBackend(args()).commands("10.0.0.1:5", "T")[0]

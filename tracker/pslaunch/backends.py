@@ -123,6 +123,24 @@ def resolve_self():
         return "127.0.0.1"
 
 
+def route_source(hosts):
+    """This machine's address on the route to the first resolvable host of the list (a UDP
+    socket's connect sends nothing: it only picks the source address), else resolve_self()."""
+    for host, _ in hosts:
+        name = host.rpartition("@")[2]
+        try:
+            addr = socket.gethostbyname(name)
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                s.connect((addr, 9))
+                return s.getsockname()[0]
+            finally:
+                s.close()
+        except OSError:
+            continue
+    return resolve_self()
+
+
 class MpiBackend:
     """One mpirun MPMD line: a context per role (scheduler, servers, workers) that sets
     PS_ROLE and PS_RANK_BASE, so a process's rank in its role is its world rank
@@ -140,17 +158,16 @@ class MpiBackend:
             place(self.hosts, 1 + args.num_servers + args.num_workers, args.placement)
 
     def default_tracker(self):
-        addr = resolve_self() if self.hosts else "127.0.0.1"
+        addr = route_source(self.hosts) if self.hosts else "127.0.0.1"
         return addr, addr
 
     def sync_commands(self):
         return []
 
     def hostfile_text(self):
-        # Round robin: one slot per host line, so the MPI mapper deals processes out in turn.
+        # The slots as given; round robin is the mapper's option (--map-by node, -ppn 1).
         lines = []
-        for host, slots in self.hosts:
-            n = 1 if self.args.placement == "roundrobin" else slots
+        for host, n in self.hosts:
             if self.flavor == "openmpi":
                 lines.append(host if n is None else "%s slots=%d" % (host, n))
             else:

@@ -310,7 +310,9 @@ class ClusterJob:
                             launch.argv[0], " to " + launch.host if launch.host else "",
                             describe_exit(p.returncode), ", ".join("%s %d" % n for n in left))
                         if getattr(self.backend, "flavor", "") == "openmpi" and \
-                                os.geteuid() == 0:
+                                os.geteuid() == 0 and \
+                                "--allow-run-as-root" not in (a.launcher_args or "") and \
+                                not os.environ.get("OMPI_ALLOW_RUN_AS_ROOT"):
                             fatal += (" (as root, Open MPI needs --allow-run-as-root in "
                                       "--launcher-args)")
                         break
