@@ -264,8 +264,12 @@ class ClusterJob:
             rc = int(msg["exit"].get("code", 1))
             self.done[name] = rc
             verdict = self.policy.judge(name[0], name[1], rc)
-            what = "%s %d (pid %s%s) exited with %s" % (
-                name + (conn.info.get("child"), self.where(name), describe_exit(rc)))
+            if conn.info.get("child") is None:
+                what = "%s %d%s could not start the program (%s)" % (
+                    name + (self.where(name), msg["exit"].get("error", describe_exit(rc))))
+            else:
+                what = "%s %d (pid %s%s) exited with %s" % (
+                    name + (conn.info.get("child"), self.where(name), describe_exit(rc)))
             if verdict == "fatal":
                 conn.send(exit_with=rc if rc > 0 else 128 - rc)
                 return what
