@@ -156,13 +156,16 @@ MaxSessions 100
 
 
 class Slurm:
-    """munged + slurmctld + slurmd on 127.0.0.1: one node ("pstest") with `cpus` CPUs, one
-    partition. Config, state, spool, munge key and socket all under `root`."""
+    """munged + slurmctld + one slurmd per node, one partition. By default one node ("pstest",
+    `cpus` CPUs) on 127.0.0.1; or `nodes` = [(name, address, netns)], each slurmd inside its
+    namespace, slurmctld in the first node's. Config, state, spool, munge key and socket all
+    under `root` (munge talks over its socket file, which every namespace sees)."""
 
-    def __init__(self, root, cpus=8):
+    def __init__(self, root, cpus=8, nodes=None):
         self.dir = os.path.join(root, "slurm")
         os.makedirs(self.dir)
         self.cpus = cpus
+        self.nodes = nodes or [("pstest", "127.0.0.1", None)]
         self.procs = []
 
     def path(self, name):
@@ -176,6 +179,14 @@ class Slurm:
                 del env[k]
         return env
 
+    def in_netns(self, ns, argv):
+        # slurmd needs the cgroup mounts that `ip netns exec` hides: this file's __main__
+        # puts them back in the namespace's private mount table, then execs argv.
+        if ns is None:
+            return argv
+        return ["ip", "netns", "exec", ns, sys.executable, os.path.abspath(__file__),
+                "--exec-with-cgroups"] + argv
+
     def start(self):
         for tool in ("munged", "slurmctld", "slurmd", "srun", "sbatch"):
             if shutil.which(tool) is None and not os.path.exists("/usr/sbin/" + tool):
@@ -187,11 +198,10 @@ class Slurm:
             f.write(os.urandom(1024))
         os.chmod(key, 0o400)
         sock = self.path("munge.socket")
-        self.munge_log = self.path("munged.log")
         munged = subprocess.Popen(
             ["munged", "--foreground", "--force", "--key-file=" + key, "--socket=" + sock,
              "--pid-file=" + self.path("munged.pid"), "--seed-file=" + self.path("munged.seed"),
-             "--log-file=" + self.munge_log], stdout=subprocess.DEVNULL,
+             "--log-file=" + self.path("munged.log")], stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT)
         self.procs.append(("munged", munged))
         deadline = time.time() + 10
@@ -199,13 +209,19 @@ class Slurm:
             time.sleep(0.05)
         if not os.path.exists(sock):
             raise RuntimeError("munged did not create its socket: " + self.log_tail("munged"))
-        ctld_port, node_port = free_port(), free_port()
+        ctld_addr, ctld_ns = self.nodes[0][1], self.nodes[0][2]
+        ctld_port = free_port() if ctld_ns is None else 6817
+        node_port = free_port() if ctld_ns is None else 6818
         host = socket.gethostname().split(".")[0]
         for d in ("state", "spool"):
             os.makedirs(self.path(d))
+        node_lines = "".join(
+            "NodeName={n} NodeHostname={h} NodeAddr={a} CPUs={c} State=UNKNOWN\n".format(
+                n=n, h=host if ns is None else n, a=addr, c=self.cpus)
+            for n, addr, ns in self.nodes)
         with open(self.path("slurm.conf"), "w") as f:
             f.write("""ClusterName=pstest
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={host}({ctld_addr})
 SlurmctldPort={ctld_port}
 SlurmdPort={node_port}
 AuthType=auth/munge
@@ -214,11 +230,11 @@ CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
+SlurmdLogFile={d}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -230,39 +246,46 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
-SrunPortRange=0-0
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
-NodeName=pstest NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=ps Nodes=pstest Default=YES MaxTime=INFINITE State=UP
-""".format(host=host, ctld_port=ctld_port, node_port=node_port, sock=sock, d=self.dir,
-                cpus=self.cpus))
+{node_lines}PartitionName=ps Nodes={names} Default=YES MaxTime=INFINITE State=UP
+""".format(host=host, ctld_addr=ctld_addr, ctld_port=ctld_port, node_port=node_port,
+                sock=sock, d=self.dir, node_lines=node_lines,
+                names=",".join(n for n, _, _ in self.nodes)))
         env = self.env()
-        ctld = subprocess.Popen(["slurmctld", "-D", "-i", "-f", self.path("slurm.conf")],
+        ctld = subprocess.Popen(self.in_netns(ctld_ns, ["slurmctld", "-D", "-i", "-f",
+                                                        self.path("slurm.conf")]),
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         self.procs.append(("slurmctld", ctld))
-        if not wait_port("127.0.0.1", ctld_port):
+        if not wait_port(ctld_addr, ctld_port, netns=ctld_ns):
             raise RuntimeError("slurmctld did not listen: " + self.log_tail("slurmctld"))
-        slurmd = subprocess.Popen(["slurmd", "-D", "-N", "pstest", "-f",
-                                   self.path("slurm.conf")], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        self.procs.append(("slurmd", slurmd))
+        for n, addr, ns in self.nodes:
+            os.makedirs(self.path("spool/" + n))
+            slurmd = subprocess.Popen(self.in_netns(ns, ["slurmd", "-D", "-N", n, "-f",
+                                                         self.path("slurm.conf")]),
+                                      env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.STDOUT)
+            self.procs.append(("slurmd " + n, slurmd))
         deadline = time.time() + 60
-        state = ""
+        states = ""
         while time.time() < deadline:
-            r = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            state = r.stdout.strip()
-            if state in ("idle", "mixed"):
-                say("slurm up: slurmctld pid %d port %d, slurmd pid %d port %d, node %s"
-                    % (ctld.pid, ctld_port, slurmd.pid, node_port, state))
+            r = subprocess.run(self.in_netns(ctld_ns, ["sinfo", "-h", "-N", "-o", "%T"]),
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+            states = r.stdout.split()
+            if len(states) == len(self.nodes) and all(x in ("idle", "mixed") for x in states):
+                say("slurm up: slurmctld pid %d on %s:%d, %d slurmd (%s), nodes %s"
+                    % (ctld.pid, ctld_addr, ctld_port, len(self.nodes),
+                       ", ".join("pid %d" % p.pid for name, p in self.procs[2:]),
+                       " ".join(states)))
                 return
-            if slurmd.poll() is not None:
+            if any(p.poll() is not None for _, p in self.procs):
                 break
             time.sleep(0.3)
-        raise RuntimeError("the Slurm node did not come up (sinfo: %r)\nslurmctld: %s\nslurmd: %s"
-                           % (state, self.log_tail("slurmctld"), self.log_tail("slurmd")))
+        raise RuntimeError("the Slurm nodes did not come up (sinfo: %r)\nslurmctld: %s\n"
+                           "slurmd: %s" % (states, self.log_tail("slurmctld"),
+                                           self.log_tail("slurmd-" + self.nodes[0][0])))
 
     def log_tail(self, name, n=15):
         try:
@@ -367,3 +390,13 @@ def zombie(pid):
             return re.search(r"\) (\w)", f.read()).group(1) == "Z"
     except OSError:
         return False
+
+
+if __name__ == "__main__":
+    # fixtures.py --exec-with-cgroups PROGRAM ARGS: (inside `ip netns exec`) mount the host's
+    # cgroup file systems again in this private mount table, then become PROGRAM.
+    if len(sys.argv) > 2 and sys.argv[1] == "--exec-with-cgroups":
+        from scenarios import restore_cgroup_mounts
+        restore_cgroup_mounts()
+        os.execvp(sys.argv[2], sys.argv[2:])
+    sys.exit("usage: fixtures.py --exec-with-cgroups PROGRAM [ARGS...]")

@@ -11,7 +11,9 @@ checked on-link before the first connection. Namespaces are deleted on exit, als
 Checks: the exact-sum job; then the same with replication (PS_REPLICAS=1) while one host's
 server is SIGKILLed mid-run (a seeded host and moment): the job goes on and every sum stays
 exact; then the mpi backend across the same four hosts (Open MPI, and MPICH when installed:
-mpirun starts its daemons over the hosts' sshds)."""
+mpirun starts its daemons over the hosts' sshds); then the slurm backend on a four-node Slurm
+cluster with a slurmd in each host (cyclic and block placement, the scheduler on the first
+task's node)."""
 
 import os
 import random
@@ -25,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import Hosts, Sshd, assert_dead, say, tempdir  # noqa: E402
+from fixtures import Hosts, Slurm, Sshd, assert_dead, say, tempdir  # noqa: E402
 import scenarios  # noqa: E402
 from scenarios import Checks  # noqa: E402
 
@@ -67,6 +69,7 @@ def main():
 
         kill_server(c, launch, job, hosts, rng, a.seed)
         mpi_over_hosts(c, root, cfg, hosts, a)
+        slurm_over_hosts(c, root, hosts, a)
     finally:
         for s in sshds:
             s.stop()
@@ -163,6 +166,42 @@ def mpi_over_hosts(c, root, cfg, hosts, a):
                                % re.escape(hosts.subnet), out))
         c.check(addrs == {hosts.addr(i) for i in range(4)},
                 "%s on 4 hosts: the processes ran on all four hosts: %s" % (label, sorted(addrs)))
+
+
+def slurm_over_hosts(c, root, hosts, a):
+    """The slurm backend on a four-node Slurm cluster: a slurmd in each host's namespace (2
+    CPUs each), slurmctld and ps-launch in host 0's. srun places the 8 tasks cyclically (one
+    per node in turn) or in blocks; the scheduler is task 0, so it runs on the first node, and
+    every other task learns its address from there."""
+    if shutil.which("slurmctld") is None and not os.path.exists("/usr/sbin/slurmctld"):
+        print("note: Slurm not installed; the slurm backend across hosts is not checked")
+        return
+    nodes = [("h%d" % i, hosts.addr(i), ns) for i, ns in enumerate(hosts.names)]
+    slurm = Slurm(root, cpus=2, nodes=nodes)
+    try:
+        slurm.start()
+        env = slurm.env()
+        for placement, expect in (("roundrobin", [0, 1, 2, 3, 0, 1, 2, 3]),
+                                  ("packed", [0, 0, 1, 1, 2, 2, 3, 3])):
+            launch = ["ip", "netns", "exec", hosts.names[0], sys.executable,
+                      os.path.abspath(a.launcher), "--launcher", "slurm", "--tracker-host",
+                      hosts.addr(0), "--placement", placement]
+            label = "Slurm on 4 nodes, %s: " % placement
+            out = scenarios.exact_sum(c, launch, os.path.abspath(a.job), env=env, label=label)
+            where = dict(re.findall(r"started (\w+ \d+) pid \d+ on \S+ \((\S+)\)", out))
+            order = ["scheduler 0", "server 0", "server 1", "server 2", "worker 0", "worker 1",
+                     "worker 2", "worker 3"]
+            got = [where.get(n) for n in order]
+            c.check(got == [hosts.addr(i) for i in expect],
+                    "%seach process ran on the node srun's distribution puts it: %s"
+                    % (label, got))
+            m = re.search(r"scheduler listens on (\S+):\d+", out)
+            c.check(m is not None and m.group(1) == hosts.addr(0),
+                    "%sthe scheduler's address is the first task's node" % label)
+    except RuntimeError as e:
+        c.check(False, "the four-node Slurm cluster runs: %s" % e)
+    finally:
+        slurm.stop()
 
 
 if __name__ == "__main__":
