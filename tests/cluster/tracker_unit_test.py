@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit tests of ps-launch's pure parts: hostfile parsing (errors name file and line),
 placement over hosts, the failure policy, the command lines of the ssh, mpi and slurm backends
-(what --dry-run prints), and ps-task's role and rank from each launcher's variables."""
+(what --dry-run prints), the rendezvous protocol's decisions (garbage and strangers dropped),
+and ps-task's role and rank from each launcher's variables."""
 
 import importlib.machinery
 import importlib.util
@@ -18,6 +19,7 @@ TRACKER = os.path.join(HERE, "..", "..", "tracker")
 sys.path.insert(0, TRACKER)
 
 from pslaunch.backends import MpiBackend, SlurmBackend, SshBackend  # noqa: E402
+from pslaunch.cluster import ClusterJob  # noqa: E402
 from pslaunch.common import FailurePolicy, parse_hostfile, place, process_names  # noqa: E402
 
 
@@ -47,6 +49,7 @@ def args(**kw):
     base = dict(num_servers=2, num_workers=3, vnodes=None, env=[], join=None, hostfile=None,
                 placement="roundrobin", launcher_args="", remote_python="python3",
                 sync_dst_dir=None, mpirun="mpirun", mpi_flavor="openmpi", sbatch_args="",
+                allow_dead_workers=0, allow_dead_servers=0, keep_going=False,
                 program=["./job", "--x", "a b"])
     base.update(kw)
     return types.SimpleNamespace(**base)
@@ -173,6 +176,75 @@ class BackendCommandTest(unittest.TestCase):
         self.assertIn("#SBATCH --ntasks=6\n", script)
         self.assertIn("#SBATCH --time=10\n", script)
         self.assertTrue(script.rstrip().endswith("exec ps-launch 'x y'"))
+
+
+class FakeConn:
+    def __init__(self):
+        self.peer = "10.0.0.9"
+        self.name = None
+        self.info = {}
+        self.sent = []
+        self.closed = False
+
+    def send(self, **msg):
+        self.sent.append(msg)
+        return True
+
+    def close(self):
+        self.closed = True
+
+
+class RendezvousProtocolTest(unittest.TestCase):
+    """What ps-launch does with each message a task (or anything else) sends its port."""
+
+    def setUp(self):
+        self.job = ClusterJob(args(num_servers=1, num_workers=1), backend=None)
+        self.state = {"sched": None}
+
+    def hello(self, **kw):
+        h = {"token": self.job.token, "role": "server", "rank": 0, "hostname": "h", "addr": "a"}
+        h.update(kw)
+        c = FakeConn()
+        return c, self.job.handle(c, {"hello": h}, self.state)
+
+    def test_garbage_and_strangers_are_dropped_without_failing_the_job(self):
+        for msg in ({"garbage": True}, {"hello": "x"}, {"started": {"pid": 1}}):
+            c = FakeConn()
+            self.assertIsNone(self.job.handle(c, msg, self.state))
+            self.assertTrue(c.closed)
+        for kw in ({"token": "wrong"}, {"token": "\u00e9\u4e2d"}, {"token": None},
+                   {"rank": [1]}, {"rank": "0"}, {"role": 7}):
+            c, fatal = self.hello(**kw)
+            self.assertIsNone(fatal, kw)
+            self.assertTrue(c.closed, kw)
+        self.assertEqual(self.job.conns, {})
+
+    def test_servers_wait_for_the_scheduler_address(self):
+        srv, _ = self.hello()
+        self.assertEqual(srv.sent, [])
+        sch, _ = self.hello(role="scheduler")
+        self.assertEqual(sch.sent, [{"go": {}}])
+        self.job.handle(sch, {"listening": {"host": "10.1.1.1", "port": 4242}}, self.state)
+        self.assertEqual(srv.sent[0]["go"]["env"]["PS_SCHEDULER_PORT"], "4242")
+        wrk, _ = self.hello(role="worker")
+        self.assertEqual(wrk.sent[0]["go"]["env"]["PS_SCHEDULER_HOST"], "10.1.1.1")
+
+    def test_a_second_task_with_the_same_name_fails_the_job(self):
+        self.hello()
+        c, fatal = self.hello()
+        self.assertIn("already connected", fatal)
+        self.assertTrue(c.closed)
+
+    def test_exit_codes(self):
+        srv, _ = self.hello()
+        fatal = self.job.handle(srv, {"exit": {"code": 3}}, self.state)
+        self.assertIn("server 0", fatal)
+        self.assertEqual(srv.sent[-1], {"exit_with": 3})
+        wrk, _ = self.hello(role="worker")
+        self.assertIsNone(self.job.handle(wrk, {"exit": {"code": 0}}, self.state))
+        self.assertEqual(wrk.sent[-1], {"exit_with": 0})
+        lost, _ = self.hello(role="scheduler")
+        self.assertIn("lost contact with scheduler 0", self.job.handle(lost, None, self.state))
 
 
 class TaskRoleTest(unittest.TestCase):

@@ -230,11 +230,16 @@ class ClusterJob:
                 log("dropped a connection from %s that did not say hello" % conn.peer)
                 conn.close()
                 return None
-            if not hmac.compare_digest(str(hello.get("token", "")), self.token):
+            token = str(hello.get("token", "")).encode("utf-8", "replace")
+            if not hmac.compare_digest(token, self.token.encode()):
                 log("refused a connection from %s: wrong job token" % conn.peer)
                 conn.close()
                 return None
             name = (hello.get("role"), hello.get("rank"))
+            if not isinstance(name[0], str) or type(name[1]) is not int:
+                log("refused a connection from %s: malformed hello" % conn.peer)
+                conn.close()
+                return None
             if name not in self.expected() or name in self.conns:
                 conn.send(stop="%s %s is not a process of this job or already ran" % name)
                 conn.close()
