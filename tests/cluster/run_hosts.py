@@ -10,8 +10,8 @@ checked on-link before the first connection. Namespaces are deleted on exit, als
 
 Checks: the exact-sum job; then the same with replication (PS_REPLICAS=1) while one host's
 server is SIGKILLed mid-run (a seeded host and moment): the job goes on and every sum stays
-exact; then the mpi backend across the same four hosts (Open MPI, and MPICH when installed:
-mpirun starts its daemons over the hosts' sshds); then the slurm backend on a four-node Slurm
+exact; Ctrl-C stops the processes on every host; then the mpi backend across the same four
+hosts (Open MPI, and MPICH when installed: mpirun starts its daemons over the hosts' sshds); then the slurm backend on a four-node Slurm
 cluster with a slurmd in each host (cyclic and block placement, the scheduler on the first
 task's node)."""
 
@@ -68,6 +68,7 @@ def main():
                 "the scheduler bound host 0's address (%s)" % (m.group(1) if m else None))
 
         kill_server(c, launch, job, hosts, rng, a.seed)
+        scenarios.interrupt(c, launch, job)
         mpi_over_hosts(c, root, cfg, hosts, a)
         slurm_over_hosts(c, root, hosts, a)
     finally:
