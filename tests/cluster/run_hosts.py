@@ -11,9 +11,9 @@ checked on-link before the first connection. Namespaces are deleted on exit, als
 Checks: the exact-sum job; then the same with replication (PS_REPLICAS=1) while one host's
 server is SIGKILLed mid-run (a seeded host and moment): the job goes on and every sum stays
 exact; Ctrl-C stops the processes on every host; then the mpi backend across the same four
-hosts (Open MPI, and MPICH when installed: mpirun starts its daemons over the hosts' sshds); then the slurm backend on a four-node Slurm
-cluster with a slurmd in each host (cyclic and block placement, the scheduler on the first
-task's node)."""
+hosts (Open MPI, and MPICH when installed: mpirun starts its daemons over the hosts' sshds);
+then the slurm backend on a four-node Slurm cluster with a slurmd in each host (cyclic and
+block placement, the scheduler on the first task's node)."""
 
 import os
 import random
