@@ -327,6 +327,7 @@ class Hosts:
             skip("network namespaces need root")
         if shutil.which("ip") is None:
             skip("ip (iproute2) is not installed")
+        reap_stale_namespaces()
         probe = "ps-probe-%s" % self.tag
         r = subprocess.run(["ip", "netns", "add", probe], stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
@@ -367,6 +368,29 @@ class Hosts:
         for ns in reversed(self.created):
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
         self.created = []
+
+
+def reap_stale_namespaces():
+    """Namespaces a killed earlier run of these tests left behind (ps-host*/ps-br/ps-lo with
+    the PID of a test process that is gone): stop the processes still inside, by the PIDs
+    `ip netns pids` lists, and delete the namespace. A live test's namespaces are left alone."""
+    r = subprocess.run(["ip", "netns", "list"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True)
+    for line in r.stdout.splitlines():
+        m = re.match(r"(ps-(?:host\d+|br|lo|probe)-(\d+))\b", line)
+        if not m or os.path.exists("/proc/%s" % m.group(2)):
+            continue
+        ns = m.group(1)
+        pids = subprocess.run(["ip", "netns", "pids", ns], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        say("removed namespace %s left by a run that was killed (%d processes stopped)"
+            % (ns, len(pids)))
 
 
 def tempdir(prefix):

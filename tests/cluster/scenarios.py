@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from fixtures import assert_dead, say
+from fixtures import assert_dead, reap_stale_namespaces, say
 
 # The core issue's integration job (a): 3 servers, 4 workers, 10^5 random sparse int64 keys
 # per worker (out of 10^6) with int64 values, 20 rounds, then every worker pulls all keys and
@@ -163,6 +163,7 @@ def reexec_in_loopback_namespace(argv):
         return None
     if os.geteuid() != 0:
         return None
+    reap_stale_namespaces()
     ns = "ps-lo-%d" % os.getpid()
     if subprocess.run(["ip", "netns", "add", ns], stderr=subprocess.DEVNULL).returncode != 0:
         say("no network namespaces here; running on this host's loopback")
