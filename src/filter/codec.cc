@@ -306,10 +306,10 @@ bool HaveAvx2() {
 }  // namespace
 
 // Gaps - 1 of keys[0..m] and their length codes; true when a pair is out of order. No
-// branches and no chain between elements, so it runs in vector lanes (AVX2 where present).
-__attribute__((target_clones("avx2", "default"))) bool GapsOf(const Key* __restrict k, size_t m,
-                                                              uint64_t* __restrict gap,
-                                                              uint64_t* __restrict code) {
+// branches and no chain between elements, so it runs in vector lanes. Only machines without
+// AVX2 get here (the others take EncodeGroupsAvx2).
+bool GapsOf(const Key* __restrict k, size_t m, uint64_t* __restrict gap,
+            uint64_t* __restrict code) {
   uint64_t bad = 0;
   for (size_t j = 0; j < m; ++j) {
     bad |= k[j + 1] <= k[j];

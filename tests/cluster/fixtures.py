@@ -393,6 +393,22 @@ def reap_stale_namespaces():
             % (ns, len(pids)))
 
 
+def restore_cgroup_mounts():
+    # `ip netns exec` mounts a fresh /sys in a private mount namespace, without the cgroup
+    # file systems; mount the same ones as the host's (init's view) again, here only.
+    if not os.path.isdir("/sys/fs/cgroup") or os.listdir("/sys/fs/cgroup"):
+        return
+    try:
+        with open("/proc/1/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return
+    for dev, mp, fs, opts in (m[:4] for m in mounts):
+        if mp == "/sys/fs/cgroup" or mp.startswith("/sys/fs/cgroup/"):
+            os.makedirs(mp, exist_ok=True)
+            subprocess.run(["mount", "-t", fs, "-o", opts, dev, mp], stderr=subprocess.DEVNULL)
+
+
 def tempdir(prefix):
     return tempfile.mkdtemp(prefix=prefix)
 
@@ -420,7 +436,6 @@ if __name__ == "__main__":
     # fixtures.py --exec-with-cgroups PROGRAM ARGS: (inside `ip netns exec`) mount the host's
     # cgroup file systems again in this private mount table, then become PROGRAM.
     if len(sys.argv) > 2 and sys.argv[1] == "--exec-with-cgroups":
-        from scenarios import restore_cgroup_mounts
         restore_cgroup_mounts()
         os.execvp(sys.argv[2], sys.argv[2:])
     sys.exit("usage: fixtures.py --exec-with-cgroups PROGRAM [ARGS...]")

@@ -14,9 +14,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import Slurm, say, tempdir  # noqa: E402
+from fixtures import Slurm, say  # noqa: E402
 import scenarios  # noqa: E402
-from scenarios import Checks  # noqa: E402
 
 
 def wait_job(env, job_id, timeout=300):
@@ -34,12 +33,10 @@ def wait_job(env, job_id, timeout=300):
 
 
 def main():
-    a = scenarios.test_args()
-    rc = scenarios.reexec_in_loopback_namespace(sys.argv)
-    if rc is not None:
-        return rc
-    c = Checks(a.seed)
-    root = tempdir("ps-slurm-test-")
+    started = scenarios.begin("ps-slurm-test-")
+    if isinstance(started, int):
+        return started
+    a, c, root = started
     slurm = Slurm(root)
     try:
         slurm.start()

@@ -16,18 +16,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import Sshd, free_port, tempdir  # noqa: E402
+from fixtures import Sshd, free_port  # noqa: E402
 import scenarios  # noqa: E402
-from scenarios import Checks  # noqa: E402
 
 
 def main():
-    a = scenarios.test_args()
-    rc = scenarios.reexec_in_loopback_namespace(sys.argv)
-    if rc is not None:
-        return rc
-    c = Checks(a.seed)
-    root = tempdir("ps-ssh-test-")
+    started = scenarios.begin("ps-ssh-test-")
+    if isinstance(started, int):
+        return started
+    a, c, root = started
     sshd = Sshd(root, ["127.0.0.1", "127.0.0.2"])
     try:
         sshd.start()

@@ -232,19 +232,37 @@ class RendezvousProtocolTest(unittest.TestCase):
     def test_a_second_task_with_the_same_name_fails_the_job(self):
         self.hello()
         c, fatal = self.hello()
-        self.assertIn("already connected", fatal)
+        self.assertIn("already connected", fatal[1])
         self.assertTrue(c.closed)
 
     def test_exit_codes(self):
         srv, _ = self.hello()
-        fatal = self.job.handle(srv, {"exit": {"code": 3}}, self.state)
-        self.assertIn("server 0", fatal)
+        fatal = self.job.handle(srv, {"exit": {"code": 3, "at": 12.5}}, self.state)
+        self.assertIn("server 0", fatal[1])
+        self.assertEqual(fatal[0], 12.5)
         self.assertEqual(srv.sent[-1], {"exit_with": 3})
         wrk, _ = self.hello(role="worker")
         self.assertIsNone(self.job.handle(wrk, {"exit": {"code": 0}}, self.state))
         self.assertEqual(wrk.sent[-1], {"exit_with": 0})
         lost, _ = self.hello(role="scheduler")
-        self.assertIn("lost contact with scheduler 0", self.job.handle(lost, None, self.state))
+        self.assertIn("lost contact with scheduler 0", self.job.handle(lost, None, self.state)[1])
+
+    def test_failures_that_follow_each_other_are_named_earliest_first(self):
+        # Worker 0's report arrives first, but worker 1 ended first: both named, 1 before 0.
+        job = ClusterJob(args(num_servers=1, num_workers=2), backend=None)
+        conns = {}
+        for rank in (0, 1):
+            c = FakeConn()
+            job.handle(c, {"hello": {"token": job.token, "role": "worker", "rank": rank}},
+                       self.state)
+            conns[rank] = c
+        first = job.handle(conns[0], {"exit": {"code": 1, "at": 100.2}}, self.state)
+        job.events.put((conns[1], {"exit": {"code": 3, "at": 100.1}}))
+        named = [t for _, t in job.cascade(first, self.state, window=0.2)]
+        self.assertEqual(len(named), 2)
+        self.assertIn("worker 1", named[0])
+        self.assertIn("code 3", named[0])
+        self.assertIn("worker 0", named[1])
 
 
 class TaskRoleTest(unittest.TestCase):

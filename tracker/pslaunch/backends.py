@@ -155,6 +155,8 @@ class MpiBackend:
             self.flavor = mpi_flavor(args.mpirun)
         self.hosts = parse_hostfile(args.hostfile) if args.hostfile else None
         if self.hosts:
+            # mpirun places the processes; this only refuses too few slots up front, with the
+            # same message as the ssh backend.
             place(self.hosts, 1 + args.num_servers + args.num_workers, args.placement)
 
     def default_tracker(self):

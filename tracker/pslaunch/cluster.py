@@ -128,6 +128,8 @@ class ClusterJob:
         self.lock = threading.RLock()
         self.stopped = False
         self.tmp = None
+        self.expected = process_names(args.num_servers, args.num_workers,
+                                      scheduler=not args.join)
 
     # --- starting ---------------------------------------------------------------------------
 
@@ -199,10 +201,6 @@ class ClusterJob:
 
     # --- watching ---------------------------------------------------------------------------
 
-    def expected(self):
-        return process_names(self.args.num_servers, self.args.num_workers,
-                             scheduler=not self.args.join)
-
     def go_env(self, sched):
         env = {"PS_SCHEDULER_HOST": sched[0], "PS_SCHEDULER_PORT": str(sched[1]),
                "DMLC_PS_ROOT_URI": sched[0], "DMLC_PS_ROOT_PORT": str(sched[1])}
@@ -217,11 +215,11 @@ class ClusterJob:
         return " on %s (%s)" % (c.info.get("hostname", "?"), c.info.get("addr", c.peer))
 
     def handle(self, conn, msg, state):
-        """One rendezvous event. Returns a fatal message or None."""
-        a = self.args
+        """One rendezvous event. Returns None, or (when, message) for an event that fails the
+        job: when is the moment the process ended, if it reported one."""
         if msg is None:
             if conn.name is not None and conn.name not in self.done and not self.stopped:
-                return "lost contact with %s %d%s (its ps-task, ssh or host died)" % (
+                return time.time(), "lost contact with %s %d%s (its ps-task, ssh or host died)" % (
                     conn.name + (self.where(conn.name),))
             return None
         if conn.name is None:
@@ -240,10 +238,10 @@ class ClusterJob:
                 log("refused a connection from %s: malformed hello" % conn.peer)
                 conn.close()
                 return None
-            if name not in self.expected() or name in self.conns:
+            if name not in self.expected or name in self.conns:
                 conn.send(stop="%s %s is not a process of this job or already ran" % name)
                 conn.close()
-                return "a task said it is %s %s, which is %s" % (
+                return time.time(), "a task said it is %s %s, which is %s" % (
                     name + ("already connected" if name in self.conns else "not in the job",))
             conn.name, conn.info = name, hello
             self.conns[name] = conn
@@ -277,7 +275,11 @@ class ClusterJob:
                     name + (conn.info.get("child"), self.where(name), describe_exit(rc)))
             if verdict == "fatal":
                 conn.send(exit_with=rc if rc > 0 else 128 - rc)
-                return what
+                try:
+                    when = float(msg["exit"].get("at"))
+                except (TypeError, ValueError):
+                    when = time.time()
+                return when, what
             conn.send(exit_with=0)
             if verdict == "tolerated":
                 log("%s; the job goes on without it (--allow-dead-%ss %d)"
@@ -289,7 +291,7 @@ class ClusterJob:
     def watch(self, start):
         a = self.args
         state = {"sched": (a.join_host, a.join_port) if a.join else None}
-        expected = self.expected()
+        expected = self.expected
         proc_gone = {}
         while True:
             try:
@@ -326,8 +328,11 @@ class ClusterJob:
                                       "--launcher-args)")
                         break
             if fatal is not None:
-                log("%s; stopping the job" % fatal)
-                self.stop_all("the job failed: " + fatal)
+                if isinstance(fatal, str):
+                    fatal = (now, fatal)
+                text = "; ".join(t for _, t in self.cascade(fatal, state))
+                log("%s; stopping the job" % text)
+                self.stop_all("the job failed: " + text)
                 return 1
             if all(n in self.done for n in expected):
                 self.finish()
@@ -341,6 +346,27 @@ class ClusterJob:
                 log("timeout after %.0f s (--timeout); stopping the job" % a.timeout)
                 self.stop_all("timeout")
                 return EXIT_TIMEOUT
+
+    def cascade(self, first, state, window=0.5):
+        """One failure often makes others follow within milliseconds (a worker dies, the next
+        one finds its sums wrong), and their reports may arrive in either order. Everything
+        that fails within the window is named, the earliest to end first."""
+        fatals = [first]
+        end = time.time() + window
+        while True:
+            left = end - time.time()
+            if left <= 0:
+                break
+            try:
+                conn, msg = self.events.get(timeout=left)
+            except queue.Empty:
+                break
+            f = self.handle(conn, msg, state)
+            # Connections that close now are mpirun or srun ending the others after the
+            # failure: a consequence, not a cause to name.
+            if f is not None and msg is not None:
+                fatals.append(f)
+        return sorted(fatals)
 
     # --- stopping ---------------------------------------------------------------------------
 
