@@ -62,7 +62,11 @@ def main():
     # Interleaved rounds for the throughput ratios.
     stream, stream_sum, dense4, dense4w, dense64, pull4, pull64 = [], [], [], [], [], [], []
     rtt_ratio = [r["ratio_pushpull_to_bare_p50"] for r in pick(one, op="rtt_1key")]
+    # What ZeroMQ alone costs for ps's layout and frames, against the one-connection floor.
+    layouts = pick(floor, op="zmq_layouts")
     for _ in range(a.rounds):
+        layouts += pick(lines_of([floor_bin, "--only", "zmq_layouts", "--iters", "10000"]),
+                        op="zmq_layouts")
         f = lines_of([floor_bin, "--only", "zmq_stream"])
         stream += [r["MBps"] for r in pick(f, op="zmq_stream", window=4)]
         stream_sum += [r["MBps"] for r in pick(f, op="zmq_stream_sum", window=4)]
@@ -79,6 +83,8 @@ def main():
         "summary": "ratios",
         "rtt_pushpull_over_bare_zmq_p50": round(med(rtt_ratio), 3),
         "rtt_rounds": len(rtt_ratio),
+        "zmq_two_connections_over_one_p50": round(med(r["ratio_two_to_one"] for r in layouts), 3),
+        "zmq_ps_shape_over_one_p50": round(med(r["ratio_ps_shape_to_one"] for r in layouts), 3),
         "dense4MB_push_w4_over_zmq_stream_w4": round(med(dense4w) / med(stream), 3),
         "dense4MB_push_w4_over_zmq_stream_sum_w4": round(med(dense4w) / med(stream_sum), 3),
         "dense4MB_push_w1_over_zmq_stream_w4": round(med(dense4) / med(stream), 3),
