@@ -18,8 +18,6 @@ std::string Message::DebugString() const {
   return os.str();
 }
 
-bool EncodeMeta(const pb::Meta& meta, std::string* out) { return meta.SerializeToString(out); }
-
 bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why) {
   if (size == 0 || size > (1u << 24)) {
     *why = "bad meta size " + std::to_string(size);

@@ -30,8 +30,6 @@ struct Message {
   std::string DebugString() const;
 };
 
-/// Serialises meta (frame 0). Returns false if it cannot be encoded.
-bool EncodeMeta(const pb::Meta& meta, std::string* out);
 /// Parses and checks frame 0 of a received message. On failure returns false and sets *why;
 /// the caller drops the message and counts it.
 bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why);

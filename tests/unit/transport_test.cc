@@ -52,6 +52,47 @@ TEST(ZmqVanTest, FramesArriveIntactAndTheSenderArrayIsReleased) {
   EXPECT_TRUE(sent.expired());
 }
 
+// Small frames are copied into one buffer shared by the message's frames; each must keep its
+// own bytes and size, start 8-byte aligned, and be writable without touching its neighbours.
+TEST(ZmqVanTest, MixedSmallAndLargeFramesKeepTheirBytesAndAlignment) {
+  const uint64_t seed = 7;
+  std::mt19937_64 rng(seed);
+  ZmqVan a, b;
+  int port = b.Bind("127.0.0.1", 0);
+  a.Connect(1, "127.0.0.1", port);
+  for (int round = 0; round < 50; ++round) {
+    Message m;
+    m.meta.set_magic(kMagic);
+    m.meta.set_receiver(1);
+    const size_t frames = 1 + rng() % 8;
+    for (size_t f = 0; f < frames; ++f) {
+      const size_t sizes[] = {0, 1, 3, 8, 13, 511, 512, 513, 4000};
+      SArray<char> d(sizes[rng() % 9]);
+      for (auto& c : d) c = static_cast<char>(rng());
+      m.data.push_back(d);
+    }
+    ASSERT_TRUE(a.Send(m)) << "seed " << seed << " round " << round;
+    Message got;
+    ASSERT_TRUE(RecvSoon(&b, &got)) << "seed " << seed << " round " << round;
+    ASSERT_EQ(got.data.size(), frames) << "seed " << seed << " round " << round;
+    for (size_t f = 0; f < frames; ++f) {
+      ASSERT_EQ(got.data[f].size(), m.data[f].size()) << "seed " << seed << " frame " << f;
+      EXPECT_EQ(got.data[f].ToVector(), m.data[f].ToVector()) << "seed " << seed << " frame " << f;
+      if (!got.data[f].empty()) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data[f].data()) % 8, 0u) << "frame " << f;
+      }
+    }
+    for (size_t f = 0; f < frames; ++f) {
+      for (auto& c : got.data[f]) c = static_cast<char>(~c);
+    }
+    for (size_t f = 0; f < frames; ++f) {
+      for (size_t i = 0; i < got.data[f].size(); ++i) {
+        ASSERT_EQ(got.data[f][i], static_cast<char>(~m.data[f][i])) << "seed " << seed;
+      }
+    }
+  }
+}
+
 // Random frames from a ZeroMQ peer and random bytes on a raw TCP connection are dropped and
 // counted; a well-formed message behind them still arrives.
 TEST(ZmqVanTest, GarbageIsDroppedAndCounted) {
