@@ -156,6 +156,7 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
     for (size_t k = 0; k < p->parts.size(); ++k) {
       const RequestPart& part = p->parts[k];
       Message m = base_meta(part.server, k);
+      m.data.reserve(req.push ? (pre ? 3 : 2) : 1);
       m.meta.set_op(pb::Meta::DATA);
       m.meta.set_width(pre ? 0 : width);
       m.data.push_back(Gather(key_bytes, part.runs, sizeof(Key), nullptr));
@@ -250,8 +251,44 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
   return msgs;
 }
 
+void KVWorkerBase::Impl::Pending::Recycle() {
+  auto keep_parts = std::move(parts);
+  auto keep_segs = std::move(segs);
+  auto keep_seg_part = std::move(seg_part);
+  auto keep_part_server = std::move(part_server);
+  auto keep_prefix = std::move(prefix);
+  auto keep_replies = std::move(replies);
+  auto keep_got = std::move(got);
+  auto keep_sent = std::move(sent);
+  auto keep_sent_at = std::move(sent_at);
+  *this = Pending();
+  parts = std::move(keep_parts);
+  parts.clear();
+  segs = std::move(keep_segs);
+  segs.clear();
+  seg_part = std::move(keep_seg_part);
+  seg_part.clear();
+  part_server = std::move(keep_part_server);
+  part_server.clear();
+  prefix = std::move(keep_prefix);
+  prefix.clear();
+  replies = std::move(keep_replies);
+  replies.clear();
+  got = std::move(keep_got);
+  got.clear();
+  // The sent messages stay (their frame lists keep their storage for the next copy) but let go
+  // of the caller's arrays at once.
+  sent = std::move(keep_sent);
+  for (auto& m : sent) {
+    m.data.clear();
+    m.reply_keys.clear();
+  }
+  sent_at = std::move(keep_sent_at);
+  sent_at.clear();
+}
+
 int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
-  auto p = std::make_unique<Pending>();
+  std::unique_ptr<Pending> p;
   auto ring = rt->ring();
   if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
   int64_t step_now, read_now;
@@ -262,7 +299,12 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     if (!fatal.empty()) throw Error(fatal);
     step_now = step;
     read_now = read_clock;
+    if (!spare.empty()) {
+      p = std::move(spare.back());
+      spare.pop_back();
+    }
   }
+  if (!p) p = std::make_unique<Pending>();
   std::vector<Message> msgs = Plan(p.get(), req, ring.get(), step_now, read_now);
   const size_t nparts = msgs.size();
   p->replies.resize(nparts);
@@ -429,7 +471,14 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   }
   auto cb = std::move(p->req.callback);
   if (!p->error.empty()) failed[ts] = p->error;
-  pending.erase(ts);
+  auto it = pending.find(ts);
+  if (it != pending.end()) {
+    if (spare.size() < kMaxSpare) {
+      it->second->Recycle();
+      spare.push_back(std::move(it->second));
+    }
+    pending.erase(it);
+  }
   open_ts.erase(ts);
   // The callback runs before Wait returns; it must not call Wait itself.
   if (cb) {

@@ -49,6 +49,10 @@ struct KVWorkerBase::Impl : public Customer {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;
     }
+    // Makes a finished record as good as new but keeps its containers' storage. Requests are
+    // planned on the caller's thread and finished on the receive thread, a pattern that makes
+    // every allocation a cross-thread free; reusing records saves about half of them.
+    void Recycle();
   };
 
   Impl(Node* n, int a, DataType t)
@@ -109,6 +113,8 @@ struct KVWorkerBase::Impl : public Customer {
   std::condition_variable cv;
   int next_ts = 0;
   std::unordered_map<int, std::unique_ptr<Pending>> pending;
+  std::vector<std::unique_ptr<Pending>> spare;  // finished records for reuse (under mu)
+  static constexpr size_t kMaxSpare = 256;
   std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
   // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
   // (everything below it is complete, so servers may forget it).
