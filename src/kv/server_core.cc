@@ -262,7 +262,7 @@ bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* p
   if (m.meta.val_total() > 0) {
     return keys.size() != 1 || !log.HasValuePart(worker, ts, keys[0], m.meta.val_offset());
   }
-  std::vector<bool> seen;
+  std::vector<bool>& seen = seen_scratch_;
   const size_t hits = log.CheckKeys(worker, ts, keys.data(), keys.size(), &seen);
   if (hits == 0) return true;
   if (hits == keys.size()) return false;

@@ -127,6 +127,7 @@ class ServerCore {
   // True when all of push m is new. Otherwise *pieces gets the parts of it not applied yet
   // (none for a pure copy).
   bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
+  mutable std::vector<bool> seen_scratch_;  // FreshPart's, kept to reuse its storage (under mu)
   void Record(int worker, const Message& m);
   // The part of push m whose keys no message in `covering` (key frames of copies on their
   // way) holds; an empty message when there is none.

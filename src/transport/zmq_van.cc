@@ -23,6 +23,28 @@ void CloseMsg(zmq_msg_t* m) {
   delete m;
 }
 
+template <size_t N>
+struct Bytes {
+  alignas(16) char data[N];
+};
+
+template <size_t N>
+SArray<char> BufferOf(size_t n) {
+  auto b = std::make_shared<Bytes<N>>();
+  char* data = b->data;
+  return SArray<char>(data, n, std::move(b));
+}
+
+// n bytes whose reference count lives in the same allocation (make_shared), in a few size
+// classes; larger buffers are rare here and take the general path.
+SArray<char> SmallBuffer(size_t n) {
+  if (n == 0) return {};
+  if (n <= 64) return BufferOf<64>(n);
+  if (n <= 512) return BufferOf<512>(n);
+  if (n <= 4096) return BufferOf<4096>(n);
+  return SArray<char>::Uninitialized(n);
+}
+
 // Small frames are copied (cheaper than keeping their messages alive), and so are frames that
 // sit unaligned inside ZeroMQ's shared receive buffer: typed access needs alignment. All the
 // copies of one message share one buffer, each at an 8-byte aligned offset, so that a small
@@ -37,7 +59,7 @@ void TakeFrames(zmq_msg_t* parts, size_t n, std::vector<SArray<char>>* out) {
   for (size_t i = 0; i < n; ++i) {
     if (copied(&parts[i])) total += padded(zmq_msg_size(&parts[i]));
   }
-  SArray<char> block = SArray<char>::Uninitialized(total);
+  SArray<char> block = SmallBuffer(total);
   size_t offset = 0;
   out->reserve(n);
   for (size_t i = 0; i < n; ++i) {
