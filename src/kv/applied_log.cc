@@ -27,8 +27,12 @@ size_t AppliedLog::CheckKeys(int worker, int ts, const Key* keys, size_t n,
   if (r == w->second.records.end()) return 0;
   size_t hits = 0;
   for (const auto& frame : r->second.keys) {
-    // Both sorted: one merge walk per recorded frame.
-    size_t i = std::lower_bound(keys, keys + n, frame.empty() ? 0 : frame[0]) - keys, j = 0;
+    // Both sorted: one merge walk over the part where they overlap. The parts of one request
+    // are disjoint slices, so for them this is two binary searches and no walk: a walk from
+    // the start would make a request of p parts cost p^2/2 frames.
+    if (frame.empty() || n == 0 || frame.back() < keys[0] || keys[n - 1] < frame[0]) continue;
+    size_t i = std::lower_bound(keys, keys + n, frame[0]) - keys;
+    size_t j = std::lower_bound(frame.begin(), frame.end(), keys[i]) - frame.begin();
     while (i < n && j < frame.size()) {
       if (keys[i] < frame[j]) {
         ++i;

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 namespace ps {
 namespace {
 
@@ -24,6 +27,39 @@ TEST(AppliedLogTest, RecognisesAppliedKeysOfARequestEvenWhenRegrouped) {
   // Another request, another worker: nothing applied.
   EXPECT_EQ(log.CheckKeys(1, 8, k.data(), k.size(), &seen), 0u);
   EXPECT_EQ(log.CheckKeys(2, 7, k.data(), k.size(), &seen), 0u);
+}
+
+// Recorded frames that overlap the query, lie before or after it, or interleave with it: the
+// answer must equal plain set membership.
+TEST(AppliedLogTest, CheckKeysMatchesSetMembershipForAnyFrames) {
+  const uint64_t seed = 2026;
+  std::mt19937_64 rng(seed);
+  auto sorted_unique = [&](size_t n, Key lo, Key hi) {
+    std::set<Key> s;
+    while (s.size() < n) s.insert(lo + rng() % (hi - lo));
+    return std::vector<Key>(s.begin(), s.end());
+  };
+  for (int round = 0; round < 300; ++round) {
+    AppliedLog log;
+    std::set<Key> recorded;
+    const int frames = 1 + static_cast<int>(rng() % 5);
+    for (int f = 0; f < frames; ++f) {
+      const Key lo = rng() % 1000, hi = lo + 1 + rng() % 500;
+      auto k = sorted_unique(std::min<size_t>(hi - lo, 1 + rng() % 40), lo, hi);
+      recorded.insert(k.begin(), k.end());
+      log.RecordKeys(4, 9, SArray<Key>(k));
+    }
+    const Key lo = rng() % 1200, hi = lo + 1 + rng() % 600;
+    auto q = sorted_unique(std::min<size_t>(hi - lo, 1 + rng() % 60), lo, hi);
+    std::vector<bool> seen;
+    size_t want = 0;
+    for (Key k : q) want += recorded.count(k);
+    ASSERT_EQ(log.CheckKeys(4, 9, q.data(), q.size(), &seen), want)
+        << "seed " << seed << " round " << round;
+    for (size_t i = 0; i < q.size(); ++i) {
+      ASSERT_EQ(seen[i], recorded.count(q[i]) == 1) << "seed " << seed << " round " << round;
+    }
+  }
 }
 
 TEST(AppliedLogTest, DenseRangesAndValuePartsAreRecognisedPiecewise) {
