@@ -252,39 +252,28 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
 }
 
 void KVWorkerBase::Impl::Pending::Recycle() {
-  auto keep_parts = std::move(parts);
-  auto keep_segs = std::move(segs);
-  auto keep_seg_part = std::move(seg_part);
-  auto keep_part_server = std::move(part_server);
-  auto keep_prefix = std::move(prefix);
-  auto keep_replies = std::move(replies);
-  auto keep_got = std::move(got);
-  auto keep_sent = std::move(sent);
-  auto keep_sent_at = std::move(sent_at);
-  *this = Pending();
-  parts = std::move(keep_parts);
-  parts.clear();
-  segs = std::move(keep_segs);
-  segs.clear();
-  seg_part = std::move(keep_seg_part);
-  seg_part.clear();
-  part_server = std::move(keep_part_server);
-  part_server.clear();
-  prefix = std::move(keep_prefix);
-  prefix.clear();
-  replies = std::move(keep_replies);
-  replies.clear();
-  got = std::move(keep_got);
-  got.clear();
+  Pending fresh;
+  // Containers come along emptied, keeping their storage; everything else starts over.
+  auto keep = [](auto& from, auto& to) {
+    from.clear();
+    to.swap(from);
+  };
+  keep(parts, fresh.parts);
+  keep(segs, fresh.segs);
+  keep(seg_part, fresh.seg_part);
+  keep(part_server, fresh.part_server);
+  keep(prefix, fresh.prefix);
+  keep(replies, fresh.replies);
+  keep(got, fresh.got);
+  keep(sent_at, fresh.sent_at);
   // The sent messages stay (their frame lists keep their storage for the next copy) but let go
   // of the caller's arrays at once.
-  sent = std::move(keep_sent);
   for (auto& m : sent) {
     m.data.clear();
     m.reply_keys.clear();
   }
-  sent_at = std::move(keep_sent_at);
-  sent_at.clear();
+  fresh.sent.swap(sent);
+  *this = std::move(fresh);
 }
 
 int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
