@@ -128,115 +128,87 @@ void SendShaped(void* s, bool ps_shape) {
   zmq_send(s, val, sizeof(val), 0);
 }
 
-// The same ping-pong in the shape ps uses: each side sends on its own DEALER and receives on
-// its own ROUTER (two TCP connections), so the cost of that layout is visible on its own. With
-// `ps_shape`, messages also have a ps request's frames (meta, key, value): ZeroMQ's cost for
-// ps's wire shape and layout with no ps code at all.
-void ZmqPingPongTwoSockets(int iters, bool ps_shape) {
-  int port_a = FreePort(), port_b = FreePort();
-  const int warm = 1000;
-  auto open = [](void* ctx, int type, const std::string& how, int port) {
-    void* s = zmq_socket(ctx, type);
-    std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
-    if (how == "bind") {
-      zmq_bind(s, addr.c_str());
-    } else {
-      zmq_connect(s, addr.c_str());
-    }
-    return s;
-  };
-  pid_t pid = fork();
-  if (pid == 0) {
-    void* ctx = zmq_ctx_new();
-    void* in = open(ctx, ZMQ_ROUTER, "bind", port_b);
-    void* out = open(ctx, ZMQ_DEALER, "connect", port_a);
-    for (int i = 0; i < iters + warm; ++i) {
-      RecvAll(in);  // routing id, then the frames
-      SendShaped(out, ps_shape);
-    }
-    zmq_close(in);
-    zmq_close(out);
-    zmq_ctx_term(ctx);
-    _exit(0);
-  }
-  void* ctx = zmq_ctx_new();
-  void* in = open(ctx, ZMQ_ROUTER, "bind", port_a);
-  void* out = open(ctx, ZMQ_DEALER, "connect", port_b);
-  std::vector<double> lat;
-  for (int i = 0; i < iters + warm; ++i) {
-    auto t = Clock::now();
-    SendShaped(out, ps_shape);
-    RecvAll(in);
-    if (i >= warm) lat.push_back(Us(Clock::now() - t));
-  }
-  PrintLatency(ps_shape ? "zmq_pingpong_ps_shape" : "zmq_pingpong_two_sockets", lat, iters);
-  zmq_close(in);
-  zmq_close(out);
-  zmq_ctx_term(ctx);
-  waitpid(pid, nullptr, 0);
+void* Open(void* ctx, int type, bool bind, int port) {
+  void* s = zmq_socket(ctx, type);
+  std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
+  bind ? zmq_bind(s, addr.c_str()) : zmq_connect(s, addr.c_str());
+  return s;
 }
 
-// The three ping-pongs above at the same time, in alternating blocks of 500, so that their
-// ratios do not depend on which minute each ran in: one connection (the bar's floor), ps's
-// two-connection layout, and that layout with ps's frames.
-void ZmqLayouts(int iters) {
-  struct Pair {
-    int port_a = FreePort(), port_b = FreePort();
-    bool two, shape;
-    pid_t pid = -1;
-    void *ctx = nullptr, *in = nullptr, *out = nullptr;
-    std::vector<double> lat;
-  };
-  auto open = [](void* ctx, int type, bool bind, int port) {
-    void* s = zmq_socket(ctx, type);
-    std::string addr = "tcp://127.0.0.1:" + std::to_string(port);
-    bind ? zmq_bind(s, addr.c_str()) : zmq_connect(s, addr.c_str());
-    return s;
-  };
-  const int warm = 500, block = 500, total = iters + warm;
-  std::vector<Pair> pairs(3);
-  for (int k = 0; k < 3; ++k) {
-    Pair& p = pairs[k];
-    p.two = k > 0;
-    p.shape = k == 2;
-    p.pid = fork();
-    if (p.pid == 0) {
-      void* ctx = zmq_ctx_new();
-      void* in = open(ctx, ZMQ_ROUTER, true, p.port_b);
-      void* out = p.two ? open(ctx, ZMQ_DEALER, false, p.port_a) : in;
-      for (int i = 0; i < total; ++i) {
-        if (p.two) {
-          RecvAll(in);
-          SendShaped(out, p.shape);
-          continue;
-        }
-        zmq_msg_t id, body;
-        zmq_msg_init(&id);
-        zmq_msg_init(&body);
-        zmq_msg_recv(&id, in, 0);
-        zmq_msg_recv(&body, in, 0);
-        zmq_msg_send(&id, in, ZMQ_SNDMORE);
-        zmq_msg_send(&body, in, 0);
+// A ping-pong partner in a child process, in one of three shapes: one DEALER-to-ROUTER
+// connection (the bar's floor); ps's layout, where each side sends on its own DEALER and
+// receives on its own ROUTER (two TCP connections); and that layout carrying a ps request's
+// frames (meta, key, value) — ZeroMQ's cost for ps's wire shape and layout with no ps code.
+struct EchoPair {
+  enum Shape { kOneConnection, kTwoConnections, kPsShape };
+  Shape shape;
+  int port_a = FreePort(), port_b = FreePort();
+  pid_t pid = -1;
+  void *ctx = nullptr, *in = nullptr, *out = nullptr;
+  std::vector<double> lat;
+
+  explicit EchoPair(Shape s) : shape(s) {}
+  bool two() const { return shape != kOneConnection; }
+
+  // Forks the partner for `total` round trips and connects to it.
+  void Start(int total) {
+    pid = fork();
+    if (pid == 0) {
+      if (!two()) {
+        ZmqServer(port_b, total, false);
+        _exit(0);
       }
-      if (p.two) zmq_close(out);
-      zmq_close(in);
-      zmq_ctx_term(ctx);
+      void* c = zmq_ctx_new();
+      void* r = Open(c, ZMQ_ROUTER, true, port_b);
+      void* d = Open(c, ZMQ_DEALER, false, port_a);
+      for (int i = 0; i < total; ++i) {
+        RecvAll(r);  // routing id, then the frames
+        SendShaped(d, shape == kPsShape);
+      }
+      zmq_close(d);
+      zmq_close(r);
+      zmq_ctx_term(c);
       _exit(0);
     }
+    ctx = zmq_ctx_new();
+    out = Open(ctx, ZMQ_DEALER, false, port_b);
+    in = two() ? Open(ctx, ZMQ_ROUTER, true, port_a) : out;
   }
-  for (auto& p : pairs) {
-    p.ctx = zmq_ctx_new();
-    p.out = open(p.ctx, ZMQ_DEALER, false, p.port_b);
-    p.in = p.two ? open(p.ctx, ZMQ_ROUTER, true, p.port_a) : p.out;
+  // One round trip, recorded unless it is a warm-up.
+  void PingPong(bool record) {
+    auto t = Clock::now();
+    SendShaped(out, shape == kPsShape);
+    RecvAll(in);
+    if (record) lat.push_back(Us(Clock::now() - t));
   }
+  void Stop() {
+    if (two()) zmq_close(in);
+    zmq_close(out);
+    zmq_ctx_term(ctx);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
+// Ping-pong in ps's two-connection layout on its own.
+void ZmqPingPongTwoSockets(int iters) {
+  const int warm = 1000;
+  EchoPair p(EchoPair::kTwoConnections);
+  p.Start(iters + warm);
+  for (int i = 0; i < iters + warm; ++i) p.PingPong(i >= warm);
+  PrintLatency("zmq_pingpong_two_sockets", p.lat, iters);
+  p.Stop();
+}
+
+// The three shapes at the same time, in alternating blocks of 500, so that their ratios do
+// not depend on which minute each ran in.
+void ZmqLayouts(int iters) {
+  const int warm = 500, block = 500, total = iters + warm;
+  std::vector<EchoPair> pairs{EchoPair(EchoPair::kOneConnection),
+                              EchoPair(EchoPair::kTwoConnections), EchoPair(EchoPair::kPsShape)};
+  for (auto& p : pairs) p.Start(total);
   for (int done = 0; done < total; done += block) {
     for (auto& p : pairs) {
-      for (int i = done; i < std::min(total, done + block); ++i) {
-        auto t = Clock::now();
-        SendShaped(p.out, p.shape);
-        RecvAll(p.in);
-        if (i >= warm) p.lat.push_back(Us(Clock::now() - t));
-      }
+      for (int i = done; i < std::min(total, done + block); ++i) p.PingPong(i >= warm);
     }
   }
   const double one = Pct(pairs[0].lat, 0.5), two = Pct(pairs[1].lat, 0.5),
@@ -246,12 +218,7 @@ void ZmqLayouts(int iters) {
       "\"two_connections_p50_us\":%.1f,\"ps_shape_p50_us\":%.1f,\"ratio_two_to_one\":%.3f,"
       "\"ratio_ps_shape_to_one\":%.3f,\"iters\":%d}\n",
       one, two, shape, two / one, shape / one, iters);
-  for (auto& p : pairs) {
-    if (p.two) zmq_close(p.in);
-    zmq_close(p.out);
-    zmq_ctx_term(p.ctx);
-    waitpid(p.pid, nullptr, 0);
-  }
+  for (auto& p : pairs) p.Stop();
 }
 
 // 4 MB messages with `window` in flight, each acked by the receiver: the same shape as a
@@ -355,8 +322,7 @@ int main(int argc, char** argv) {
   auto want = [&](const char* w) { return only.empty() || only == w; };
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (want("zmq_pingpong")) ZmqPingPong(iters, false);
-  if (want("zmq_pingpong_two_sockets")) ZmqPingPongTwoSockets(iters, false);
-  if (want("zmq_pingpong_ps_shape")) ZmqPingPongTwoSockets(iters, true);
+  if (want("zmq_pingpong_two_sockets")) ZmqPingPongTwoSockets(iters);
   if (want("zmq_layouts")) ZmqLayouts(iters);
   if (want("zmq_pingpong_router_router")) ZmqPingPong(iters, true);
   if (want("tcp_pingpong")) TcpPingPong(iters);
