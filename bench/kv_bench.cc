@@ -184,7 +184,7 @@ struct Bench {
   // Pushes `count` times with at most `window` pushes in flight; returns the seconds taken.
   double PushWindowed(const ps::SArray<ps::Key>& keys, const ps::SArray<float>& vals, int window,
                       int count) {
-    std::deque<int> inflight;
+    std::deque<int64_t> inflight;
     auto t = Clock::now();
     for (int i = 0; i < count; ++i) {
       if (static_cast<int>(inflight.size()) == window) {
@@ -193,7 +193,7 @@ struct Bench {
       }
       inflight.push_back(kv->Push(keys, vals));
     }
-    for (int ts : inflight) kv->Wait(ts);
+    for (int64_t ts : inflight) kv->Wait(ts);
     return Sec(Clock::now() - t);
   }
 

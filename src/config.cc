@@ -42,6 +42,19 @@ void ReadInt(const Env& env, std::initializer_list<const char*> names, int lo, i
   *out = static_cast<int>(x);
 }
 
+void ReadInt64(const Env& env, const char* name, int64_t lo, int64_t hi, int64_t* out) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return;
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(it->second.c_str(), &end, 10);
+  if (errno != 0 || end == it->second.c_str() || *end != '\0' || x < lo || x > hi) {
+    throw Error(std::string(name) + "='" + it->second + "': expected an integer in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = x;
+}
+
 void ReadFraction(const Env& env, const char* name, double* out) {
   auto it = env.find(name);
   if (it == env.end() || it->second.empty()) return;
@@ -99,6 +112,7 @@ Config Config::FromMap(const Env& env) {
   ReadFraction(env, "PS_FAULT_DELAY", &c.fault_delay);
   ReadInt(env, {"PS_FAULT_DELAY_MS"}, 0, 600000, &c.fault_delay_ms);
   ReadInt(env, {"PS_RESEND_TIMEOUT_MS"}, 1, 1 << 30, &c.resend_timeout_ms);
+  ReadInt64(env, "PS_FIRST_TIMESTAMP", 0, int64_t{1} << 62, &c.first_timestamp);
   ReadInt(env, {"PS_TASK_TIMEOUT_MS"}, 0, 1 << 30, &c.task_timeout_ms);
   std::string loss;
   ReadString(env, {"PS_ON_SCHEDULER_LOSS"}, &loss);

@@ -238,7 +238,8 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
   index_blocks();
   PullAll(kv, s);
   struct InFlight {
-    int ts, iter, block;
+    int64_t ts;
+    int iter, block;
     ps::SArray<double> w;
   };
   std::deque<InFlight> inflight;

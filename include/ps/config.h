@@ -74,6 +74,10 @@ struct Config {
   /// A worker resends a request part that has no reply after this long (PS_RESEND_TIMEOUT_MS);
   /// servers recognise the copies and apply each push once.
   int resend_timeout_ms = 1000;
+  /// The timestamp of a worker's first request (PS_FIRST_TIMESTAMP, default 0). Request
+  /// identities are 64-bit and never wrap; tests start a worker just below 2^31 or 2^32 to
+  /// show that crossing those points changes nothing.
+  int64_t first_timestamp = 0;
   /// What a server or worker does when it hears nothing from the scheduler for
   /// heartbeat_timeout_ms (PS_ON_SCHEDULER_LOSS=exit|throw): print why and exit with code 1
   /// (default; a hang is worse), or make every blocking call throw ps::Error (tests that run

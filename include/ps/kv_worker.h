@@ -54,12 +54,16 @@ struct RequestFilters {
 class KVWorkerBase {
  public:
   using Callback = std::function<void()>;
+  /// Every request returns a timestamp: this worker's requests are numbered 0, 1, 2, ... (from
+  /// Config::first_timestamp) as 64-bit integers that never wrap, and (worker, timestamp)
+  /// identifies a request on every server for exactly-once application. Keep them in int64_t:
+  /// an int would truncate after 2^31 requests.
   /// Blocks until request ts has been answered by every server it went to (and its callback
   /// ran). Throws ps::Error when a server rejected it, after Config::request_timeout_ms, or
   /// when ts was never returned by this worker.
-  void Wait(int ts);
+  void Wait(int64_t ts);
   /// True once request ts has completed (successfully or not).
-  bool IsDone(int ts) const;
+  bool IsDone(int64_t ts) const;
   /// Request parts sent again because no reply came within Config::resend_timeout_ms (a lost
   /// message); servers apply each push once however many copies arrive.
   uint64_t Resends() const;
@@ -70,7 +74,7 @@ class KVWorkerBase {
   /// clock message (Wait on it is optional). Pushes and pulls carry the step they were
   /// issued in; under a barrier policy a pull of step t is answered when the policy passes
   /// (docs/consistency.md). Throws ps::Error after Config::request_timeout_ms.
-  int Clock();
+  int64_t Clock();
   /// Completed steps of this worker (0 before the first Clock()). A worker that joined a
   /// running job (Config::join) continues from the servers' smallest step, adopted from the
   /// reply to its first pull.
@@ -102,7 +106,7 @@ class KVWorkerBase {
  protected:
   KVWorkerBase(Node* node, int app_id, DataType dtype);
   ~KVWorkerBase();
-  int Submit(detail::KVRequest req);
+  int64_t Submit(detail::KVRequest req);
 
  private:
   struct Impl;
@@ -126,8 +130,8 @@ class KVWorker : public KVWorkerBase {
 
   /// Pushes vals for keys (lens: values per key, for variable-length values). With a push
   /// filter set, only the keys it keeps are sent.
-  int Push(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens = {},
-           const Callback& cb = nullptr) {
+  int64_t Push(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens = {},
+               const Callback& cb = nullptr) {
     detail::KVRequest r;
     r.push = true;
     r.callback = cb;
@@ -154,8 +158,8 @@ class KVWorker : public KVWorkerBase {
   /// values are fixed width: vals->size() / keys.size() if *vals is pre-sized to a multiple of
   /// keys.size(), else the width the servers hold (1 if no key exists). With lens, each key's
   /// own count is returned in *lens (0 for a missing key).
-  int Pull(const SArray<Key>& keys, SArray<V>* vals, SArray<int>* lens = nullptr,
-           const Callback& cb = nullptr) {
+  int64_t Pull(const SArray<Key>& keys, SArray<V>* vals, SArray<int>* lens = nullptr,
+               const Callback& cb = nullptr) {
     detail::KVRequest r;
     r.pull = true;
     r.keys = keys;
@@ -166,8 +170,8 @@ class KVWorker : public KVWorkerBase {
 
   /// Push then pull of the same keys in one round trip: *outs receives the values after the
   /// push was applied, laid out like vals.
-  int PushPull(const SArray<Key>& keys, const SArray<V>& vals, SArray<V>* outs,
-               const SArray<int>& lens = {}, const Callback& cb = nullptr) {
+  int64_t PushPull(const SArray<Key>& keys, const SArray<V>& vals, SArray<V>* outs,
+                   const SArray<int>& lens = {}, const Callback& cb = nullptr) {
     detail::KVRequest r;
     r.push = r.pull = true;
     r.keys = keys;
@@ -181,8 +185,8 @@ class KVWorker : public KVWorkerBase {
   }
 
   /// Pulls every stored key in range r: its keys, values and values per key, in key order.
-  int PullRange(Range r, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
-                const Callback& cb = nullptr) {
+  int64_t PullRange(Range r, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
+                    const Callback& cb = nullptr) {
     detail::KVRequest q;
     q.op = detail::KVRequest::kRangePull;
     q.pull = true;
@@ -197,7 +201,7 @@ class KVWorker : public KVWorkerBase {
 
   /// Dense push over a key range: key r.begin + i receives values [i*w, (i+1)*w) where
   /// w = vals.size() / r.size(). No keys travel on the wire.
-  int PushRange(Range r, const SArray<V>& vals, const Callback& cb = nullptr) {
+  int64_t PushRange(Range r, const SArray<V>& vals, const Callback& cb = nullptr) {
     detail::KVRequest q;
     q.op = detail::KVRequest::kDensePush;
     q.push = true;

@@ -62,11 +62,11 @@ void PullGate::Recheck(std::vector<uint64_t>* released) {
   held_.resize(kept);
 }
 
-void BoundedDelay::Issued(int ts, int64_t step) {
+void BoundedDelay::Issued(int64_t ts, int64_t step) {
   if (open_.emplace(ts, step).second) per_step_[step]++;
 }
 
-void BoundedDelay::Completed(int ts) {
+void BoundedDelay::Completed(int64_t ts) {
   auto it = open_.find(ts);
   if (it == open_.end()) return;
   auto s = per_step_.find(it->second);

@@ -68,15 +68,15 @@ class PullGate {
 /// before t - tau has completed (tau = 0: sequential; tau < 0: never wait).
 class BoundedDelay {
  public:
-  void Issued(int ts, int64_t step);
-  void Completed(int ts);
+  void Issued(int64_t ts, int64_t step);
+  void Completed(int64_t ts);
   bool MayStart(int64_t t, int tau) const;
   /// Requests not completed yet.
   size_t open() const { return open_.size(); }
 
  private:
-  std::unordered_map<int, int64_t> open_;  // ts -> step
-  std::map<int64_t, size_t> per_step_;     // step -> open requests
+  std::unordered_map<int64_t, int64_t> open_;  // ts -> step
+  std::map<int64_t, size_t> per_step_;         // step -> open requests
 };
 
 }  // namespace ps

@@ -6,19 +6,19 @@
 
 namespace ps {
 
-void AppliedLog::Advance(int worker, int lwm) {
+void AppliedLog::Advance(int worker, int64_t lwm) {
   Worker& w = workers_[worker];
   if (lwm <= w.lwm) return;
   w.lwm = lwm;
   w.records.erase(w.records.begin(), w.records.lower_bound(lwm));
 }
 
-bool AppliedLog::Below(int worker, int ts) const {
+bool AppliedLog::Below(int worker, int64_t ts) const {
   auto it = workers_.find(worker);
   return it != workers_.end() && ts < it->second.lwm;
 }
 
-size_t AppliedLog::CheckKeys(int worker, int ts, const Key* keys, size_t n,
+size_t AppliedLog::CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
                              std::vector<bool>* applied) const {
   applied->assign(n, false);
   auto w = workers_.find(worker);
@@ -49,7 +49,7 @@ size_t AppliedLog::CheckKeys(int worker, int ts, const Key* keys, size_t n,
   return hits;
 }
 
-std::vector<Range> AppliedLog::FreshRanges(int worker, int ts, Range r) const {
+std::vector<Range> AppliedLog::FreshRanges(int worker, int64_t ts, Range r) const {
   std::vector<Range> fresh{r};
   auto w = workers_.find(worker);
   if (w == workers_.end()) return fresh;
@@ -70,7 +70,7 @@ std::vector<Range> AppliedLog::FreshRanges(int worker, int ts, Range r) const {
   return fresh;
 }
 
-bool AppliedLog::HasValuePart(int worker, int ts, Key key, uint64_t offset) const {
+bool AppliedLog::HasValuePart(int worker, int64_t ts, Key key, uint64_t offset) const {
   auto w = workers_.find(worker);
   if (w == workers_.end()) return false;
   auto rec = w->second.records.find(ts);
@@ -79,15 +79,15 @@ bool AppliedLog::HasValuePart(int worker, int ts, Key key, uint64_t offset) cons
   return std::find(v.begin(), v.end(), std::make_pair(key, offset)) != v.end();
 }
 
-void AppliedLog::RecordKeys(int worker, int ts, SArray<Key> keys) {
+void AppliedLog::RecordKeys(int worker, int64_t ts, SArray<Key> keys) {
   if (!keys.empty()) workers_[worker].records[ts].keys.push_back(std::move(keys));
 }
 
-void AppliedLog::RecordRange(int worker, int ts, Range r) {
+void AppliedLog::RecordRange(int worker, int64_t ts, Range r) {
   workers_[worker].records[ts].ranges.push_back(r);
 }
 
-void AppliedLog::RecordValuePart(int worker, int ts, Key key, uint64_t offset) {
+void AppliedLog::RecordValuePart(int worker, int64_t ts, Key key, uint64_t offset) {
   workers_[worker].records[ts].value_parts.emplace_back(key, offset);
 }
 
@@ -155,7 +155,8 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
   }
   // Parse everything before changing anything.
   struct In {
-    int worker, ts;
+    int worker;
+    int64_t ts;
     Record rec;
   };
   std::vector<In> in;
@@ -172,7 +173,7 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
       return "applied-log import: truncated";
     In x;
     x.worker = static_cast<int>(id);
-    x.ts = static_cast<int>(ts);
+    x.ts = static_cast<int64_t>(ts);
     SArray<Key> keys = records.Segment(i, i + nk);
     i += nk;
     for (size_t j = 0; j < keys.size(); ++j) {
@@ -223,7 +224,7 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
               v.end());
     }
   }
-  for (int id : c.Nodes()) Advance(id, static_cast<int>(c.Min(id, r)));
+  for (int id : c.Nodes()) Advance(id, c.Min(id, r));
   for (auto& x : in) {
     if (Below(x.worker, x.ts)) continue;
     Record& rec = workers_[x.worker].records[x.ts];

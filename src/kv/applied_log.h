@@ -24,19 +24,20 @@ namespace ps {
 class AppliedLog {
  public:
   /// Raises the worker's low-water mark and drops what lies below it.
-  void Advance(int worker, int lwm);
+  void Advance(int worker, int64_t lwm);
   /// True when every request of the worker with timestamp ts is complete (below the mark).
-  bool Below(int worker, int ts) const;
+  bool Below(int worker, int64_t ts) const;
   /// For a push of sorted keys: sets (*applied)[i] for keys already applied under (worker,
   /// ts) and returns how many there are.
-  size_t CheckKeys(int worker, int ts, const Key* keys, size_t n, std::vector<bool>* applied) const;
+  size_t CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
+                   std::vector<bool>* applied) const;
   /// For a dense push over r: the parts of r not applied yet, in order.
-  std::vector<Range> FreshRanges(int worker, int ts, Range r) const;
+  std::vector<Range> FreshRanges(int worker, int64_t ts, Range r) const;
   /// For a part [offset, ...) of one key's large value.
-  bool HasValuePart(int worker, int ts, Key key, uint64_t offset) const;
-  void RecordKeys(int worker, int ts, SArray<Key> keys);
-  void RecordRange(int worker, int ts, Range r);
-  void RecordValuePart(int worker, int ts, Key key, uint64_t offset);
+  bool HasValuePart(int worker, int64_t ts, Key key, uint64_t offset) const;
+  void RecordKeys(int worker, int64_t ts, SArray<Key> keys);
+  void RecordRange(int worker, int64_t ts, Range r);
+  void RecordValuePart(int worker, int64_t ts, Key key, uint64_t offset);
   /// Forgets a worker (declared dead).
   void Forget(int worker) { workers_.erase(worker); }
   /// Requests remembered, over all workers.
@@ -56,8 +57,8 @@ class AppliedLog {
     std::vector<std::pair<Key, uint64_t>> value_parts;
   };
   struct Worker {
-    int lwm = 0;
-    std::map<int, Record> records;  // by timestamp
+    int64_t lwm = 0;
+    std::map<int64_t, Record> records;  // by timestamp
   };
   std::unordered_map<int, Worker> workers_;
 };

@@ -236,7 +236,7 @@ void ServerCore::ProcessLocked(Message& msg) {
 }
 
 bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const {
-  const int ts = m.meta.timestamp();
+  const int64_t ts = m.meta.timestamp();
   if (log.Below(worker, ts)) return false;
   if (m.meta.op() == pb::Meta::DENSE_PUSH) {
     const Range r(m.meta.range_begin(), m.meta.range_end());
@@ -304,7 +304,7 @@ Message ServerCore::Uncovered(const Message& m, const std::vector<SArray<Key>>& 
 }
 
 void ServerCore::Record(int worker, const Message& m) {
-  const int ts = m.meta.timestamp();
+  const int64_t ts = m.meta.timestamp();
   if (m.meta.op() == pb::Meta::DENSE_PUSH) {
     log.RecordRange(worker, ts, Range(m.meta.range_begin(), m.meta.range_end()));
     return;

@@ -122,7 +122,7 @@ class ServerCore {
   // Exactly-once pushes: what of each worker's requests was applied (above its low-water mark).
   AppliedLog log;
   // Reads held by the barrier, per worker (a copy of one is not held twice).
-  using ReadId = std::tuple<int, int, int>;  // timestamp, part, attempt
+  using ReadId = std::tuple<int64_t, int, int>;  // timestamp, part, attempt
   std::unordered_map<int, std::set<ReadId>> held_ids;
   // True when all of push m is new. Otherwise *pieces gets the parts of it not applied yet
   // (none for a pure copy).
@@ -137,7 +137,7 @@ class ServerCore {
   // to the worker wait in the request's entry until every copy is acknowledged.
   struct Entry {
     int worker = -1;
-    int ts = -1;
+    int64_t ts = -1;
     size_t open = 0;
     std::vector<Message> replies;
   };
@@ -168,7 +168,7 @@ class ServerCore {
   RingFn ring_;
   std::unordered_map<uint64_t, Entry> entries_;
   std::unordered_map<uint64_t, Hop> hops_;
-  std::map<std::pair<int, int>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
+  std::map<std::pair<int, int64_t>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
   uint64_t next_fwd_ = 1;
 
   // Refill and hand-off (server_refill.cc; mu held). held_: the ranges this server holds

@@ -62,7 +62,7 @@ void KVWorkerBase::Impl::ResendLoop() {
     if (stopping) break;
     const auto now = std::chrono::steady_clock::now();
     std::vector<Message> again;
-    const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+    const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin();
     for (auto& e : pending) {
       Pending* p = e.second.get();
       for (size_t k = 0; k < p->sent.size(); ++k) {
@@ -84,7 +84,7 @@ void KVWorkerBase::Impl::ResendLoop() {
   }
 }
 
-int KVWorkerBase::Submit(detail::KVRequest req) { return impl_->Submit(std::move(req)); }
+int64_t KVWorkerBase::Submit(detail::KVRequest req) { return impl_->Submit(std::move(req)); }
 
 std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVRequest& req,
                                               const Ring* ring, int64_t step_now,
@@ -276,7 +276,7 @@ void KVWorkerBase::Impl::Pending::Recycle() {
   *this = std::move(fresh);
 }
 
-int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
+int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   std::unique_ptr<Pending> p;
   auto ring = rt->ring();
   if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
@@ -299,7 +299,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   p->replies.resize(nparts);
   p->got.assign(nparts, false);
   p->req = std::move(req);
-  int ts;
+  int64_t ts;
   {
     std::lock_guard<std::mutex> lk(mu);
     ts = next_ts++;
@@ -314,7 +314,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       return ts;
     }
     open_ts.insert(ts);
-    const int lwm = *open_ts.begin();
+    const int64_t lwm = *open_ts.begin();
     for (auto& m : msgs) {
       m.meta.set_timestamp(ts);
       m.meta.set_lwm(lwm);
@@ -343,7 +343,7 @@ int KVWorkerBase::Impl::Submit(detail::KVRequest req) {
 }
 
 void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Message>* out) {
-  const int lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+  const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin();
   p->attempt++;
   p->redirected = false;
   p->parts.clear();
@@ -446,7 +446,7 @@ void KVWorkerBase::Impl::Process(Message& msg) {
 // Called with mu held once every part has answered.
 void KVWorkerBase::Impl::Finish(Pending* p) {
   if (p->error.empty() && p->req.pull) Assemble(p);
-  const int ts = p->ts;
+  const int64_t ts = p->ts;
   delay.Completed(ts);
   if (p->req.pull && p->min_clock != INT64_MAX) {
     read_clock = p->min_clock;
@@ -615,13 +615,13 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
   req.set_vals(out);
 }
 
-void KVWorkerBase::Wait(int ts) {
+void KVWorkerBase::Wait(int64_t ts) {
   auto* d = impl_.get();
   int timeout_ms = d->rt->cfg.request_timeout_ms;
   const char* timeout_name = "PS_REQUEST_TIMEOUT_MS";
   {
     std::lock_guard<std::mutex> lk(d->mu);
-    if (ts < 0 || ts >= d->next_ts) {
+    if (ts < d->rt->cfg.first_timestamp || ts >= d->next_ts) {
       throw Error("Wait(" + std::to_string(ts) + "): no such request on this worker");
     }
     // A pull past step 0 may be held by a barrier: it waits as long as a barrier does.
@@ -668,11 +668,11 @@ void KVWorkerBase::Wait(int ts) {
   }
 }
 
-int KVWorkerBase::Clock() {
+int64_t KVWorkerBase::Clock() {
   auto* d = impl_.get();
   detail::KVRequest r;
   r.op = detail::KVRequest::kClock;
-  const int ts = d->Submit(std::move(r));
+  const int64_t ts = d->Submit(std::move(r));
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
   std::unique_lock<std::mutex> lk(d->mu);
@@ -718,7 +718,7 @@ KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
   return b;
 }
 
-bool KVWorkerBase::IsDone(int ts) const {
+bool KVWorkerBase::IsDone(int64_t ts) const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   return ts < impl_->next_ts && !impl_->pending.count(ts);
 }

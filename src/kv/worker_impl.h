@@ -33,7 +33,7 @@ struct KVWorkerBase::Impl : public Customer {
     std::vector<bool> got;
     size_t received = 0;
     std::string error;
-    int ts = -1;
+    int64_t ts = -1;
     // Fixed-width pulls of several parts are assembled into `out` as replies arrive.
     SArray<char> out;
     std::string copy_error;
@@ -63,15 +63,17 @@ struct KVWorkerBase::Impl : public Customer {
         esize(DataTypeSize(t)),
         tau(rt->max_delay()),
         joiner(rt->cfg.join),
-        created(std::chrono::steady_clock::now()) {}
+        created(std::chrono::steady_clock::now()) {
+    next_ts = rt->cfg.first_timestamp;
+  }
 
   void Process(Message& msg) override;
   void OnRingChange(std::shared_ptr<const Ring> ring) override { OnRing(std::move(ring)); }
   void OnFatal(const std::string& why) override {
     std::lock_guard<std::mutex> lk(mu);
     fatal = why;
-    std::vector<int> open(open_ts.begin(), open_ts.end());
-    for (int ts : open) {
+    std::vector<int64_t> open(open_ts.begin(), open_ts.end());
+    for (int64_t ts : open) {
       auto it = pending.find(ts);
       if (it == pending.end()) continue;
       Pending* p = it->second.get();
@@ -88,7 +90,7 @@ struct KVWorkerBase::Impl : public Customer {
   void Finish(Pending* p);
   void Assemble(Pending* p);
   void CopyPart(Pending* p, size_t k, const Message& r);
-  int Submit(detail::KVRequest req);
+  int64_t Submit(detail::KVRequest req);
   // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
   // Throws ps::Error for a malformed request.
   std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
@@ -111,14 +113,14 @@ struct KVWorkerBase::Impl : public Customer {
   size_t esize;
   mutable std::mutex mu;
   std::condition_variable cv;
-  int next_ts = 0;
-  std::unordered_map<int, std::unique_ptr<Pending>> pending;
+  int64_t next_ts = 0;
+  std::unordered_map<int64_t, std::unique_ptr<Pending>> pending;
   std::vector<std::unique_ptr<Pending>> spare;  // finished records for reuse (under mu)
   static constexpr size_t kMaxSpare = 256;
-  std::unordered_map<int, std::string> failed;  // completed with an error, not yet waited
+  std::unordered_map<int64_t, std::string> failed;  // completed with an error, not yet waited
   // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
   // (everything below it is complete, so servers may forget it).
-  std::set<int> open_ts;
+  std::set<int64_t> open_ts;
   std::string fatal;  // the node lost the scheduler: every request fails with this
   // Resending parts that got no reply within Config::resend_timeout_ms.
   void ResendLoop();

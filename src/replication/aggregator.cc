@@ -35,7 +35,7 @@ void Aggregator::AddValues(char* to, const char* from, int n) const {
   }
 }
 
-int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int ts,
+int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int64_t ts,
                     const Key* keys, size_t n, const char* vals, int width) {
   if (width <= 0 || n == 0) return -1;
   auto found = batches_.find(path);
@@ -66,7 +66,7 @@ int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, in
   return first ? 1 : 0;
 }
 
-bool Aggregator::Holds(int worker, int ts) const {
+bool Aggregator::Holds(int worker, int64_t ts) const {
   for (const auto& b : batches_) {
     for (const auto& id : b.second.ids) {
       if (id.first == worker && id.second == ts) return true;
@@ -114,7 +114,7 @@ SArray<uint64_t> Aggregator::Encode(const std::vector<Push>& pushes, const SArra
   size_t at = 0;
   for (const auto& p : pushes) {
     w[at] = static_cast<uint32_t>(p.worker);
-    w[at + 1] = static_cast<uint32_t>(p.ts);
+    w[at + 1] = static_cast<uint64_t>(p.ts);
     uint64_t* bits = w.data() + at + 2;
     size_t j = 0;  // both sorted: one walk
     for (Key k : p.keys) {
@@ -137,7 +137,7 @@ bool Aggregator::Pushes(const Message& m, std::vector<Push>* out) {
   for (size_t at = 0; at < w.size(); at += 2 + words) {
     Push p;
     p.worker = static_cast<int>(static_cast<uint32_t>(w[at]));
-    p.ts = static_cast<int>(static_cast<uint32_t>(w[at + 1]));
+    p.ts = static_cast<int64_t>(w[at + 1]);
     const uint64_t* bits = w.data() + at + 2;
     for (size_t j = 0; j < keys.size(); ++j) {
       if (bits[j / 64] >> (j % 64) & 1) p.keys.push_back(keys[j]);

@@ -24,11 +24,11 @@ class Aggregator {
   /// `path`; `entry` is the master's handle of the request waiting for it. Returns -1 (and
   /// adds nothing) when the push does not fit (another width than the batch, or malformed),
   /// 1 when the batch for `path` now waits for `entry` for the first time, else 0.
-  int Add(const std::vector<int>& path, uint64_t entry, int worker, int ts, const Key* keys,
+  int Add(const std::vector<int>& path, uint64_t entry, int worker, int64_t ts, const Key* keys,
           size_t n, const char* vals, int width);
   bool empty() const { return batches_.empty(); }
   /// True if a batch holds a push of (worker, ts).
-  bool Holds(int worker, int ts) const;
+  bool Holds(int worker, int64_t ts) const;
   /// Adds to (*count)[entry] the number of batches waiting for it (consistency checks).
   void CountEntries(std::unordered_map<uint64_t, size_t>* count) const {
     for (const auto& b : batches_) {
@@ -50,7 +50,7 @@ class Aggregator {
   /// Reads the pushes an aggregate carries (frame 2). False when malformed.
   struct Push {
     int worker;
-    int ts;
+    int64_t ts;
     SArray<Key> keys;
   };
   static bool Pushes(const Message& aggregate, std::vector<Push>* out);
@@ -73,7 +73,7 @@ class Aggregator {
     std::vector<char> vals;
     std::vector<uint64_t> entries;
     std::vector<Push> pushes;
-    std::vector<std::pair<int, int>> ids;
+    std::vector<std::pair<int, int64_t>> ids;
     size_t count = 0;
   };
   void AddValues(char* to, const char* from, int n) const;

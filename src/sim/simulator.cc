@@ -52,9 +52,9 @@ struct Simulator::State {
     int64_t step = 0;
     int64_t read_clock = -1;
     BoundedDelay delay;
-    int next_ts = 0;
-    std::map<int, int> parts_left;  // ts -> replies still expected
-    int pull_ts = -1;
+    int64_t next_ts = 0;
+    std::map<int64_t, int> parts_left;  // ts -> replies still expected
+    int64_t pull_ts = -1;
     int64_t pull_min_clock = INT64_MAX;
     uint64_t pull_max_held = 0;
     bool waiting_delay = false;
@@ -82,7 +82,8 @@ struct Simulator::State {
   double now = 0;
   bool first_read_passed = false;
   int64_t psp_beta = -1, psp_s = 0;  // parsed from a psp policy
-  int first_read_ts = -1, first_read_worker = -1;
+  int64_t first_read_ts = -1;
+  int first_read_worker = -1;
   SimResult res;
   std::ostream* out = nullptr;
 
@@ -104,7 +105,7 @@ struct Simulator::State {
     const int to = m.meta.receiver();
     Schedule(now + o.latency, kDeliver, to, std::move(m));
   }
-  Message Request(int w, int server_index, int ts, bool push, bool pull) {
+  Message Request(int w, int server_index, int64_t ts, bool push, bool pull) {
     Message m;
     m.meta.set_sender(WorkerId(w));
     m.meta.set_receiver(server_ids[server_index]);
@@ -197,7 +198,7 @@ void Simulator::State::StartStep(int w) {
     return;
   }
   k.waiting_delay = false;
-  const int ts = k.next_ts++;
+  const int64_t ts = k.next_ts++;
   k.pull_ts = ts;
   k.pull_min_clock = INT64_MAX;
   k.pull_max_held = 0;
@@ -215,7 +216,7 @@ void Simulator::State::StartStep(int w) {
 
 void Simulator::State::OnReply(int w, const Message& m) {
   Worker& k = workers[w];
-  const int ts = m.meta.timestamp();
+  const int64_t ts = m.meta.timestamp();
   auto it = k.parts_left.find(ts);
   if (it == k.parts_left.end()) return;
   if (m.meta.pull() && ts == k.pull_ts && m.data.size() == 1) {
@@ -248,7 +249,7 @@ void Simulator::State::ComputeDone(int w) {
     for (int j = 0; j < o.dim; ++j) g[j] += err * x[j];
   }
   const double scale = -o.lr / o.workers / o.batch;
-  const int push_ts = k.next_ts++;
+  const int64_t push_ts = k.next_ts++;
   int parts = 0;
   for (int s = 0; s < o.servers; ++s) {
     if (server_keys[s].empty()) continue;
@@ -265,7 +266,7 @@ void Simulator::State::ComputeDone(int w) {
   k.parts_left[push_ts] = parts;
   k.delay.Issued(push_ts, k.step);
   // Clock(): every server learns this worker completed step + 1 steps.
-  const int clock_ts = k.next_ts++;
+  const int64_t clock_ts = k.next_ts++;
   for (int s = 0; s < o.servers; ++s) {
     Message m = Request(w, s, clock_ts, false, false);
     m.meta.set_op(pb::Meta::CLOCK);

@@ -53,7 +53,9 @@ SCENARIOS = {
     "lossy": {
         "servers": 3, "workers": 3,
         "env": ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
-                "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100"],
+                "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100",
+                # Request identities cross 2^31 in the run (64-bit, never wrap).
+                "PS_FIRST_TIMESTAMP=2147483630"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "30"],
     },
@@ -61,7 +63,9 @@ SCENARIOS = {
         "servers": 3, "workers": 3,
         "env": ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
                 "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100",
-                "PS_REPLICATION_WINDOW_MS=5"],
+                "PS_REPLICATION_WINDOW_MS=5",
+                # ... and 2^32, inside aggregates (replicas dedupe by them).
+                "PS_FIRST_TIMESTAMP=4294967280"],
         "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
                 "--rounds", "30"],
     },
@@ -76,7 +80,8 @@ SCENARIOS = {
     "kill_server_agg": {
         "servers": 4, "workers": 4,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
-                "PS_REPLICAS=1", "PS_REPLICATION_WINDOW_MS=5"],
+                "PS_REPLICAS=1", "PS_REPLICATION_WINDOW_MS=5",
+                "PS_FIRST_TIMESTAMP=4294967270"],
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
                 "--rounds", "60"],

@@ -160,7 +160,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   std::vector<uint32_t> idx;
   std::vector<int64_t> vals;
   std::vector<int> lens;
-  int last = -1;
+  int64_t last = -1;
   for (int t = 0; t < o.rounds; ++t) {
     Draw(o, U, rank, t, &idx, &vals, &lens);
     ps::SArray<ps::Key> keys(idx.size());

@@ -178,7 +178,7 @@ TEST(ConsistencyRuntimeTest, PolicyAndDelayChangeAtRunTimeEverywhere) {
     if (rank == 0) {
       // Under BSP, a pull of step 3 cannot pass while worker 1 sits at step 0.
       for (int i = 0; i < 3; ++i) kv->Clock();
-      int ts = kv->Pull(keys, &vals);
+      int64_t ts = kv->Pull(keys, &vals);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       EXPECT_FALSE(kv->IsDone(ts));
       node->SetConsistency("asp", 5);
@@ -262,7 +262,7 @@ TEST(ConsistencyRuntimeTest, BoundedDelayZeroMakesClockWaitForTheStep) {
   c.Run([&](Node*, KVWorker<int64_t>* kv, int) {
     SArray<Key> keys = AllKeys(1);
     for (int t = 0; t < 5; ++t) {
-      int ts = kv->Push(keys, SArray<int64_t>(1, 1));
+      int64_t ts = kv->Push(keys, SArray<int64_t>(1, 1));
       kv->Clock();
       EXPECT_TRUE(kv->IsDone(ts)) << "tau = 0 is sequential";
     }
