@@ -105,7 +105,7 @@ Config Config::FromMap(const Env& env) {
   ReadString(env, {"PS_COMPRESS"}, &c.compress);
   ReadInt(env, {"PS_QUANTIZE"}, 0, 16, &c.quantize_bits);
   ReadInt(env, {"PS_KEY_CACHE_MB"}, 0, 1 << 20, &c.key_cache_mb);
-  FilterOptions::Parse(c.compress, c.quantize_bits, c.key_cache_mb);  // throws naming it
+  FilterOptions::Parse(c.compress, c.quantize_bits, c.key_cache_mb, c.max_message_mb);  // throws
   ReadInt(env, {"PS_MAX_DELAY"}, -1, 1 << 30, &c.max_delay);
   ReadFraction(env, "PS_FAULT_DROP", &c.fault_drop);
   ReadFraction(env, "PS_FAULT_DUPLICATE", &c.fault_duplicate);
@@ -113,6 +113,9 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_FAULT_DELAY_MS"}, 0, 600000, &c.fault_delay_ms);
   ReadInt(env, {"PS_RESEND_TIMEOUT_MS"}, 1, 1 << 30, &c.resend_timeout_ms);
   ReadInt64(env, "PS_FIRST_TIMESTAMP", 0, int64_t{1} << 62, &c.first_timestamp);
+  ReadInt(env, {"PS_MAX_MESSAGE_MB"}, 1, 1 << 20, &c.max_message_mb);
+  ReadInt(env, {"PS_SEND_QUEUE"}, 16, 1 << 30, &c.send_queue);
+  ReadInt(env, {"PS_MAX_INFLIGHT"}, 1, 1 << 24, &c.max_inflight);
   ReadInt(env, {"PS_TASK_TIMEOUT_MS"}, 0, 1 << 30, &c.task_timeout_ms);
   std::string loss;
   ReadString(env, {"PS_ON_SCHEDULER_LOSS"}, &loss);

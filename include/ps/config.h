@@ -78,6 +78,18 @@ struct Config {
   /// identities are 64-bit and never wrap; tests start a worker just below 2^31 or 2^32 to
   /// show that crossing those points changes nothing.
   int64_t first_timestamp = 0;
+  /// Bounds on what peers can make a node hold (docs/operations.md). The largest message frame
+  /// a node accepts, and a frame may decode to, in MB (PS_MAX_MESSAGE_MB); a peer that sends a
+  /// larger frame is disconnected, a coded frame that claims more is dropped and counted.
+  int max_message_mb = 4096;
+  /// Messages queued per peer and direction (PS_SEND_QUEUE): beyond it a node stops reading
+  /// from that peer (TCP back-pressure) and drops, and counts, what it would send to it; the
+  /// protocol resends what is lost, so a stalled peer costs bounded memory.
+  int send_queue = 10000;
+  /// Requests a worker keeps in flight (PS_MAX_INFLIGHT): a push or pull beyond it blocks until
+  /// one completes (back-pressure to the caller; not on the receive thread, where a callback
+  /// may issue requests).
+  int max_inflight = 1024;
   /// What a server or worker does when it hears nothing from the scheduler for
   /// heartbeat_timeout_ms (PS_ON_SCHEDULER_LOSS=exit|throw): print why and exit with code 1
   /// (default; a hang is worse), or make every blocking call throw ps::Error (tests that run

@@ -27,8 +27,12 @@ struct NodeStats {
   uint64_t messages_received = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  /// Frames or messages dropped because they were malformed (garbage on the port).
+  /// Frames or messages dropped because they were malformed (garbage on the port), claimed
+  /// more memory than they may (PS_MAX_MESSAGE_MB) or than the machine has.
   uint64_t malformed_dropped = 0;
+  /// Messages not sent because the peer's queue was full (PS_SEND_QUEUE): the peer is stalled;
+  /// what matters is resent.
+  uint64_t send_queue_full = 0;
   /// Faults the test-only fault injection (PS_FAULT_*) applied to this node's sends.
   uint64_t injected_drops = 0;
   uint64_t injected_duplicates = 0;

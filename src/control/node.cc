@@ -84,7 +84,9 @@ NodeStats Node::stats() const {
   s.messages_received = c.messages_received;
   s.bytes_sent = c.bytes_sent;
   s.bytes_received = c.bytes_received;
-  s.malformed_dropped = c.malformed_dropped + impl_->filter_rejected_.load();
+  s.malformed_dropped =
+      c.malformed_dropped + impl_->filter_rejected_.load() + impl_->alloc_dropped_.load();
+  s.send_queue_full = c.send_queue_full;
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
@@ -98,7 +100,7 @@ std::string Node::StatsJson() const {
      << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":" << s.messages_received
      << ",\"bytes_sent\":" << s.bytes_sent << ",\"bytes_received\":" << s.bytes_received
      << ",\"malformed_dropped\":" << s.malformed_dropped
-     << ",\"injected_drops\":" << s.injected_drops
+     << ",\"send_queue_full\":" << s.send_queue_full << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
      << ",\"injected_delays\":" << s.injected_delays
      << ",\"filters\":" << impl_->filters->StatsJson() << "}";
@@ -259,12 +261,28 @@ bool Node::Impl::SendRaw(Message& msg) {
 
 void Node::Impl::PollOnce(int timeout_ms) {
   Message msg;
-  if (!van->Recv(&msg, timeout_ms)) return;
-  if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
-  if (msg.meta.has_control()) {
-    HandleControl(msg);
-  } else {
-    Dispatch(msg);
+  struct Mark {  // who is dispatching, for KVWorker's back-pressure
+    std::atomic<std::thread::id>* at;
+    explicit Mark(std::atomic<std::thread::id>* a) : at(a) {
+      at->store(std::this_thread::get_id());
+    }
+    ~Mark() { at->store(std::thread::id()); }
+  } mark(&dispatcher_);
+  try {
+    if (!van->Recv(&msg, timeout_ms)) return;
+    if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
+    if (msg.meta.has_control()) {
+      HandleControl(msg);
+    } else {
+      Dispatch(msg);
+    }
+  } catch (const std::bad_alloc&) {
+    // One message that asks for more memory than there is (a hostile size claim, or a real one
+    // this machine cannot hold) is dropped and counted; the node goes on. Senders of lost
+    // requests resend them, and Wait times out naming the server if it never fits.
+    alloc_dropped_++;
+    LOG(ERROR) << "dropped a message from node " << msg.meta.sender()
+               << ": out of memory while handling it";
   }
 }
 

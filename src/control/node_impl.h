@@ -47,9 +47,9 @@ class Customer {
 struct Node::Impl {
   explicit Impl(Config c)
       : cfg(std::move(c)),
-        filters(
-            new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits, cfg.key_cache_mb),
-                            cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
+        filters(new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits,
+                                                     cfg.key_cache_mb, cfg.max_message_mb),
+                                cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
         policy_(cfg.consistency),
         max_delay_(cfg.max_delay) {}
   ~Impl() { Stop(); }
@@ -212,6 +212,15 @@ struct Node::Impl {
   std::string fatal_;                            // why this node cannot go on (lost the scheduler)
   std::atomic<bool> has_fatal_{false};
   std::atomic<uint64_t> filter_rejected_{0};  // messages whose frames did not decode
+  std::atomic<uint64_t> alloc_dropped_{0};    // messages dropped: memory ran out handling them
+  // The thread handling a received message right now (replies run callbacks there).
+  std::atomic<std::thread::id> dispatcher_{};
+
+ public:
+  /// True on the thread that is handling a received message (a callback's thread).
+  bool InDispatch() const { return dispatcher_.load() == std::this_thread::get_id(); }
+
+ private:
   // Sends a message as it is (the transport, connecting on first use).
   bool SendRaw(Message& msg);
   std::string policy_;

@@ -556,6 +556,10 @@ std::string DecodeSnappy(const SArray<char>& in, size_t max_size, SArray<char>* 
     return "snappy: bad length header";
   }
   if (len > max_size) return "snappy: frame claims more than the limit";
+  // No snappy element expands more than 64 bytes out of 3 (a copy with a 2-byte offset), so a
+  // length beyond that ratio is a lie: refuse it before allocating anything (a 10-byte frame
+  // could otherwise ask for gigabytes).
+  if (len / 64 > in.size() / 3 + 1) return "snappy: frame claims more than its size can hold";
   auto store = SArray<uint64_t>::Uninitialized((len + 7) / 8);  // snappy writes every byte
   if (!snappy::RawUncompress(in.data(), in.size(), reinterpret_cast<char*>(store.data()))) {
     return "snappy: corrupted frame";

@@ -41,7 +41,9 @@ std::string DecodeDeltaVarint(const SArray<char>& in, SArray<char>* out);
 void EncodeZeroSuppress(const char* vals, size_t n, size_t esize, SArray<char>* out);
 std::string DecodeZeroSuppress(const SArray<char>& in, SArray<char>* out);
 
-/// Snappy with the raw size checked on the way back; max_size bounds what a frame may claim.
+/// Snappy with the raw size checked on the way back; max_size bounds what a frame may claim,
+/// and so does the format's largest expansion (64 bytes out of 3): nothing is allocated for a
+/// claim the frame cannot hold.
 void EncodeSnappy(const SArray<char>& in, SArray<char>* out);
 std::string DecodeSnappy(const SArray<char>& in, size_t max_size, SArray<char>* out);
 

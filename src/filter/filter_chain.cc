@@ -6,8 +6,6 @@
 namespace ps {
 namespace {
 
-constexpr size_t kMaxFrame = size_t{1} << 33;  // what a decoded frame may claim (8 GB)
-
 const char* RoleName(int role) { return role == 0 ? "keys" : (role == 1 ? "values" : "other"); }
 
 std::string Name(uint32_t packed) {
@@ -22,9 +20,11 @@ std::string Name(uint32_t packed) {
 
 }  // namespace
 
-FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits,
-                                   int key_cache_mb) {
+FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits, int key_cache_mb,
+                                   int max_message_mb) {
   FilterOptions o;
+  if (max_message_mb < 1) throw Error("PS_MAX_MESSAGE_MB must be >= 1");
+  o.max_frame = static_cast<size_t>(max_message_mb) << 20;
   if (key_cache_mb < 0) throw Error("PS_KEY_CACHE_MB must be >= 0");
   o.key_cache_bytes = static_cast<size_t>(key_cache_mb) << 20;
   if (compress.empty() || compress == "off") {
@@ -225,7 +225,7 @@ std::string FilterChain::Decode(Message* msg, uint64_t* missed) {
           err = DecodeZeroSuppress(msg->data[i], &out);
           break;
         case Codec::kSnappy:
-          err = DecodeSnappy(msg->data[i], kMaxFrame, &out);
+          err = DecodeSnappy(msg->data[i], opt_.max_frame, &out);
           break;
         case Codec::kQuantize8:
         case Codec::kQuantize16:

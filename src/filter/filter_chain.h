@@ -28,9 +28,12 @@ struct FilterOptions {
   size_t min_frame = 256;
   /// PS_KEY_CACHE_MB: key caching with this many bytes of lists per peer and side (0: off).
   size_t key_cache_bytes = 0;
-  /// Parses PS_COMPRESS / PS_QUANTIZE / PS_KEY_CACHE_MB values; throws ps::Error naming the
-  /// variable.
-  static FilterOptions Parse(const std::string& compress, int quantize_bits, int key_cache_mb = 0);
+  /// The most a coded frame may decode to (PS_MAX_MESSAGE_MB): a larger claim is dropped.
+  size_t max_frame = size_t{4} << 30;
+  /// Parses PS_COMPRESS / PS_QUANTIZE / PS_KEY_CACHE_MB / PS_MAX_MESSAGE_MB values; throws
+  /// ps::Error naming the variable.
+  static FilterOptions Parse(const std::string& compress, int quantize_bits, int key_cache_mb = 0,
+                             int max_message_mb = 4096);
   bool enabled() const { return mode != Mode::kOff || quantize_bits != 0 || key_cache_bytes; }
 };
 

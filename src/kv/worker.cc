@@ -12,6 +12,9 @@
 namespace ps {
 namespace {
 
+// Resends of a part wait timeout * 2^tries, at most timeout * 2^kMaxBackoffShift.
+constexpr int kMaxBackoffShift = 5;
+
 // Values of one message are bounded so that large values stream in pieces: the receiver
 // never needs one huge allocation and sender and receiver overlap.
 constexpr uint64_t kMaxPartBytes = 1 << 20;
@@ -62,12 +65,22 @@ void KVWorkerBase::Impl::ResendLoop() {
     if (stopping) break;
     const auto now = std::chrono::steady_clock::now();
     std::vector<Message> again;
+    const double base_us = timeout.count() * 1000.0;
     const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin();
     for (auto& e : pending) {
       Pending* p = e.second.get();
       for (size_t k = 0; k < p->sent.size(); ++k) {
-        if (p->got[k] || now - p->sent_at[k] < timeout) continue;
+        // Capped exponential back-off: a slow or stalled server is not flooded with copies
+        // (each one queued for it costs memory here and there).
+        if (p->got[k]) continue;
+        RttEstimate& r = rtt[p->sent[k].meta.receiver()];
+        const int shift = std::min<int>(std::max<int>(p->tries[k], r.backoff), kMaxBackoffShift);
+        const auto wait = std::chrono::microseconds(
+            static_cast<int64_t>(r.Timeout(base_us) * static_cast<double>(1 << shift)));
+        if (now - p->sent_at[k] < wait) continue;
         p->sent_at[k] = now;
+        if (p->tries[k] < 255) p->tries[k]++;
+        r.backoff = std::max<int>(r.backoff, std::min<int>(p->tries[k], kMaxBackoffShift));
         again.push_back(p->sent[k]);
         again.back().meta.set_lwm(lwm);
       }
@@ -266,6 +279,7 @@ void KVWorkerBase::Impl::Pending::Recycle() {
   keep(replies, fresh.replies);
   keep(got, fresh.got);
   keep(sent_at, fresh.sent_at);
+  keep(tries, fresh.tries);
   // The sent messages stay (their frame lists keep their storage for the next copy) but let go
   // of the caller's arrays at once.
   for (auto& m : sent) {
@@ -301,7 +315,23 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   p->req = std::move(req);
   int64_t ts;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    std::unique_lock<std::mutex> lk(mu);
+    // Back-pressure: at most max_inflight requests in flight. Not on the thread that handles
+    // replies (a callback issuing a request there would wait for itself).
+    if (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && !rt->InDispatch()) {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(rt->cfg.request_timeout_ms);
+      while (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && fatal.empty()) {
+        if (cv.wait_until(lk, deadline) == std::cv_status::timeout &&
+            pending.size() >= static_cast<size_t>(rt->cfg.max_inflight)) {
+          if (spare.size() < kMaxSpare) spare.push_back(std::move(p));
+          throw Error("no request of the " + std::to_string(pending.size()) +
+                      " in flight (PS_MAX_INFLIGHT) completed within " +
+                      std::to_string(rt->cfg.request_timeout_ms) + " ms (PS_REQUEST_TIMEOUT_MS)");
+        }
+      }
+      if (!fatal.empty()) throw Error(fatal);
+    }
     ts = next_ts++;
     p->ts = ts;
     delay.Issued(ts, step_now);
@@ -322,6 +352,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     // Kept for resending until each part is answered.
     p->sent = msgs;
     p->sent_at.assign(nparts, std::chrono::steady_clock::now());
+    p->tries.assign(nparts, 0);
     p->epoch = ring->epoch();
     Pending* raw = p.get();
     pending[ts] = std::move(p);
@@ -366,6 +397,7 @@ void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Messag
   }
   p->sent = msgs;
   p->sent_at.assign(msgs.size(), std::chrono::steady_clock::now());
+  p->tries.assign(msgs.size(), 0);
   p->epoch = ring.epoch();
   VLOG(1) << "request " << p->ts << " planned again under ring epoch " << ring.epoch();
   for (auto& m : msgs) out->push_back(m);
@@ -428,6 +460,15 @@ void KVWorkerBase::Impl::Process(Message& msg) {
     return;
   }
   p->got[part] = true;
+  if (p->tries[part] == 0) {
+    // Karn's rule: only parts sent once give a clean sample. Time a barrier held the read is
+    // not the server's slowness.
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                                p->sent_at[part])
+                          .count() -
+                      static_cast<double>(msg.meta.held_us());
+    rtt[msg.meta.sender()].Sample(std::max(0.0, us));
+  }
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
   }

@@ -2,8 +2,10 @@
 #ifndef PS_KV_WORKER_IMPL_H_
 #define PS_KV_WORKER_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -45,6 +47,7 @@ struct KVWorkerBase::Impl : public Customer {
     bool redirected = false;        // a server answered that it no longer masters a part
     std::vector<Message> sent;      // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
+    std::vector<uint8_t> tries;  // resends of each part since it was planned (for back-off)
     bool streams() const {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;
@@ -128,6 +131,31 @@ struct KVWorkerBase::Impl : public Customer {
   std::condition_variable resend_cv;  // only for stopping: completions must not wake it
   bool stopping = false;
   std::atomic<uint64_t> resends{0};
+  // Round-trip estimate per server (Jacobson/Karels, as TCP's RTO): a part is resent after
+  // max(resend_timeout_ms, srtt + 4 rttvar) times 2^backoff. A resend raises the server's
+  // backoff for every part bound to it, and only a clean sample (Karn's rule) lowers it
+  // again, so a server that is slow, not losing messages, is not sent copies it would only
+  // have to queue and discard.
+  struct RttEstimate {
+    double srtt_us = 0, rttvar_us = 0;
+    bool any = false;
+    int backoff = 0;
+    void Sample(double us) {
+      backoff = 0;
+      if (!any) {
+        srtt_us = us;
+        rttvar_us = us / 2;
+        any = true;
+        return;
+      }
+      rttvar_us = 0.75 * rttvar_us + 0.25 * std::abs(srtt_us - us);
+      srtt_us = 0.875 * srtt_us + 0.125 * us;
+    }
+    double Timeout(double base_us) const {
+      return any ? std::max(base_us, srtt_us + 4 * rttvar_us) : base_us;
+    }
+  };
+  std::unordered_map<int, RttEstimate> rtt;  // by server id (under mu)
   // Consistency (under mu).
   int64_t step = 0;
   int tau;

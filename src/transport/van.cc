@@ -11,7 +11,8 @@ std::unique_ptr<Van> MakeVan(const Config& config) {
   if (config.inproc) {
     van = std::make_unique<InprocVan>(config.inproc->hub());
   } else {
-    van = std::make_unique<ZmqVan>();
+    van = std::make_unique<ZmqVan>(static_cast<int64_t>(config.max_message_mb) << 20,
+                                   config.send_queue);
   }
   FaultSpec f;
   f.drop = config.fault_drop;

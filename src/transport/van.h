@@ -20,6 +20,8 @@ struct VanCounters {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> malformed_dropped{0};
+  // Messages not sent because the peer's queue was full (Config::send_queue).
+  std::atomic<uint64_t> send_queue_full{0};
   // Faults injected by FaultVan (tests).
   std::atomic<uint64_t> injected_drops{0};
   std::atomic<uint64_t> injected_duplicates{0};
@@ -62,7 +64,8 @@ class Van {
   VanCounters counters_;
 };
 
-/// The van selected by the configuration: in-process when config.inproc is set, else ZeroMQ.
+/// The van selected by the configuration: in-process when config.inproc is set, else ZeroMQ
+/// with the configuration's bounds (max_message_mb, send_queue).
 std::unique_ptr<Van> MakeVan(const Config& config);
 
 }  // namespace ps

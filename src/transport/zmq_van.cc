@@ -80,7 +80,8 @@ void TakeFrames(zmq_msg_t* parts, size_t n, std::vector<SArray<char>>* out) {
 
 }  // namespace
 
-ZmqVan::ZmqVan() {
+ZmqVan::ZmqVan(int64_t max_message, int send_queue)
+    : max_message_(max_message), send_queue_(send_queue) {
   context_ = zmq_ctx_new();
   zmq_ctx_set(context_, ZMQ_MAX_SOCKETS, 65536);
 }
@@ -93,7 +94,11 @@ ZmqVan::~ZmqVan() {
 int ZmqVan::Bind(const std::string& host, int port) {
   receiver_ = zmq_socket(context_, ZMQ_ROUTER);
   int zero = 0;
-  zmq_setsockopt(receiver_, ZMQ_RCVHWM, &zero, sizeof(zero));
+  // Per peer: beyond it ZeroMQ stops reading that peer's connection (TCP back-pressure), so a
+  // node that falls behind holds a bounded queue, not everything its peers send.
+  zmq_setsockopt(receiver_, ZMQ_RCVHWM, &send_queue_, sizeof(send_queue_));
+  // A frame header claiming more than this disconnects the peer before anything is allocated.
+  zmq_setsockopt(receiver_, ZMQ_MAXMSGSIZE, &max_message_, sizeof(max_message_));
   zmq_setsockopt(receiver_, ZMQ_LINGER, &zero, sizeof(zero));
   std::string addr = "tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*"));
   if (zmq_bind(receiver_, addr.c_str()) != 0) {
@@ -116,8 +121,9 @@ int ZmqVan::Bind(const std::string& host, int port) {
 void ZmqVan::Connect(int id, const std::string& host, int port) {
   auto peer = std::make_shared<Peer>();
   peer->socket = zmq_socket(context_, ZMQ_DEALER);
-  int zero = 0;
-  zmq_setsockopt(peer->socket, ZMQ_SNDHWM, &zero, sizeof(zero));
+  // Bounded: sends never block (a stalled peer must not stall this node); beyond the bound a
+  // message is dropped and counted, and the protocol's resends cover it.
+  zmq_setsockopt(peer->socket, ZMQ_SNDHWM, &send_queue_, sizeof(send_queue_));
   int linger = 0;  // Stop() decides how long queued messages may linger
   zmq_setsockopt(peer->socket, ZMQ_LINGER, &linger, sizeof(linger));
   std::string addr = "tcp://" + host + ":" + std::to_string(port);
@@ -161,7 +167,8 @@ bool ZmqVan::Send(const Message& msg) {
   zmq_msg_t m;
   zmq_msg_init_size(&m, meta_size);
   msg.meta.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(zmq_msg_data(&m)));
-  if (zmq_msg_send(&m, peer->socket, n ? ZMQ_SNDMORE : 0) < 0) {
+  if (zmq_msg_send(&m, peer->socket, ZMQ_DONTWAIT | (n ? ZMQ_SNDMORE : 0)) < 0) {
+    if (zmq_errno() == EAGAIN) counters_.send_queue_full++;
     zmq_msg_close(&m);
     return false;
   }

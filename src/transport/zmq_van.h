@@ -17,7 +17,9 @@ namespace ps {
 
 class ZmqVan : public Van {
  public:
-  ZmqVan();
+  /// max_message: the largest frame a peer may send (larger: the peer is disconnected);
+  /// send_queue: messages queued per peer before more are dropped and counted.
+  explicit ZmqVan(int64_t max_message = int64_t{4} << 30, int send_queue = 10000);
   ~ZmqVan() override;
   int Bind(const std::string& host, int port) override;
   void Connect(int id, const std::string& host, int port) override;
@@ -43,6 +45,8 @@ class ZmqVan : public Van {
   std::mutex interrupt_mu_;
   void* interrupter_ = nullptr;
   int recv_timeout_ms_ = -2;
+  int64_t max_message_;
+  int send_queue_;
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   bool stopped_ = false;

@@ -35,6 +35,12 @@ really happened (so a pass is not vacuous).
   leave_server: 4 servers (k=1), 4 workers pushing; a seeded server calls Node::Leave at a
          seeded moment: the others copy its ranges while pushes go on and take over at a new
          ring epoch; it exits 0, and the sums must be exact.
+  slow_server: 2 servers, 2 workers pushing as fast as they can for 60 s without waiting (the
+         job keeps no window: only the library's PS_MAX_INFLIGHT holds a worker back); a seeded
+         server runs at a tenth of its speed (SIGSTOP 90 ms, SIGCONT 10 ms, by PID) the whole
+         time. Every process's memory (VmRSS, sampled every 0.5 s) must stay bounded: its peak
+         under 512 MB and its growth over the last two thirds of the push phase under 64 MB.
+         The sums must be exact.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -99,6 +105,12 @@ SCENARIOS = {
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "40"],
+    },
+    "slow_server": {
+        "servers": 2, "workers": 2,
+        "env": ["PS_REPLICAS=1"],
+        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "2000",
+                "--rounds", "100000000", "--window", "0", "--seconds", "60"],
     },
     "kill_worker": {
         "servers": 2, "workers": 3,
@@ -278,6 +290,73 @@ def run_and_kill_worker(cmd):
     return rc, out, state["killed"]
 
 
+def rss_mb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def run_slow_server(cmd, servers, workers, seed, push_s):
+    """Runs cmd; once every worker pushes, a seeded server gets SIGSTOP for 90 ms and SIGCONT
+    for 10 ms in a loop (by PID) until the job ends, while every process's RSS is sampled.
+    Returns (rc, output, victim, throttle cycles, {name: [(seconds since pushes began, MB)]})."""
+    rng = random.Random(int(seed))
+    victim = rng.randrange(servers)
+    state = {"pids": {}, "up": 0, "cycles": 0, "t0": None}
+    samples = {}
+    done = threading.Event()
+
+    def throttle(pid):
+        while not done.is_set():
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.09)
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                return
+            state["cycles"] += 1
+            time.sleep(0.01)
+
+    def sample():
+        while not done.is_set():
+            t = time.time() - state["t0"]
+            for name, pid in list(state["pids"].items()):
+                mb = rss_mb(pid)
+                if mb is not None:
+                    samples.setdefault(name, []).append((t, mb))
+            done.wait(0.5)
+
+    def on_line(line):
+        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+        if m:
+            state["pids"]["%s %s" % (m.group(1), m.group(2))] = int(m.group(3))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                state["t0"] = time.time()
+                pid = state["pids"]["server %d" % victim]
+                print("run_fault: server %d (pid %d) runs at a tenth of its speed from now"
+                      % (victim, pid), flush=True)
+                threading.Thread(target=throttle, args=(pid,), daemon=True).start()
+                threading.Thread(target=sample, daemon=True).start()
+
+    try:
+        rc, out = stream(cmd, on_line)
+    finally:
+        done.set()
+        if "server %d" % victim in state["pids"]:
+            try:
+                os.kill(state["pids"]["server %d" % victim], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    return rc, out, victim, state["cycles"], samples
+
+
 def run_and_kill_scheduler(cmd, workers):
     """Runs cmd; once every worker is up, SIGKILLs the scheduler (by its PID)."""
     state = {"pid": None, "up": 0, "killed_at": None}
@@ -333,6 +412,43 @@ def main():
             return 1
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
+        return 0
+    if a.scenario == "slow_server":
+        push_s = float(sc["job"][sc["job"].index("--seconds") + 1])
+        rc, out, victim, cycles, samples = run_slow_server(cmd, sc["servers"], sc["workers"],
+                                                           a.seed, push_s)
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if cycles < 0.5 * push_s / 0.1:
+            failures.append("the server was slowed only %d times" % cycles)
+        rounds = [int(x) for x in re.findall(r"PUSHED worker \d+ rounds=(\d+)", out)]
+        if len(rounds) != sc["workers"] or min(rounds) < 100:
+            failures.append("the workers pushed too little to matter: rounds %s" % rounds)
+        report = []
+        for name, pts in sorted(samples.items()):
+            push = [mb for t, mb in pts if t <= push_s]
+            if len(push) < 10:
+                failures.append("too few memory samples of %s" % name)
+                continue
+            peak = max(mb for _, mb in pts)
+            early = max(mb for t, mb in pts if t <= push_s / 3.0)
+            growth = max(push) - early
+            report.append("%s peak %.0f MB, growth %.0f MB" % (name, peak, growth))
+            if peak > 512:
+                failures.append("%s reached %.0f MB" % (name, peak))
+            if growth > 64:
+                failures.append("%s grew %.0f MB after the first third of the pushes "
+                                "(%.0f -> %.0f MB)" % (name, growth, early, max(push)))
+        print("run_fault: memory: " + "; ".join(report), flush=True)
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): server %d slowed %d times, rounds %s, memory bounded, "
+              "sums exact" % (a.scenario, a.seed, victim, cycles, rounds))
         return 0
     if a.scenario == "kill_two":
         rc, out, killed, ok_before = run_and_kill_two(cmd, sc["servers"], sc["workers"], a.seed)

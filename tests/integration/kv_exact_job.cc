@@ -3,7 +3,10 @@
 // computed locally from the same seeds; any difference exits non-zero.
 //
 //   kv_exact_job --scenario sum|range|varlen|garbage|fail|hang [--universe U] [--keys K]
-//                [--rounds R] [--pace-ms MS] [--seed S]
+//                [--rounds R] [--pace-ms MS] [--seed S] [--window N] [--seconds S]
+//   --window N: pushes in flight per worker (0: the job never waits, the library's
+//   PS_MAX_INFLIGHT holds it back); --seconds S: stop pushing after S s (workers share how
+//   many rounds each pushed through app 1, for the reference).
 //                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job)
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,6 +35,8 @@ struct Options {
   size_t keys = 100000;
   int rounds = 20;
   int pace_ms = 0;         // pause between rounds, so a fault test can act while pushes go on
+  int window = 1;          // pushes in flight (0 = no limit of the job's own)
+  double seconds = 0;      // > 0: push rounds until this much time passed (at most `rounds`)
   int leave_rank = -1;     // this server leaves the running job (Node::Leave) ...
   int leave_after_ms = 0;  // ... this long after it started serving
   uint64_t seed = 2026;
@@ -53,6 +60,10 @@ Options Parse(int argc, char** argv) {
       o.leave_after_ms = std::stoi(v);
     } else if (k == "--pace-ms") {
       o.pace_ms = std::stoi(v);
+    } else if (k == "--window") {
+      o.window = std::stoi(v);
+    } else if (k == "--seconds") {
+      o.seconds = std::stod(v);
     } else if (k == "--seed") {
       o.seed = std::stoull(v);
     } else {
@@ -160,27 +171,49 @@ int RunWorker(ps::Node* node, const Options& o) {
   std::vector<uint32_t> idx;
   std::vector<int64_t> vals;
   std::vector<int> lens;
-  int64_t last = -1;
-  for (int t = 0; t < o.rounds; ++t) {
+  std::deque<int64_t> open;
+  int done_rounds = 0;
+  auto elapsed = [&t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int t = 0; t < o.rounds && (o.seconds <= 0 || elapsed() < o.seconds); ++t) {
     Draw(o, U, rank, t, &idx, &vals, &lens);
     ps::SArray<ps::Key> keys(idx.size());
     for (size_t j = 0; j < idx.size(); ++j) keys[j] = universe[idx[j]];
     ps::SArray<int64_t> v(vals);
     ps::SArray<int> l = o.scenario == "varlen" ? ps::SArray<int>(lens) : ps::SArray<int>();
-    if (last >= 0) kv.Wait(last);
-    last = kv.Push(keys, v, l);
+    if (o.window > 0 && static_cast<int>(open.size()) >= o.window) {
+      kv.Wait(open.front());
+      open.pop_front();
+    }
+    open.push_back(kv.Push(keys, v, l));
+    done_rounds = t + 1;
     if (o.pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pace_ms));
   }
-  kv.Wait(last);
+  std::cout << "PUSHED worker " << rank << " rounds=" << done_rounds << std::endl;
+  for (int64_t ts : open) kv.Wait(ts);
   if (garbage.joinable()) garbage.join();
-  double push_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double push_s = elapsed();
+  // How many rounds every worker pushed (they differ when the push phase is timed).
+  std::vector<int> rounds(W, o.rounds);
+  if (o.seconds > 0) {
+    ps::KVWorker<int64_t> counts(node, 1);
+    counts.Wait(counts.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(rank)},
+                            ps::SArray<int64_t>{done_rounds}));
+    node->Barrier(ps::kWorkerGroup);
+    ps::SArray<ps::Key> ids;
+    for (int w = 0; w < W; ++w) ids.push_back(static_cast<ps::Key>(w));
+    ps::SArray<int64_t> got;
+    counts.Wait(counts.Pull(ids, &got));
+    for (int w = 0; w < W; ++w) rounds[w] = static_cast<int>(got[w]);
+  }
   node->Barrier(ps::kWorkerGroup);
 
   // The exact reference, from every worker's seeds.
   std::vector<std::vector<int64_t>> ref(U);
   std::vector<char> pushed(U, 0);
   for (int w = 0; w < W; ++w) {
-    for (int t = 0; t < o.rounds; ++t) {
+    for (int t = 0; t < rounds[w]; ++t) {
       Draw(o, U, w, t, &idx, &vals, &lens);
       size_t at = 0;
       for (size_t j = 0; j < idx.size(); ++j) {
@@ -271,6 +304,8 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (node.role() == ps::Role::kServer) {
       ps::KVServer<int64_t> server(&node);
+      std::unique_ptr<ps::KVServer<int64_t>> counts;  // timed pushes: rounds per worker
+      if (o.seconds > 0) counts = std::make_unique<ps::KVServer<int64_t>>(&node, 1);
       if (node.rank() == o.leave_rank) {
         std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
         node.Leave();

@@ -3,6 +3,7 @@
 #include "filter/codec.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstring>
@@ -167,6 +168,41 @@ TEST(CodecTest, SnappyRoundTrips) {
   EXPECT_EQ(std::memcmp(dec.data(), v.data(), dec.size()), 0);
   EXPECT_LT(enc.size() * 4, v.size() * 4);
   EXPECT_NE(DecodeSnappy(enc, 100, &dec), "") << "a frame larger than allowed was accepted";
+}
+
+// The most compressible input there is (all zeros) still decodes: the bound on claims is the
+// format's own largest expansion.
+TEST(CodecTest, SnappyAcceptsTheLargestRealExpansion) {
+  SArray<char> zeros(16 << 20, 0), enc, dec;
+  EncodeSnappy(zeros, &enc);
+  ASSERT_EQ(DecodeSnappy(enc, size_t{1} << 33, &dec), "");
+  ASSERT_EQ(dec.size(), zeros.size());
+  EXPECT_EQ(std::memcmp(dec.data(), zeros.data(), dec.size()), 0);
+}
+
+// A 10-byte frame whose header claims almost 4 GB is refused before anything is allocated: in a
+// child process limited to 1 GB of address space, the decode returns an error instead of
+// dying of bad_alloc.
+TEST(CodecDeathTest, SnappyLengthClaimsBeyondTheFrameAllocateNothing) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  uint64_t claim = (uint64_t{1} << 32) - 16;  // snappy lengths are 32-bit
+  SArray<char> frame;
+  while (claim >= 0x80) {
+    frame.push_back(static_cast<char>((claim & 0x7f) | 0x80));
+    claim >>= 7;
+  }
+  frame.push_back(static_cast<char>(claim));
+  for (int i = 0; i < 5; ++i) frame.push_back(static_cast<char>(0xfe));
+  ASSERT_LE(frame.size(), 10u);
+  auto decode_in_1gb = [&frame] {
+    rlimit lim;
+    lim.rlim_cur = lim.rlim_max = size_t{1} << 30;
+    setrlimit(RLIMIT_AS, &lim);
+    SArray<char> out;
+    const std::string err = DecodeSnappy(frame, size_t{1} << 34, &out);
+    std::_Exit(err.empty() ? 1 : 0);
+  };
+  EXPECT_EXIT(decode_in_1gb(), ::testing::ExitedWithCode(0), "");
 }
 
 // The mean of many quantized copies of a value must be the value (unbiased rounding): within

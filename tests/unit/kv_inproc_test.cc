@@ -302,6 +302,40 @@ TEST(KVRobustnessTest, RandomWellFramedRequestsAreRefused) {
   });
 }
 
+// Back-pressure (issue 15, item 8): a worker that issues requests faster than the servers
+// answer holds at most Config::max_inflight of them; the next call waits for one to complete.
+// Half the messages are held back 30 ms here: without the bound all 40 are in flight.
+TEST(KVBackPressureTest, AWorkerKeepsAtMostMaxInflightRequests) {
+  std::atomic<size_t> widest{0};
+  Job::Run(
+      true, 2, 1,
+      [&](Node* node, int) {
+        KVWorker<int64_t> kv(node);
+        std::vector<int64_t> issued;
+        for (int i = 0; i < 40; ++i) {
+          issued.push_back(kv.Push(SArray<Key>{HashKey(i)}, SArray<int64_t>{1}));
+          size_t open = 0;
+          for (int64_t ts : issued) open += !kv.IsDone(ts);
+          widest = std::max<size_t>(widest, open);
+        }
+        for (int64_t ts : issued) kv.Wait(ts);
+        SArray<int64_t> vals;
+        SArray<Key> keys;
+        for (int i = 0; i < 40; ++i) keys.push_back(HashKey(i));
+        std::sort(keys.begin(), keys.end());
+        kv.Wait(kv.Pull(keys, &vals));
+        for (int64_t v : vals) ASSERT_EQ(v, 1);
+      },
+      static_cast<int64_t*>(nullptr),
+      [](Config* c) {
+        c->max_inflight = 3;
+        c->fault_delay = 0.5;
+        c->fault_delay_ms = 30;
+      });
+  EXPECT_LE(widest.load(), 3u);
+  EXPECT_GE(widest.load(), 2u);  // the delay really kept requests in flight
+}
+
 INSTANTIATE_TEST_SUITE_P(Vans, KVInprocTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Inproc" : "ZeroMQ"; });
 
