@@ -110,9 +110,55 @@ void Draw(const Options& o, size_t usize, int w, int t, std::vector<uint32_t>* i
   }
 }
 
-void SendGarbage(const std::vector<ps::NodeInfo>& nodes, uint64_t seed, int frames) {
+void PutVarint(std::string* s, uint64_t v) {
+  while (v >= 0x80) {
+    s->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  s->push_back(static_cast<char>(v));
+}
+
+// A well-formed push whose key and value frames say they are Snappy-coded and claim almost
+// 4 GB each in a few bytes (the wire format of meta.proto, written by hand).
+std::vector<std::string> HugeClaim(int sender, int receiver, uint64_t ts) {
+  std::string meta;
+  meta += '\x0d';  // magic, fixed32
+  const uint32_t magic = 0x70730001;
+  meta.append(reinterpret_cast<const char*>(&magic), 4);
+  meta += '\x10';
+  PutVarint(&meta, static_cast<uint64_t>(sender));
+  meta += '\x18';
+  PutVarint(&meta, static_cast<uint64_t>(receiver));
+  meta += '\x58';  // timestamp
+  PutVarint(&meta, ts);
+  meta += "\x60\x01\x70\x01";      // request, push
+  meta += "\x80\x01\x03";          // dtype int64
+  meta += "\xca\x02\x02\x03\x03";  // codec (41, packed): snappy on frames 1 and 2
+  std::string claim;
+  PutVarint(&claim, (uint64_t{1} << 32) - 16);
+  claim += "\xfe\xfe\xfe\xfe";
+  return {meta, claim, claim};
+}
+
+void SendGarbage(const std::vector<ps::NodeInfo>& nodes, int self, uint64_t seed, int frames,
+                 int claims) {
   std::mt19937_64 rng(seed);
   void* ctx = zmq_ctx_new();
+  // Crafted size claims go to every other node (scheduler, servers, workers).
+  for (const auto& n : nodes) {
+    if (n.id == self) continue;
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 5000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof(linger));
+    zmq_connect(s, ("tcp://" + n.host + ":" + std::to_string(n.port)).c_str());
+    for (int i = 0; i < claims; ++i) {
+      auto parts = HugeClaim(self, n.id, (uint64_t{1} << 40) + static_cast<uint64_t>(i));
+      for (size_t j = 0; j < parts.size(); ++j) {
+        zmq_send(s, parts[j].data(), parts[j].size(), j + 1 < parts.size() ? ZMQ_SNDMORE : 0);
+      }
+    }
+    zmq_close(s);
+  }
   for (const auto& n : nodes) {
     if (n.role != ps::Role::kServer) continue;
     std::string addr = "tcp://" + n.host + ":" + std::to_string(n.port);
@@ -163,7 +209,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   ps::KVWorker<int64_t> kv(node);
   std::thread garbage;
   if (o.scenario == "garbage" && rank == 0) {
-    garbage = std::thread([&] { SendGarbage(node->nodes(), o.seed, 10000); });
+    garbage = std::thread([&] { SendGarbage(node->nodes(), node->id(), o.seed, 10000, 20); });
   }
   // Push: round t's push is in flight while round t+1's is prepared.
   std::cout << "PUSHING worker " << rank << std::endl;
