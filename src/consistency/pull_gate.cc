@@ -27,9 +27,10 @@ void PullGate::Report(int worker, int64_t step, std::vector<uint64_t>* released)
   Recheck(released);
 }
 
-bool PullGate::Read(int worker, int64_t step, uint64_t handle, std::vector<uint64_t>* released) {
+bool PullGate::Read(int worker, int64_t step, int64_t done, uint64_t handle,
+                    std::vector<uint64_t>* released) {
   reads_++;
-  Report(worker, step, released);
+  Report(worker, done, released);
   // A worker outside the table (declared dead, or never known) is not held: nothing would
   // ever release it.
   if (!table_.Has(worker)) return true;

@@ -31,9 +31,16 @@ class PullGate {
   void RemoveWorker(int worker, std::vector<uint64_t>* released);
   /// A push or Clock() reported that `worker` completed `step` steps.
   void Report(int worker, int64_t step, std::vector<uint64_t>* released);
-  /// A read by `worker` at `step` (the step is recorded first). Returns true when it may be
-  /// answered now; otherwise it is held under `handle` until a later call releases it.
-  bool Read(int worker, int64_t step, uint64_t handle, std::vector<uint64_t>* released);
+  /// A read by `worker` at `step`, which has completed `done` steps (recorded first: a worker
+  /// can be in step t with pushes of earlier steps not yet applied everywhere). Returns true
+  /// when it may be answered now; otherwise it is held under `handle` until a later call
+  /// releases it.
+  bool Read(int worker, int64_t step, int64_t done, uint64_t handle,
+            std::vector<uint64_t>* released);
+  /// Shorthand for a worker whose every step before `step` is done.
+  bool Read(int worker, int64_t step, uint64_t handle, std::vector<uint64_t>* released) {
+    return Read(worker, step, step, handle, released);
+  }
   /// Changes the policy; held reads are re-checked under the new one.
   void SetPolicy(std::shared_ptr<const BarrierPolicy> policy, std::vector<uint64_t>* released);
 

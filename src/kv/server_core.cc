@@ -112,6 +112,8 @@ void ServerCore::Process(Message& msg) {
 void ServerCore::ProcessLocked(Message& msg) {
   const int worker = msg.meta.sender();
   const int64_t step = msg.meta.step();
+  // What the step table may take: steps whose pushes the worker knows are all applied.
+  const int64_t done = msg.meta.has_done_step() ? msg.meta.done_step() : step;
   std::vector<uint64_t> released;
   Message reply = ReplyTo(msg);
   if (msg.meta.epoch() > cur_epoch_ && cur_epoch_ > 0 && !Owns(msg, *ring_())) {
@@ -141,7 +143,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     }
   }
   if (msg.meta.op() == pb::Meta::CLOCK) {
-    gate.Report(worker, step, &released);
+    gate.Report(worker, done, &released);
     Answer(msg, &reply, "");
     AnswerReleased(released);
     return;
@@ -187,7 +189,7 @@ void ServerCore::ProcessLocked(Message& msg) {
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
   const uint64_t h = next_handle;
-  const bool pass = !pull || gate.Read(worker, step, h, &released);
+  const bool pass = !pull || gate.Read(worker, step, done, h, &released);
   const int64_t clock = gate.Clock();
   std::string err;
   if (fresh_all) {
@@ -218,7 +220,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
-  if (push && err.empty()) gate.Report(worker, step, &released);
+  if (push && err.empty()) gate.Report(worker, done, &released);
   if (pull && !pass) {
     next_handle++;
     if (err.empty()) {

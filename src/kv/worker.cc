@@ -79,6 +79,7 @@ void KVWorkerBase::Impl::ResendLoop() {
             static_cast<int64_t>(r.Timeout(base_us) * static_cast<double>(1 << shift)));
         if (now - p->sent_at[k] < wait) continue;
         p->sent_at[k] = now;
+        p->sent[k].meta.set_done_step(SafeStep());
         if (p->tries[k] < 255) p->tries[k]++;
         r.backoff = std::max<int>(r.backoff, std::min<int>(p->tries[k], kMaxBackoffShift));
         again.push_back(p->sent[k]);
@@ -335,27 +336,42 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     ts = next_ts++;
     p->ts = ts;
     delay.Issued(ts, step_now);
+    if (p->req.push) open_pushes[p->step]++;
     if (nparts == 0) {
       Pending* raw = p.get();
       pending[ts] = std::move(p);
       open_ts.insert(ts);
       // Nothing to send (no keys): complete at once.
       Finish(raw);
+      msgs.swap(due);
+      lk.unlock();
+      for (auto& m : msgs) rt->Send(m);
       return ts;
     }
     open_ts.insert(ts);
     const int64_t lwm = *open_ts.begin();
+    const int64_t safe = SafeStep();
     for (auto& m : msgs) {
       m.meta.set_timestamp(ts);
       m.meta.set_lwm(lwm);
+      m.meta.set_done_step(safe);
+    }
+    // A clock that ends a step with pushes still open waits for them (and for every clock
+    // before it): the servers must not count the step as done before they hold its pushes.
+    if (p->req.op == detail::KVRequest::kClock &&
+        (!held_clocks.empty() || (!open_pushes.empty() && open_pushes.begin()->first <= p->step))) {
+      p->held = true;
+      held_clocks.push_back(ts);
     }
     // Kept for resending until each part is answered.
     p->sent = msgs;
-    p->sent_at.assign(nparts, std::chrono::steady_clock::now());
+    p->sent_at.assign(nparts, p->held ? std::chrono::steady_clock::time_point::max()
+                                      : std::chrono::steady_clock::now());
     p->tries.assign(nparts, 0);
     p->epoch = ring->epoch();
     Pending* raw = p.get();
     pending[ts] = std::move(p);
+    if (raw->held) msgs.clear();
     // The ring may have changed since it was read above: then OnRing did not see this
     // request, so plan it under the new ring here.
     if (rt->ring_epoch() != raw->epoch) {
@@ -390,16 +406,20 @@ void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Messag
   p->replies.assign(msgs.size(), Message());
   p->got.assign(msgs.size(), false);
   p->received = 0;
+  const int64_t safe = SafeStep();
   for (auto& m : msgs) {
     m.meta.set_timestamp(p->ts);
     m.meta.set_lwm(lwm);
     m.meta.set_attempt(p->attempt);
+    m.meta.set_done_step(safe);
   }
   p->sent = msgs;
-  p->sent_at.assign(msgs.size(), std::chrono::steady_clock::now());
+  p->sent_at.assign(msgs.size(), p->held ? std::chrono::steady_clock::time_point::max()
+                                         : std::chrono::steady_clock::now());
   p->tries.assign(msgs.size(), 0);
   p->epoch = ring.epoch();
   VLOG(1) << "request " << p->ts << " planned again under ring epoch " << ring.epoch();
+  if (p->held) return;  // sent when its steps' pushes are acknowledged (ReleaseClocks)
   for (auto& m : msgs) out->push_back(m);
 }
 
@@ -482,6 +502,35 @@ void KVWorkerBase::Impl::Process(Message& msg) {
     p->replies[part] = std::move(msg);
   }
   if (++p->received == p->replies.size()) Finish(p);
+  if (!due.empty()) {
+    std::vector<Message> out;
+    out.swap(due);
+    lk.unlock();
+    for (auto& m : out) rt->Send(m);
+  }
+}
+
+void KVWorkerBase::Impl::ReleaseClocks() {
+  while (!held_clocks.empty()) {
+    auto it = pending.find(held_clocks.front());
+    if (it == pending.end()) {  // failed (the node is going down)
+      held_clocks.pop_front();
+      continue;
+    }
+    Pending* c = it->second.get();
+    // The clock ends step c->step: it leaves once no push of that step or before is open.
+    if (!open_pushes.empty() && open_pushes.begin()->first <= c->step) return;
+    c->held = false;
+    held_clocks.pop_front();
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t lwm = *open_ts.begin(), safe = SafeStep();
+    for (size_t k = 0; k < c->sent.size(); ++k) {
+      c->sent[k].meta.set_lwm(lwm);
+      c->sent[k].meta.set_done_step(safe);
+      c->sent_at[k] = now;
+      due.push_back(c->sent[k]);
+    }
+  }
 }
 
 // Called with mu held once every part has answered.
@@ -489,6 +538,11 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   if (p->error.empty() && p->req.pull) Assemble(p);
   const int64_t ts = p->ts;
   delay.Completed(ts);
+  if (p->req.push) {
+    auto op = open_pushes.find(p->step);
+    if (op != open_pushes.end() && --op->second == 0) open_pushes.erase(op);
+    ReleaseClocks();
+  }
   if (p->req.pull && p->min_clock != INT64_MAX) {
     read_clock = p->min_clock;
     barrier_wait_us += p->max_held_us;

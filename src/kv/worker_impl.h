@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,7 +47,8 @@ struct KVWorkerBase::Impl : public Customer {
     int attempt = 0;                // how many times the request was planned again
     uint64_t epoch = 0;             // ring epoch of the current plan
     bool redirected = false;        // a server answered that it no longer masters a part
-    std::vector<Message> sent;      // every part as sent, for resending
+    bool held = false;  // a CLOCK waiting for the pushes of its steps (its parts not sent yet)
+    std::vector<Message> sent;  // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     std::vector<uint8_t> tries;  // resends of each part since it was planned (for back-off)
     bool streams() const {
@@ -158,6 +161,20 @@ struct KVWorkerBase::Impl : public Customer {
   std::unordered_map<int, RttEstimate> rtt;  // by server id (under mu)
   // Consistency (under mu).
   int64_t step = 0;
+  // Open requests that push, by the step they were issued in; a CLOCK that ends step t
+  // leaves only when none of steps <= t is open (held_clocks, in order), so servers never
+  // count a step as done before every push of it is applied everywhere (DESIGN §7).
+  std::map<int64_t, size_t> open_pushes;
+  std::deque<int64_t> held_clocks;
+  std::vector<Message> due;  // clock messages released by Finish, sent once mu is let go
+  // Steps whose pushes are all acknowledged: what servers may count as done.
+  int64_t SafeStep() const {
+    return open_pushes.empty() ? step : std::min(step, open_pushes.begin()->first);
+  }
+  // Releases the held clocks whose steps' pushes are all acknowledged into `due` (mu held).
+  void ReleaseClocks();
+  // Sends `due` (mu not held).
+  void SendDue();
   int tau;
   int64_t read_clock = -1;  // server clock the last completed pull read
   bool joiner = false, adopted_step = false;

@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ps/ps.h"
 
@@ -76,12 +77,17 @@ int RunWorker(ps::Node* node, const Options& o) {
   int64_t max_ahead = 0;
   int violations = 0;
   uint64_t rng = o.seed * 7919 + rank;
+  std::vector<int64_t> pushes;
   for (int64_t t = 0; t < o.steps; ++t) {
     if (rank == o.stall_rank && t == o.stall_step) {
       std::printf("STALLED pid=%d step=%lld\n", static_cast<int>(getpid()),
                   static_cast<long long>(t));
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (rank == 0) {
+      std::printf("STEP %lld\n", static_cast<long long>(t));
+      std::fflush(stdout);
     }
     ps::SArray<int64_t> vals;
     kv.Wait(kv.Pull(keys, &vals));
@@ -108,9 +114,11 @@ int RunWorker(ps::Node* node, const Options& o) {
                  ? o.straggler_ms
                  : static_cast<int>((rng = rng * 6364136223846793005ull + 1) >> 60);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    kv.Push(ps::SArray<ps::Key>(1, keys[rank]), ps::SArray<int64_t>(1, 1));
+    pushes.push_back(kv.Push(ps::SArray<ps::Key>(1, keys[rank]), ps::SArray<int64_t>(1, 1)));
     kv.Clock();
   }
+  // The last pushes may still be in flight (lost and resent): the exact check below needs them.
+  for (int64_t ts : pushes) kv.Wait(ts);
   auto b = kv.barrier_stats();
   // Exact reference after everyone is done: each live worker pushed exactly `steps` ones.
   node->Barrier(ps::kWorkerGroup);
@@ -126,9 +134,10 @@ int RunWorker(ps::Node* node, const Options& o) {
   }
   std::printf(
       "SUMMARY {\"role\":\"worker\",\"rank\":%d,\"steps\":%lld,\"max_ahead\":%lld,"
-      "\"barrier_wait_s\":%.4f,\"delay_wait_s\":%.4f,\"elapsed_s\":%.4f,\"violations\":%d}\n",
+      "\"barrier_wait_s\":%.4f,\"delay_wait_s\":%.4f,\"elapsed_s\":%.4f,\"violations\":%d}"
+      " resends=%llu\n",
       rank, static_cast<long long>(b.step), static_cast<long long>(max_ahead), b.barrier_wait_s,
-      b.delay_wait_s, b.elapsed_s, violations);
+      b.delay_wait_s, b.elapsed_s, violations, static_cast<unsigned long long>(kv.Resends()));
   std::fflush(stdout);
   return violations ? 1 : 0;
 }

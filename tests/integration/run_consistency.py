@@ -28,12 +28,24 @@ SCENARIOS = {
     # BSP, worker 2 is SIGKILLed at step 3; the others must finish once it is declared dead.
     "kill_bsp": (2, 3, "bsp", ["--steps", "10", "--check", "lock",
                                "--stall-rank", "2", "--stall-step", "3"]),
+    # The read guarantee under loss, duplication and reordering: a push lost and resent must
+    # still count before the clock that ends its step (issue 15, item 3).
+    "ssp_lossy": (2, 4, "ssp:1", ["--steps", "40", "--check", "ssp:1",
+                                  "--straggler-rank", "3", "--straggler-ms", "10"]),
+    "bsp_lossy": (2, 4, "bsp", ["--steps", "40", "--check", "lock",
+                                "--straggler-rank", "3", "--straggler-ms", "10"]),
+    # ... and with a server SIGKILLed mid-run (its replicas take over).
+    "bsp_kill_server": (3, 4, "bsp", ["--steps", "60", "--check", "lock",
+                                      "--straggler-rank", "3", "--straggler-ms", "10"]),
 }
+
+LOSSY = ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
+         "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=50"]
 
 
 def summaries(out, role):
     rows = []
-    for m in re.finditer(r"^\[%s (\d+)\] SUMMARY (\{.*\})$" % role, out, re.M):
+    for m in re.finditer(r"^\[%s (\d+)\] SUMMARY (\{.*\})(?: resends=\d+)?$" % role, out, re.M):
         rows.append(json.loads(m.group(2)))
     return rows
 
@@ -47,6 +59,7 @@ def main():
     a = p.parse_args()
     s, w, policy, job_args = SCENARIOS[a.scenario]
     kill = a.scenario.startswith("kill")
+    kill_server = a.scenario.endswith("kill_server")
     cmd = [sys.executable, a.launcher, "-s", str(s), "-w", str(w), "--timeout", "120",
            "--env", "PS_CONSISTENCY=" + policy, "--env", "PS_SEED=" + a.seed]
     # Generous heartbeats so that load never makes a live node look dead; the killed worker is
@@ -54,15 +67,31 @@ def main():
     cmd += ["--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
     if kill:
         cmd += ["--allow-dead-workers", "1"]
+    if a.scenario.endswith("lossy"):
+        for e in LOSSY:
+            cmd += ["--env", e]
+    if kill_server:
+        cmd += ["--allow-dead-servers", "1", "--env", "PS_REPLICAS=1"]
     cmd += ["--", a.job, "--seed", a.seed] + job_args
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, killed = [], []
+    server_pids = {}
 
     def read():
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)
+            m = re.search(r"started server (\d+) pid (\d+)", line)
+            if m:
+                server_pids[int(m.group(1))] = int(m.group(2))
+            # A seeded server is SIGKILLed (by PID) when worker 0 starts step 20.
+            if kill_server and not killed and re.match(r"\[worker 0\] STEP 20$", line):
+                victim = int(a.seed) % s
+                os.kill(server_pids[victim], signal.SIGKILL)
+                killed.append(server_pids[victim])
+                print("run_consistency: sent SIGKILL to server %d (pid %d)"
+                      % (victim, server_pids[victim]), flush=True)
             m = re.search(r"STALLED pid=(\d+)", line)
             if m and kill and not killed:
                 pid = int(m.group(1))
@@ -82,7 +111,7 @@ def main():
         failures.append("a worker saw a read that breaks the guarantee (VIOLATION lines above)")
     workers, servers = summaries(out, "worker"), summaries(out, "server")
     live = w - (1 if kill else 0)
-    if len(workers) != live or len(servers) != s:
+    if len(workers) != live or len(servers) != s - (1 if kill_server else 0):
         failures.append("expected %d worker and %d server summaries, got %d and %d"
                         % (live, s, len(workers), len(servers)))
     steps = int(job_args[job_args.index("--steps") + 1])
@@ -104,7 +133,7 @@ def main():
         if not lag or max(lag) != 2:
             failures.append("servers answered reads with lags %s; want at most and at "
                             "least once exactly s=2" % sorted(set(lag)))
-    if a.scenario in ("bsp", "kill_bsp"):
+    if a.scenario in ("bsp", "kill_bsp", "bsp_lossy", "bsp_kill_server"):
         if ahead != 0:
             failures.append("BSP is lockstep, yet a worker was %d steps ahead" % ahead)
         if deferred == 0:
@@ -123,6 +152,15 @@ def main():
         if not lag or max(lag) <= 2:
             failures.append("servers never answered a read far ahead of the slowest: %s"
                             % sorted(set(lag)))
+    if kill_server:
+        if not killed:
+            failures.append("no server was killed")
+        if "ring epoch 2" not in out:
+            failures.append("no ring without the dead server was published")
+    if a.scenario.endswith("lossy"):
+        drops = sum(int(x) for x in re.findall(r"resends=(\d+)", out))
+        if drops == 0:
+            failures.append("no worker resent anything: the loss did not touch the pushes")
     if kill:
         if not killed:
             failures.append("the stalled worker never showed up to be killed")
