@@ -75,6 +75,8 @@ class Membership {
   /// Returns the barriers that only waited for it. Unknown or already dead ids: nothing.
   std::vector<Release> MarkDead(int id);
   bool IsDead(int id) const { return dead_.count(id) > 0; }
+  /// Every id declared dead so far (never reused).
+  const std::set<int>& dead() const { return dead_; }
 
  private:
   int num_servers_, num_workers_;

@@ -487,6 +487,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         if (n.id == c.your_id()) my_rank_ = n.rank;
       }
       my_id_ = c.your_id();
+      dead_.assign(c.dead().begin(), c.dead().end());
       for (int i = 0; i < c.released_groups_size() && i < c.released_seqs_size(); ++i) {
         barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);

@@ -35,6 +35,7 @@ pb::Control Node::Impl::TableMessage() const {
     e->set_port(n.port);
   }
   FillRing(*ring_, c.mutable_ring());
+  for (int id : membership_->dead()) c.add_dead(id);
   for (const auto& g : membership_->released()) {
     c.add_released_groups(g.first);
     c.add_released_seqs(g.second);

@@ -33,6 +33,7 @@ struct KVServerBase::Impl : public Customer {
             n->id(), [rt = n->impl()] { return rt->ring(); }) {
     core.SetReport(
         [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
+    for (int id : n->dead_nodes()) core.Tombstone(id);
     // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the
     // core's lock, which a large range copy can hold for a while, and heartbeats must not
     // wait): refill retries every heartbeat interval, aggregation batches every half window.

@@ -116,6 +116,16 @@ void ServerCore::ProcessLocked(Message& msg) {
   const int64_t done = msg.meta.has_done_step() ? msg.meta.done_step() : step;
   std::vector<uint64_t> released;
   Message reply = ReplyTo(msg);
+  if (tombstones_.count(worker)) {
+    // Fenced (DESIGN §8): the worker was declared dead and its work given to others; what it
+    // still sends (a stall that ended, resends) is refused, and it learns why.
+    fenced_++;
+    Answer(msg, &reply,
+           "worker node " + std::to_string(worker) +
+               " was declared dead by the scheduler; its requests are refused (a dead node "
+               "cannot come back)");
+    return;
+  }
   if (msg.meta.epoch() > cur_epoch_ && cur_epoch_ > 0 && !Owns(msg, *ring_())) {
     // The worker has a newer ring than this server: the keys may be this server's under it,
     // but it must learn that ring (and stop taking copies from the server that left) before
@@ -348,9 +358,14 @@ void ServerCore::WorkerDead(int id) {
     it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
   }
   gate.RemoveWorker(id, &released);
-  log.Forget(id);
+  tombstones_.insert(id);
   held_ids.erase(id);
   AnswerReleased(released);
+}
+
+void ServerCore::Tombstone(int id) {
+  std::lock_guard<std::mutex> lk(mu);
+  tombstones_.insert(id);
 }
 
 void ServerCore::WorkerJoined(int id) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "consistency/pull_gate.h"
@@ -54,6 +55,11 @@ class ServerCore {
   /// The ring changed (a server left): copies on their way to a server that left go to the
   /// new chain instead.
   void RingChanged(std::shared_ptr<const Ring> ring);
+  /// A node was declared dead before this core existed (a server that joins late): its
+  /// requests are refused like those of a worker that dies now.
+  void Tombstone(int id);
+  /// Requests refused because their worker was declared dead.
+  uint64_t fenced() const { return fenced_; }
   /// A worker joined the running job: it enters the step table at the current minimum step.
   void WorkerJoined(int id);
   /// A server is joining: `next` becomes the ring at the cut-over. This server fetches what it
@@ -118,6 +124,11 @@ class ServerCore {
   NowFn now_us;
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> duplicates_{0};
+  std::atomic<uint64_t> fenced_{0};
+  // Workers declared dead (ids are never reused): a stalled worker that resumes must not have
+  // its resends applied again (the applied log of a dead worker is kept, not forgotten, so
+  // copies of its pushes that masters still send are recognised).
+  std::unordered_set<int> tombstones_;
 
   // Exactly-once pushes: what of each worker's requests was applied (above its low-water mark).
   AppliedLog log;

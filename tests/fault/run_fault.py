@@ -21,6 +21,10 @@ really happened (so a pass is not vacuous).
          (task_job); worker 1 is SIGKILLed while it holds its third shard. Its shard must go
          back to the pool and be redone; every shard is marked exactly once and reported done
          exactly once, and the job finishes.
+  stop_worker: as kill_worker, but worker 1 is SIGSTOPped (a hang) while it holds its third
+         shard and gets SIGCONT once another worker has taken that shard again. Declared dead,
+         it must stay dead: servers refuse what it sends (shards are marked by summing, so a
+         shard done twice would read 2), it fails naming why, and every shard counts once.
   stop_resume: as stop_server, but once the stopped server has been declared dead it gets
          SIGCONT: it must be fenced (told it is dead, and exit naming why) instead of serving
          with its old view; the sums stay exact.
@@ -117,6 +121,12 @@ SCENARIOS = {
         "env": [],
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "60", "--work-ms", "20"],
+    },
+    "stop_worker": {
+        "servers": 2, "workers": 3,
+        "env": [],
+        "launch": ["--allow-dead-workers", "1"],
+        "job": ["--shards", "240", "--work-ms", "20"],
     },
     "kill_two": {
         "servers": 4, "workers": 4,
@@ -270,9 +280,10 @@ def run_and_join(cmd, join_cmd, workers, seed):
     return rc, out, jrc, jout, state["ok_at_cut"]
 
 
-def run_and_kill_worker(cmd):
-    """Runs cmd; SIGKILLs worker 1 (by its PID) when it takes its third shard."""
-    state = {"pid": None, "taken": 0, "killed": None}
+def run_and_kill_worker(cmd, sig=signal.SIGKILL):
+    """Runs cmd; sends sig to worker 1 (by its PID) when it takes its third shard. A stopped
+    worker gets SIGCONT once another worker took that shard."""
+    state = {"pid": None, "taken": 0, "killed": None, "resumed": False}
 
     def on_line(line):
         m = re.search(r"started worker 1 pid (\d+)", line)
@@ -282,12 +293,22 @@ def run_and_kill_worker(cmd):
         if m and state["killed"] is None:
             state["taken"] += 1
             if state["taken"] == 3:
-                os.kill(state["pid"], signal.SIGKILL)
+                os.kill(state["pid"], sig)
                 state["killed"] = int(m.group(1))
-                print("run_fault: SIGKILL to worker 1 holding shard %s" % m.group(1), flush=True)
+                print("run_fault: %s to worker 1 holding shard %s"
+                      % (signal.Signals(sig).name, m.group(1)), flush=True)
+        m = re.match(r"\[worker [02]\] TAKEN (\d+)", line)
+        if (m and sig == signal.SIGSTOP and state["killed"] is not None and
+                int(m.group(1)) == state["killed"] and not state["resumed"]):
+            # Another worker took the shard again: the hang ends while the job goes on.
+            os.kill(state["pid"], signal.SIGCONT)
+            state["resumed"] = True
+            print("run_fault: SIGCONT to worker 1", flush=True)
 
     rc, out = stream(cmd, on_line)
-    return rc, out, state["killed"]
+    if sig == signal.SIGSTOP and state["pid"] and not state["resumed"]:
+        os.kill(state["pid"], signal.SIGKILL)
+    return rc, out, state["killed"], state["resumed"]
 
 
 def rss_mb(pid):
@@ -535,18 +556,30 @@ def main():
         print("PASSED %s (seed %s): the fifth server masters %.3f of the keys, sums exact"
               % (a.scenario, a.seed, share))
         return 0
-    if a.scenario == "kill_worker":
-        rc, out, shard = run_and_kill_worker(cmd)
+    if a.scenario in ("kill_worker", "stop_worker"):
+        stop = a.scenario == "stop_worker"
+        rc, out, shard, resumed = run_and_kill_worker(
+            cmd, signal.SIGSTOP if stop else signal.SIGKILL)
+        shards = int(sc["job"][sc["job"].index("--shards") + 1])
+        if stop:
+            if not re.search(r"^\[worker 1\] .*was declared dead", out, re.M):
+                failures.append("the resumed worker did not fail naming that it was declared dead")
+            if not resumed:
+                failures.append("the stopped worker was never resumed")
+            if not re.search(r"worker 1 \(pid \d+\) exited with code 1", out):
+                failures.append("the resumed worker did not exit with code 1")
         if shard is None:
             failures.append("worker 1 was never killed")
         if rc != 0:
             failures.append("ps-launch exited with %d" % rc)
-        if not re.search(r"^\[worker 0\] SHARDS ok=60 of 60", out, re.M):
+        if not re.search(r"^\[worker 0\] SHARDS ok=%d of %d " % (shards, shards), out, re.M):
             failures.append("not every shard was marked exactly once")
         m = re.search(r"TASKS added=(\d+) done=(\d+) redone=(\d+)", out)
-        if not m or m.group(1) != "60" or m.group(2) != "60" or int(m.group(3)) < 1:
-            failures.append("scheduler's pool: %s; want 60 added, 60 done, the killed "
-                            "worker's shard redone" % (m.group(0) if m else "no TASKS line"))
+        if (not m or int(m.group(1)) != shards or int(m.group(2)) != shards or
+                int(m.group(3)) < 1):
+            failures.append("scheduler's pool: %s; want %d added, %d done, the stopped or "
+                            "killed worker's shard redone"
+                            % (m.group(0) if m else "no TASKS line", shards, shards))
         if shard is not None and len(re.findall(r"TAKEN %d$" % shard, out, re.M)) < 2:
             failures.append("shard %d was not taken again" % shard)
         if failures:
