@@ -34,4 +34,26 @@ int DataTypeSize(DataType t) {
   return 0;
 }
 
+const char* ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kBadConfig:
+      return "bad configuration";
+    case ErrorCode::kTimeout:
+      return "timeout";
+    case ErrorCode::kRejected:
+      return "rejected";
+    case ErrorCode::kFenced:
+      return "fenced";
+    case ErrorCode::kDataLost:
+      return "data lost";
+    case ErrorCode::kSchedulerLost:
+      return "scheduler lost";
+    case ErrorCode::kShutDown:
+      return "shut down";
+  }
+  return "unknown";
+}
+
 }  // namespace ps

@@ -36,8 +36,8 @@ void ReadInt(const Env& env, std::initializer_list<const char*> names, int lo, i
   errno = 0;
   long x = std::strtol(v.c_str(), &end, 10);
   if (errno != 0 || end == v.c_str() || *end != '\0' || x < lo || x > hi) {
-    throw Error(name + "='" + v + "': expected an integer in [" + std::to_string(lo) + ", " +
-                std::to_string(hi) + "]");
+    throw Error(ErrorCode::kBadConfig, name + "='" + v + "': expected an integer in [" +
+                                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   *out = static_cast<int>(x);
 }
@@ -49,8 +49,9 @@ void ReadInt64(const Env& env, const char* name, int64_t lo, int64_t hi, int64_t
   errno = 0;
   long long x = std::strtoll(it->second.c_str(), &end, 10);
   if (errno != 0 || end == it->second.c_str() || *end != '\0' || x < lo || x > hi) {
-    throw Error(std::string(name) + "='" + it->second + "': expected an integer in [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw Error(ErrorCode::kBadConfig, std::string(name) + "='" + it->second +
+                                           "': expected an integer in [" + std::to_string(lo) +
+                                           ", " + std::to_string(hi) + "]");
   }
   *out = x;
 }
@@ -61,7 +62,8 @@ void ReadFraction(const Env& env, const char* name, double* out) {
   char* end = nullptr;
   double x = std::strtod(it->second.c_str(), &end);
   if (*end != '\0' || !(x >= 0 && x <= 1)) {
-    throw Error(std::string(name) + "='" + it->second + "': expected a fraction in [0, 1]");
+    throw Error(ErrorCode::kBadConfig,
+                std::string(name) + "='" + it->second + "': expected a fraction in [0, 1]");
   }
   *out = x;
 }
@@ -84,10 +86,12 @@ Config Config::FromMap(const Env& env) {
     } else if (role == "worker") {
       c.role = Role::kWorker;
     } else {
-      throw Error(name + "='" + role + "': expected scheduler, server or worker");
+      throw Error(ErrorCode::kBadConfig,
+                  name + "='" + role + "': expected scheduler, server or worker");
     }
   } else {
-    throw Error("PS_ROLE (or DMLC_ROLE) is not set: expected scheduler, server or worker");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_ROLE (or DMLC_ROLE) is not set: expected scheduler, server or worker");
   }
   ReadString(env, {"PS_SCHEDULER_HOST", "DMLC_PS_ROOT_URI"}, &c.scheduler_host);
   ReadInt(env, {"PS_SCHEDULER_PORT", "DMLC_PS_ROOT_PORT"}, 0, 65535, &c.scheduler_port);
@@ -119,10 +123,11 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_TASK_TIMEOUT_MS"}, 0, 1 << 30, &c.task_timeout_ms);
   std::string loss;
   ReadString(env, {"PS_ON_SCHEDULER_LOSS"}, &loss);
-  if (loss == "throw") {
-    c.exit_on_scheduler_loss = false;
-  } else if (!loss.empty() && loss != "exit") {
-    throw Error("PS_ON_SCHEDULER_LOSS='" + loss + "': expected exit or throw");
+  if (loss == "exit") {
+    c.exit_on_scheduler_loss = true;
+  } else if (!loss.empty() && loss != "throw") {
+    throw Error(ErrorCode::kBadConfig,
+                "PS_ON_SCHEDULER_LOSS='" + loss + "': expected exit or throw");
   }
   int join = 0;
   ReadInt(env, {"PS_JOIN"}, 0, 1, &join);
@@ -151,25 +156,30 @@ Config Config::FromEnv() {
 
 void Config::Validate() const {
   if (!inproc && role != Role::kScheduler && scheduler_port <= 0) {
-    throw Error("PS_SCHEDULER_PORT (or DMLC_PS_ROOT_PORT) must be set to the scheduler's port");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_SCHEDULER_PORT (or DMLC_PS_ROOT_PORT) must be set to the scheduler's port");
   }
-  if (num_servers < 1) throw Error("PS_NUM_SERVERS must be at least 1");
-  if (num_workers < 1) throw Error("PS_NUM_WORKERS must be at least 1");
-  if (vnodes < 1) throw Error("PS_VNODES must be at least 1");
+  if (num_servers < 1) throw Error(ErrorCode::kBadConfig, "PS_NUM_SERVERS must be at least 1");
+  if (num_workers < 1) throw Error(ErrorCode::kBadConfig, "PS_NUM_WORKERS must be at least 1");
+  if (vnodes < 1) throw Error(ErrorCode::kBadConfig, "PS_VNODES must be at least 1");
   if (replicas >= num_servers) {
-    throw Error("PS_REPLICAS=" + std::to_string(replicas) + " needs more than " +
-                std::to_string(replicas) +
-                " servers (PS_NUM_SERVERS=" + std::to_string(num_servers) + ")");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_REPLICAS=" + std::to_string(replicas) + " needs more than " +
+                    std::to_string(replicas) +
+                    " servers (PS_NUM_SERVERS=" + std::to_string(num_servers) + ")");
   }
   ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
-  if (max_delay < -1) throw Error("PS_MAX_DELAY must be -1 (unbounded) or >= 0");
+  if (max_delay < -1)
+    throw Error(ErrorCode::kBadConfig, "PS_MAX_DELAY must be -1 (unbounded) or >= 0");
   if (fault_drop + fault_duplicate + fault_delay > 1) {
-    throw Error("PS_FAULT_DROP + PS_FAULT_DUPLICATE + PS_FAULT_DELAY must not exceed 1");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_FAULT_DROP + PS_FAULT_DUPLICATE + PS_FAULT_DELAY must not exceed 1");
   }
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
-    throw Error("PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
   }
-  if (host.empty()) throw Error("PS_NODE_HOST must not be empty");
+  if (host.empty()) throw Error(ErrorCode::kBadConfig, "PS_NODE_HOST must not be empty");
 }
 
 InprocNetwork::InprocNetwork() : hub_(new Hub()) {}

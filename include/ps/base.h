@@ -71,12 +71,49 @@ struct DataTypeOf<int64_t> {
 /// Size in bytes of one value of the given type.
 int DataTypeSize(DataType t);
 
-/// Every error that the library reports to its caller: bad configuration (the message names the
-/// option), a timeout while waiting on the network (the message names what was awaited), a
-/// request the servers rejected.
+/// What kind of failure an Error is, for callers that react differently to each. The library
+/// never ends the host process on its own (unless PS_ON_SCHEDULER_LOSS=exit, which ps-launch
+/// sets for the processes it starts): fatal conditions reach the program as these.
+enum class ErrorCode {
+  /// A call was misused: unsorted keys, mismatched sizes, the wrong role, an unknown
+  /// timestamp. Nothing was sent.
+  kInvalidArgument = 0,
+  /// The configuration cannot work (Config::FromEnv, Validate, SetFilters, a port that cannot
+  /// be bound); the message names the option.
+  kBadConfig = 1,
+  /// Waited longer than a configured timeout (registration, a request, a barrier, a task, a
+  /// slot among PS_MAX_INFLIGHT); the message names the timeout and what was awaited.
+  kTimeout = 2,
+  /// A server refused a request (malformed for it: value type, sizes), or the scheduler
+  /// refused this node's registration (the job is full).
+  kRejected = 3,
+  /// This node, or the worker whose request it is, was declared dead by the scheduler (silent
+  /// longer than PS_HEARTBEAT_TIMEOUT_MS, or its connection broke) and its work went to others.
+  /// A dead node cannot come back: start a new one (ps-launch --join).
+  kFenced = 4,
+  /// The job stopped because some key range lost every copy (more server failures in one chain
+  /// than PS_REPLICAS before a refill ended); nothing is served in its place.
+  kDataLost = 5,
+  /// The scheduler is gone (its connection broke, or it was silent far too long).
+  kSchedulerLost = 6,
+  /// The node is stopping, or was used before Start / after Finalize.
+  kShutDown = 7,
+};
+
+/// "invalid argument", "bad configuration", "timeout", ...
+const char* ErrorCodeName(ErrorCode code);
+
+/// Every error that the library reports to its caller. code() says which kind (see
+/// ErrorCode); what() says exactly what happened and names the option, timeout, node or range.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what, ErrorCode code = ErrorCode::kInvalidArgument)
+      : std::runtime_error(what), code_(code) {}
+  Error(ErrorCode code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
 };
 
 }  // namespace ps

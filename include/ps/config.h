@@ -90,11 +90,13 @@ struct Config {
   /// one completes (back-pressure to the caller; not on the receive thread, where a callback
   /// may issue requests).
   int max_inflight = 1024;
-  /// What a server or worker does when it hears nothing from the scheduler for
-  /// heartbeat_timeout_ms (PS_ON_SCHEDULER_LOSS=exit|throw): print why and exit with code 1
-  /// (default; a hang is worse), or make every blocking call throw ps::Error (tests that run
-  /// many nodes in one process).
-  bool exit_on_scheduler_loss = true;
+  /// What a server or worker does when it cannot go on: it lost the scheduler, was fenced
+  /// (declared dead) or the job aborted because data was lost (PS_ON_SCHEDULER_LOSS=exit|throw).
+  /// throw (the library's default): every blocking call, and every call after it, throws
+  /// ps::Error with the reason and its ErrorCode; the program decides. exit: print why and
+  /// exit with code 1 at once, even under a thread busy computing (ps-launch sets this for the
+  /// processes it starts: a hang is worse).
+  bool exit_on_scheduler_loss = false;
   /// A task held longer than this goes back to the pool (PS_TASK_TIMEOUT_MS; 0 = never).
   int task_timeout_ms = 0;
   /// Join a job that is already running (PS_JOIN=1); only workers can, for now. The new worker

@@ -105,8 +105,9 @@ int64_t Number(const std::string& text, const std::string& spec, const std::stri
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || v < 0 || v > (1 << 30)) {
-    throw Error(option + ": bad number '" + text + "' in '" + spec +
-                "' (expected bsp, asp, ssp:S, psp:BETA[:S] or backup:B[:S])");
+    throw Error(ErrorCode::kBadConfig,
+                option + ": bad number '" + text + "' in '" + spec +
+                    "' (expected bsp, asp, ssp:S, psp:BETA[:S] or backup:B[:S])");
   }
   return v;
 }
@@ -138,8 +139,9 @@ std::unique_ptr<BarrierPolicy> ParsePolicy(const std::string& spec, const std::s
   if (name == "backup" && (f.size() == 2 || f.size() == 3)) {
     return MakeBackup(static_cast<int>(num(1, 0)), num(2, 0));
   }
-  throw Error(option + ": unknown barrier policy '" + spec +
-              "' (expected bsp, asp, ssp:S, psp:BETA[:S] or backup:B[:S])");
+  throw Error(ErrorCode::kBadConfig,
+              option + ": unknown barrier policy '" + spec +
+                  "' (expected bsp, asp, ssp:S, psp:BETA[:S] or backup:B[:S])");
 }
 
 }  // namespace ps

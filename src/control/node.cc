@@ -27,10 +27,11 @@ void WritePortFile(const std::string& path, int port) {
   {
     std::ofstream f(tmp);
     f << port << "\n";
-    if (!f) throw Error("PS_SCHEDULER_PORT_FILE: cannot write " + tmp);
+    if (!f) throw Error(ErrorCode::kBadConfig, "PS_SCHEDULER_PORT_FILE: cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error("PS_SCHEDULER_PORT_FILE: cannot rename " + tmp + " to " + path);
+    throw Error(ErrorCode::kBadConfig,
+                "PS_SCHEDULER_PORT_FILE: cannot rename " + tmp + " to " + path);
   }
 }
 
@@ -170,10 +171,11 @@ void Node::Impl::Start() {
       if (broken > 0 && NowMs() - broken > cfg.heartbeat_timeout_ms) {
         lk.unlock();
         Stop();
-        throw Error(std::string(RoleName(cfg.role)) + ": lost the scheduler at " +
-                    cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port) +
-                    " before its node table arrived: the connection broke " +
-                    std::to_string(NowMs() - broken) + " ms ago");
+        throw Error(ErrorCode::kSchedulerLost,
+                    std::string(RoleName(cfg.role)) + ": lost the scheduler at " +
+                        cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port) +
+                        " before its node table arrived: the connection broke " +
+                        std::to_string(NowMs() - broken) + " ms ago");
       }
       lk.unlock();
       SendControl(0, reg, /*quiet=*/true);
@@ -188,7 +190,7 @@ void Node::Impl::Start() {
     std::string why = reject_;
     lk.unlock();
     Stop();
-    throw Error("registration rejected by the scheduler: " + why);
+    throw Error(ErrorCode::kRejected, "registration rejected by the scheduler: " + why);
   }
   if (!ok) {
     std::string what =
@@ -197,8 +199,8 @@ void Node::Impl::Start() {
                         cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port);
     lk.unlock();
     Stop();
-    throw Error(what + " after " + std::to_string(cfg.register_timeout_ms) +
-                " ms (PS_REGISTER_TIMEOUT_MS)");
+    throw Error(ErrorCode::kTimeout, what + " after " + std::to_string(cfg.register_timeout_ms) +
+                                         " ms (PS_REGISTER_TIMEOUT_MS)");
   }
   lk.unlock();
   if (scheduler) {
@@ -355,6 +357,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       a.set_error("node " + std::to_string(from) +
                   " was declared dead by the scheduler (silent too long, or its connection "
                   "broke) and its work was given to others; a dead node cannot come back");
+      a.set_error_code(static_cast<int>(ErrorCode::kFenced));
       SendControl(from, a, true);
       return;
     }
@@ -576,7 +579,10 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     case pb::Control::ABORT:
       lk.unlock();
-      Fatal(c.error());
+      Fatal(c.error(),
+            c.error_code() >= 0 && c.error_code() <= static_cast<int>(ErrorCode::kShutDown)
+                ? static_cast<ErrorCode>(c.error_code())
+                : ErrorCode::kShutDown);
       lk.lock();
       break;
     default:
@@ -710,7 +716,7 @@ void Node::Impl::HeartbeatLoop() {
                   : "nothing heard for " + std::to_string(silent_ms) + " ms") +
             " (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
         lk.unlock();
-        Fatal(why);
+        Fatal(why, ErrorCode::kSchedulerLost);
         lk.lock();
       }
     }
@@ -724,7 +730,7 @@ void Node::Impl::Barrier(int groups) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!ready_) throw Error("Barrier called before Start");
+    if (!ready_) throw Error(ErrorCode::kShutDown, "Barrier called before Start");
     seq = ++barrier_sent_[groups];
   }
   if (cfg.role == Role::kScheduler) {
@@ -745,11 +751,12 @@ void Node::Impl::Barrier(int groups) {
   const bool released = cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms), [&] {
     return barrier_done_[groups] >= seq || !fatal_.empty();
   });
-  if (!fatal_.empty()) throw Error("barrier " + std::to_string(seq) + ": " + fatal_);
+  if (!fatal_.empty()) throw Error(fatal_code_, "barrier " + std::to_string(seq) + ": " + fatal_);
   if (!released) {
-    throw Error("barrier " + std::to_string(seq) + " (groups " + std::to_string(groups) +
-                ") not released within " + std::to_string(cfg.barrier_timeout_ms) +
-                " ms (PS_BARRIER_TIMEOUT_MS)");
+    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " (groups " +
+                                         std::to_string(groups) + ") not released within " +
+                                         std::to_string(cfg.barrier_timeout_ms) +
+                                         " ms (PS_BARRIER_TIMEOUT_MS)");
   }
 }
 

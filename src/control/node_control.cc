@@ -228,7 +228,8 @@ void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
 
 void Node::Impl::AddCustomer(int app_id, Customer* c) {
   std::lock_guard<std::mutex> lk(cust_mu_);
-  if (customers_.count(app_id)) throw Error("app id " + std::to_string(app_id) + " is in use");
+  if (customers_.count(app_id))
+    throw Error(ErrorCode::kInvalidArgument, "app id " + std::to_string(app_id) + " is in use");
   customers_[app_id] = c;
   // The customer read the node's barrier policy and delay when it was built; a CONSISTENCY
   // applied since then went to the customers registered at the time, not to this one, and a
@@ -348,8 +349,9 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       pb::Control a;
       a.set_cmd(pb::Control::ABORT);
       a.set_error(abort);
+      a.set_error_code(static_cast<int>(ErrorCode::kDataLost));
       for (int to : tell) SendControl(to, a, true);
-      Fatal(abort);
+      Fatal(abort, ErrorCode::kDataLost);
       return;
     }
     pb::Control c;
@@ -395,7 +397,7 @@ int Node::Impl::AddTasks(int n) {
   int first;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!ready_) throw Error("AddTasks called before Start");
+    if (!ready_) throw Error(ErrorCode::kShutDown, "AddTasks called before Start");
     first = tasks_.Add(n);
     tasks_added_ = true;
     ServeTaskWaiters(&answers);
@@ -418,10 +420,11 @@ int Node::Impl::NextTask(bool wait) {
   std::unique_lock<std::mutex> lk(mu_);
   if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
                     [&] { return task_answers_ > seen || !fatal_.empty(); })) {
-    throw Error("NextTask: no answer from the scheduler within " +
-                std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+    throw Error(ErrorCode::kTimeout, "NextTask: no answer from the scheduler within " +
+                                         std::to_string(cfg.barrier_timeout_ms) +
+                                         " ms (PS_BARRIER_TIMEOUT_MS)");
   }
-  if (!fatal_.empty()) throw Error("NextTask: " + fatal_);
+  if (!fatal_.empty()) throw Error(fatal_code_, "NextTask: " + fatal_);
   return task_answer_;
 }
 
@@ -447,13 +450,14 @@ void Node::Impl::NotifyRing(std::shared_ptr<const Ring> ring) {
   for (auto& c : customers_) c.second->OnRingChange(ring);
 }
 
-void Node::Impl::Fatal(const std::string& why) {
+void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!fatal_.empty()) return;
     // Past the last barrier the job is over: nothing can fail any more.
     if (finalized_ && barrier_done_[kAllGroups] >= barrier_sent_[kAllGroups]) return;
     fatal_ = why;
+    fatal_code_ = code;
     has_fatal_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
@@ -465,7 +469,7 @@ void Node::Impl::Fatal(const std::string& why) {
     std::_Exit(1);
   }
   std::lock_guard<std::mutex> cl(cust_mu_);
-  for (auto& cu : customers_) cu.second->OnFatal(why);
+  for (auto& cu : customers_) cu.second->OnFatal(why, code);
 }
 
 void Node::Impl::NotifyDead(int id) {
@@ -539,11 +543,12 @@ void Node::Impl::Leave() {
   };
   if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
                     [&] { return gone() || !leave_error_.empty() || !fatal_.empty(); })) {
-    throw Error("Leave: the other servers did not take over within " +
-                std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+    throw Error(ErrorCode::kTimeout, "Leave: the other servers did not take over within " +
+                                         std::to_string(cfg.barrier_timeout_ms) +
+                                         " ms (PS_BARRIER_TIMEOUT_MS)");
   }
-  if (!leave_error_.empty()) throw Error("Leave: " + leave_error_);
-  if (!fatal_.empty()) throw Error("Leave: " + fatal_);
+  if (!leave_error_.empty()) throw Error(ErrorCode::kRejected, "Leave: " + leave_error_);
+  if (!fatal_.empty()) throw Error(fatal_code_, "Leave: " + fatal_);
   finalized_ = true;  // nothing can fail any more: the job goes on without this node
   lk.unlock();
   LOG(INFO) << "server node " << me << " left the job";

@@ -36,7 +36,7 @@ class Customer {
   /// The ring changed (a server left): here is the new one.
   virtual void OnRingChange(std::shared_ptr<const Ring> /*ring*/) {}
   /// The node cannot go on (it lost the scheduler): fail what is waiting, with `why`.
-  virtual void OnFatal(const std::string& /*why*/) {}
+  virtual void OnFatal(const std::string& /*why*/, ErrorCode /*code*/) {}
   /// A server is joining: `next` becomes the ring at the cut-over (servers pre-copy for it).
   virtual void OnPrepare(std::shared_ptr<const Ring> /*next*/) {}
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
@@ -80,6 +80,11 @@ struct Node::Impl {
     if (!has_fatal_.load(std::memory_order_acquire)) return "";
     std::lock_guard<std::mutex> lk(mu_);
     return fatal_;
+  }
+  /// The kind of the fatal condition (meaningful when fatal() is not empty).
+  ErrorCode fatal_code() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return fatal_code_;
   }
   /// Live worker ids (the node table minus the nodes declared dead).
   std::vector<int> LiveWorkers() const;
@@ -138,7 +143,7 @@ struct Node::Impl {
   void AdoptNextRing(uint64_t epoch);
   // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
   // reason, then exit (PS_ON_SCHEDULER_LOSS=exit) or let the waits throw.
-  void Fatal(const std::string& why);
+  void Fatal(const std::string& why, ErrorCode code);
 
   enum class Holder { kNone, kBackground, kUser };
   std::mutex token_mu_;
@@ -209,7 +214,8 @@ struct Node::Impl {
   void SendTaskAnswers(const std::vector<std::pair<int, int>>& answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
-  std::string fatal_;                            // why this node cannot go on (lost the scheduler)
+  std::string fatal_;  // why this node cannot go on (lost the scheduler, fenced, data lost)
+  ErrorCode fatal_code_ = ErrorCode::kShutDown;
   std::atomic<bool> has_fatal_{false};
   std::atomic<uint64_t> filter_rejected_{0};  // messages whose frames did not decode
   std::atomic<uint64_t> alloc_dropped_{0};    // messages dropped: memory ran out handling them

@@ -23,9 +23,9 @@ std::string Name(uint32_t packed) {
 FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bits, int key_cache_mb,
                                    int max_message_mb) {
   FilterOptions o;
-  if (max_message_mb < 1) throw Error("PS_MAX_MESSAGE_MB must be >= 1");
+  if (max_message_mb < 1) throw Error(ErrorCode::kBadConfig, "PS_MAX_MESSAGE_MB must be >= 1");
   o.max_frame = static_cast<size_t>(max_message_mb) << 20;
-  if (key_cache_mb < 0) throw Error("PS_KEY_CACHE_MB must be >= 0");
+  if (key_cache_mb < 0) throw Error(ErrorCode::kBadConfig, "PS_KEY_CACHE_MB must be >= 0");
   o.key_cache_bytes = static_cast<size_t>(key_cache_mb) << 20;
   if (compress.empty() || compress == "off") {
     o.mode = Mode::kOff;
@@ -38,10 +38,12 @@ FilterOptions FilterOptions::Parse(const std::string& compress, int quantize_bit
   } else if (compress == "snappy") {
     o.mode = Mode::kSnappy;
   } else {
-    throw Error("PS_COMPRESS='" + compress + "': expected off, auto, delta, zero or snappy");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_COMPRESS='" + compress + "': expected off, auto, delta, zero or snappy");
   }
   if (quantize_bits != 0 && quantize_bits != 8 && quantize_bits != 16) {
-    throw Error("PS_QUANTIZE=" + std::to_string(quantize_bits) + ": expected 0, 8 or 16");
+    throw Error(ErrorCode::kBadConfig,
+                "PS_QUANTIZE=" + std::to_string(quantize_bits) + ": expected 0, 8 or 16");
   }
   o.quantize_bits = quantize_bits;
   return o;

@@ -120,6 +120,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     // Fenced (DESIGN §8): the worker was declared dead and its work given to others; what it
     // still sends (a stall that ended, resends) is refused, and it learns why.
     fenced_++;
+    reply.meta.set_error_code(static_cast<int>(ErrorCode::kFenced));
     Answer(msg, &reply,
            "worker node " + std::to_string(worker) +
                " was declared dead by the scheduler; its requests are refused (a dead node "

@@ -294,13 +294,15 @@ void KVWorkerBase::Impl::Pending::Recycle() {
 int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
   std::unique_ptr<Pending> p;
   auto ring = rt->ring();
-  if (!ring || ring->segments().empty()) throw Error("KVWorker used before Node::Start");
+  if (!ring || ring->segments().empty()) {
+    throw Error(ErrorCode::kShutDown, "KVWorker used before Node::Start");
+  }
   int64_t step_now, read_now;
   {
     const std::string node_fatal = rt->fatal();
-    if (!node_fatal.empty()) throw Error(node_fatal);
+    if (!node_fatal.empty()) throw Error(rt->fatal_code(), node_fatal);
     std::lock_guard<std::mutex> lk(mu);
-    if (!fatal.empty()) throw Error(fatal);
+    if (!fatal.empty()) throw Error(fatal_code, fatal);
     step_now = step;
     read_now = read_clock;
     if (!spare.empty()) {
@@ -326,12 +328,13 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
         if (cv.wait_until(lk, deadline) == std::cv_status::timeout &&
             pending.size() >= static_cast<size_t>(rt->cfg.max_inflight)) {
           if (spare.size() < kMaxSpare) spare.push_back(std::move(p));
-          throw Error("no request of the " + std::to_string(pending.size()) +
-                      " in flight (PS_MAX_INFLIGHT) completed within " +
-                      std::to_string(rt->cfg.request_timeout_ms) + " ms (PS_REQUEST_TIMEOUT_MS)");
+          throw Error(ErrorCode::kTimeout, "no request of the " + std::to_string(pending.size()) +
+                                               " in flight (PS_MAX_INFLIGHT) completed within " +
+                                               std::to_string(rt->cfg.request_timeout_ms) +
+                                               " ms (PS_REQUEST_TIMEOUT_MS)");
         }
       }
-      if (!fatal.empty()) throw Error(fatal);
+      if (!fatal.empty()) throw Error(fatal_code, fatal);
     }
     ts = next_ts++;
     p->ts = ts;
@@ -491,6 +494,10 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   }
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
+    p->error_code =
+        msg.meta.error_code() > 0 && msg.meta.error_code() <= static_cast<int>(ErrorCode::kShutDown)
+            ? static_cast<ErrorCode>(msg.meta.error_code())
+            : ErrorCode::kRejected;
   }
   if (msg.meta.pull() && msg.meta.error().empty()) {
     p->min_clock = std::min<int64_t>(p->min_clock, msg.meta.server_clock());
@@ -554,7 +561,7 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
     }
   }
   auto cb = std::move(p->req.callback);
-  if (!p->error.empty()) failed[ts] = p->error;
+  if (!p->error.empty()) failed[ts] = {p->error, p->error_code};
   auto it = pending.find(ts);
   if (it != pending.end()) {
     if (spare.size() < kMaxSpare) {
@@ -687,6 +694,7 @@ void KVWorkerBase::Impl::Assemble(Pending* p) {
     for (int l : lens) {
       if (l && w && l != w) {
         p->error = "keys hold different numbers of values; pull with lens";
+        p->error_code = ErrorCode::kInvalidArgument;
         return;
       }
       if (l) w = l;
@@ -752,14 +760,14 @@ void KVWorkerBase::Wait(int64_t ts) {
           break;
         }
       }
-      throw Error(os.str());
+      throw Error(ErrorCode::kTimeout, os.str());
     }
   }
   auto f = d->failed.find(ts);
   if (f != d->failed.end()) {
-    std::string why = f->second;
+    auto why = f->second;
     d->failed.erase(f);
-    throw Error("request " + std::to_string(ts) + " failed: " + why);
+    throw Error(why.second, "request " + std::to_string(ts) + " failed: " + why.first);
   }
 }
 
@@ -775,9 +783,10 @@ int64_t KVWorkerBase::Clock() {
   while (!d->delay.MayStart(d->step, d->tau)) {
     if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout &&
         !d->delay.MayStart(d->step, d->tau)) {
-      throw Error("Clock: requests of steps before " + std::to_string(d->step - d->tau) +
-                  " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
-                  " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
+      throw Error(ErrorCode::kTimeout,
+                  "Clock: requests of steps before " + std::to_string(d->step - d->tau) +
+                      " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
+                      " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
     }
   }
   d->delay_wait_s +=

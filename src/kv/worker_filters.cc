@@ -13,16 +13,18 @@ void KVWorkerBase::SetFilters(const RequestFilters& f) {
     try {
       compress = static_cast<int>(FilterOptions::Parse(f.compress, 0).mode) + 1;
     } catch (const Error&) {
-      throw Error("RequestFilters.compress='" + f.compress +
-                  "': expected \"\", off, auto, delta, zero or snappy");
+      throw Error(ErrorCode::kBadConfig, "RequestFilters.compress='" + f.compress +
+                                             "': expected \"\", off, auto, delta, zero or snappy");
     }
   }
   if (f.quantize_bits != -1 && f.quantize_bits != 0 && f.quantize_bits != 8 &&
       f.quantize_bits != 16) {
-    throw Error("RequestFilters.quantize_bits=" + std::to_string(f.quantize_bits) +
-                ": expected -1 (node default), 0, 8 or 16");
+    throw Error(ErrorCode::kBadConfig,
+                "RequestFilters.quantize_bits=" + std::to_string(f.quantize_bits) +
+                    ": expected -1 (node default), 0, 8 or 16");
   }
-  if (std::isnan(f.significant)) throw Error("RequestFilters.significant is NaN");
+  if (std::isnan(f.significant))
+    throw Error(ErrorCode::kBadConfig, "RequestFilters.significant is NaN");
   std::lock_guard<std::mutex> lk(impl_->sig_mu);
   impl_->compress = compress;
   impl_->quantize = f.quantize_bits == -1 ? 0 : (f.quantize_bits == 0 ? -1 : f.quantize_bits);

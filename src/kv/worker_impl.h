@@ -37,6 +37,7 @@ struct KVWorkerBase::Impl : public Customer {
     std::vector<bool> got;
     size_t received = 0;
     std::string error;
+    ErrorCode error_code = ErrorCode::kRejected;
     int64_t ts = -1;
     // Fixed-width pulls of several parts are assembled into `out` as replies arrive.
     SArray<char> out;
@@ -75,15 +76,19 @@ struct KVWorkerBase::Impl : public Customer {
 
   void Process(Message& msg) override;
   void OnRingChange(std::shared_ptr<const Ring> ring) override { OnRing(std::move(ring)); }
-  void OnFatal(const std::string& why) override {
+  void OnFatal(const std::string& why, ErrorCode code) override {
     std::lock_guard<std::mutex> lk(mu);
     fatal = why;
+    fatal_code = code;
     std::vector<int64_t> open(open_ts.begin(), open_ts.end());
     for (int64_t ts : open) {
       auto it = pending.find(ts);
       if (it == pending.end()) continue;
       Pending* p = it->second.get();
-      if (p->error.empty()) p->error = why;
+      if (p->error.empty()) {
+        p->error = why;
+        p->error_code = code;
+      }
       Finish(p);
     }
   }
@@ -123,11 +128,13 @@ struct KVWorkerBase::Impl : public Customer {
   std::unordered_map<int64_t, std::unique_ptr<Pending>> pending;
   std::vector<std::unique_ptr<Pending>> spare;  // finished records for reuse (under mu)
   static constexpr size_t kMaxSpare = 256;
-  std::unordered_map<int64_t, std::string> failed;  // completed with an error, not yet waited
+  std::unordered_map<int64_t, std::pair<std::string, ErrorCode>>
+      failed;  // completed with an error, not yet waited
   // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
   // (everything below it is complete, so servers may forget it).
   std::set<int64_t> open_ts;
-  std::string fatal;  // the node lost the scheduler: every request fails with this
+  std::string fatal;  // the node cannot go on (lost the scheduler, fenced): every request fails
+  ErrorCode fatal_code = ErrorCode::kShutDown;
   // Resending parts that got no reply within Config::resend_timeout_ms.
   void ResendLoop();
   std::thread resender;

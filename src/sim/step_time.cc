@@ -18,15 +18,16 @@ StepTime::StepTime(const std::string& spec) : spec_(spec) {
     char* end = nullptr;
     double v = std::strtod(f.c_str(), &end);
     if (f.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
-      throw Error("step time '" + spec + "': bad number '" + f + "'");
+      throw Error(ErrorCode::kBadConfig, "step time '" + spec + "': bad number '" + f + "'");
     }
     n.push_back(v);
     at = next;
   }
   auto want = [&](size_t k) {
     if (n.size() != k) {
-      throw Error("step time '" + spec +
-                  "': expected exp:M, pareto:A:XM, bimodal:P:A:B, stragglers:K:N or const:C");
+      throw Error(ErrorCode::kBadConfig,
+                  "step time '" + spec +
+                      "': expected exp:M, pareto:A:XM, bimodal:P:A:B, stragglers:K:N or const:C");
     }
   };
   if (name == "exp") {
@@ -38,14 +39,15 @@ StepTime::StepTime(const std::string& spec) : spec_(spec) {
     kind_ = kPareto;
     a_ = n[0];
     b_ = n[1];
-    if (a_ <= 0) throw Error("step time '" + spec + "': shape must be > 0");
+    if (a_ <= 0) throw Error(ErrorCode::kBadConfig, "step time '" + spec + "': shape must be > 0");
   } else if (name == "bimodal") {
     want(3);
     kind_ = kBimodal;
     a_ = n[0];
     b_ = n[1];
     c_ = n[2];
-    if (a_ > 1) throw Error("step time '" + spec + "': probability must be <= 1");
+    if (a_ > 1)
+      throw Error(ErrorCode::kBadConfig, "step time '" + spec + "': probability must be <= 1");
   } else if (name == "stragglers") {
     want(2);
     kind_ = kStragglers;

@@ -10,7 +10,8 @@ int InprocVan::Bind(const std::string& host, int port) {
     while (hub_->boxes.count(hub_->next_port)) ++hub_->next_port;
     port = hub_->next_port++;
   } else if (hub_->boxes.count(port)) {
-    throw Error("in-process port " + std::to_string(port) + " is already bound");
+    throw Error(ErrorCode::kBadConfig,
+                "in-process port " + std::to_string(port) + " is already bound");
   }
   box_ = std::make_shared<InprocMailbox>();
   hub_->boxes[port] = box_;

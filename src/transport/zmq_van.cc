@@ -102,8 +102,8 @@ int ZmqVan::Bind(const std::string& host, int port) {
   zmq_setsockopt(receiver_, ZMQ_LINGER, &zero, sizeof(zero));
   std::string addr = "tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*"));
   if (zmq_bind(receiver_, addr.c_str()) != 0) {
-    throw Error("cannot bind " + addr + ": " + zmq_strerror(zmq_errno()) +
-                " (set PS_NODE_HOST/PS_PORT)");
+    throw Error(ErrorCode::kBadConfig, "cannot bind " + addr + ": " + zmq_strerror(zmq_errno()) +
+                                           " (set PS_NODE_HOST/PS_PORT)");
   }
   char endpoint[256];
   size_t len = sizeof(endpoint);
@@ -130,7 +130,7 @@ void ZmqVan::Connect(int id, const std::string& host, int port) {
   if (zmq_connect(peer->socket, addr.c_str()) != 0) {
     std::string err = zmq_strerror(zmq_errno());
     zmq_close(peer->socket);
-    throw Error("cannot connect to " + addr + ": " + err);
+    throw Error(ErrorCode::kBadConfig, "cannot connect to " + addr + ": " + err);
   }
   if (lost_) Monitor(id, peer->socket);
   std::shared_ptr<Peer> old;

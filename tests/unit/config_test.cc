@@ -20,6 +20,15 @@ TEST(ConfigTest, ReadsPsNamesAndDmlcAliases) {
   EXPECT_EQ(c.vnodes, 64);
 }
 
+// The library reports fatal conditions as errors; exiting is the launcher's choice (ps-launch
+// sets PS_ON_SCHEDULER_LOSS=exit for its processes).
+TEST(ConfigTest, TheLibraryThrowsByDefaultAndExitsOnlyWhenAsked) {
+  EXPECT_FALSE(Config().exit_on_scheduler_loss);
+  EXPECT_FALSE(Config::FromMap({{"PS_ROLE", "scheduler"}}).exit_on_scheduler_loss);
+  EXPECT_TRUE(Config::FromMap({{"PS_ROLE", "scheduler"}, {"PS_ON_SCHEDULER_LOSS", "exit"}})
+                  .exit_on_scheduler_loss);
+}
+
 TEST(ConfigTest, PsNameWinsOverAlias) {
   Config c = Config::FromMap(
       {{"PS_ROLE", "worker"}, {"PS_SCHEDULER_PORT", "1"}, {"DMLC_PS_ROOT_PORT", "2"}});
@@ -31,6 +40,7 @@ TEST(ConfigTest, ErrorsNameTheOption) {
     try {
       Config::FromMap(env);
     } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadConfig) << e.what();
       return std::string(e.what());
     }
     return std::string("no error");

@@ -397,6 +397,7 @@ TEST(NodeTest, LosingTheSchedulerFailsEveryWaitWithTheReason) {
       server->Finalize();
     } catch (const Error& e) {
       server_error = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::kSchedulerLost) << e.what();
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -407,10 +408,16 @@ TEST(NodeTest, LosingTheSchedulerFailsEveryWaitWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("lost the scheduler"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("PS_HEARTBEAT_TIMEOUT_MS"), std::string::npos);
+    EXPECT_EQ(e.code(), ErrorCode::kSchedulerLost) << ErrorCodeName(e.code());
   }
   fin.join();
   EXPECT_NE(server_error.find("lost the scheduler"), std::string::npos) << server_error;
-  EXPECT_THROW(kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1)), Error);
+  try {
+    kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1));
+    FAIL() << "a push after the scheduler is gone must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kSchedulerLost) << e.what();
+  }
 }
 
 TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
@@ -427,6 +434,7 @@ TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("0 of 2 servers"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("PS_REGISTER_TIMEOUT_MS"), std::string::npos);
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout);
   }
 }
 

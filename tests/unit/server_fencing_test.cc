@@ -73,6 +73,8 @@ TEST(ServerFencingTest, AResendFromADeadWorkerIsRefusedNotAppliedAgain) {
   s.core.Process(again);
   EXPECT_NE(s.replies.back().meta.error().find("declared dead"), std::string::npos)
       << s.replies.back().meta.error();
+  // The worker's Wait throws ps::Error with ErrorCode::kFenced from this.
+  EXPECT_EQ(s.replies.back().meta.error_code(), static_cast<int>(ErrorCode::kFenced));
   // And anything new it sends is refused too.
   Message fresh = Push(kWorker, 1, 42, 100);
   s.core.Process(fresh);

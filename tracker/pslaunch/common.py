@@ -131,6 +131,10 @@ def job_env(args):
     }
     env["DMLC_NUM_SERVER"] = env["PS_NUM_SERVERS"]
     env["DMLC_NUM_WORKER"] = env["PS_NUM_WORKERS"]
+    # The library throws when a node cannot go on; a launched job's processes exit instead (a
+    # thread busy computing would otherwise go on alone). --env PS_ON_SCHEDULER_LOSS=throw
+    # leaves it to the program.
+    env["PS_ON_SCHEDULER_LOSS"] = "exit"
     if args.vnodes:
         env["PS_VNODES"] = str(args.vnodes)
     for e in args.env:
