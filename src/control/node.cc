@@ -409,6 +409,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         nodes_ = membership_->nodes();
         SetRing(std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
                                        cfg.EffectiveReplicas(), membership_->epoch()));
+        copies_.Reset(*ring_);
         for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         BroadcastTable();
@@ -458,6 +459,16 @@ void Node::Impl::HandleControl(const Message& msg) {
     } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
       refill_[{from, c.app()}] = {c.epoch(), c.pending()};
       server_apps_.insert(c.app());
+      // A server that holds every range of its chains under the current ring (for every app)
+      // is a copy again, before the refill of the others ends.
+      if (c.pending() == 0 && ring_ && c.epoch() == ring_->epoch()) {
+        bool all = true;
+        for (int app : server_apps_) {
+          auto it = refill_.find({from, app});
+          all &= it != refill_.end() && it->second.first == c.epoch() && it->second.second == 0;
+        }
+        if (all) copies_.Holds(from, *ring_);
+      }
       auto cut = CheckRefill();
       lk.unlock();
       if (cut) CutOver(cut);

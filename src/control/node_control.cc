@@ -177,8 +177,10 @@ std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
     auto cut = next_ring_;
     next_ring_ = nullptr;
     SetRing(cut);
+    copies_.Reset(*cut);
     return cut;
   }
+  copies_.Reset(*ring_);
   if (failures_since_full_ > 0) {
     LOG(WARNING) << "refill done: every key range has its copies again under ring epoch "
                  << ring_->epoch() << " (" << NowMs() - degraded_since_ms_ << " ms after the "
@@ -321,14 +323,19 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
         for (int s : servers) {
           if (s != id) left.push_back(s);
         }
-        if (left.empty() || failures_since_full_ > ring_->replicas()) {
-          abort = "server node " + std::to_string(id) + " died and " +
+        // Only a range none of whose copies is left is lost (failures in other chains are
+        // not): the tracker knows who holds what since the last refill (DESIGN §8, 6).
+        const std::vector<Range> orphans = copies_.Lost(id);
+        if (left.empty() || !orphans.empty()) {
+          abort = "server node " + std::to_string(id) + " died (" +
                   std::to_string(failures_since_full_) +
-                  " server(s) are lost since every key range last had all its copies, more "
-                  "than the " +
-                  std::to_string(ring_->replicas()) +
-                  " replicas per range (PS_REPLICAS) can cover: some key ranges have no copy "
-                  "left";
+                  " server failure(s) since every key range last had all its copies, "
+                  "PS_REPLICAS=" +
+                  std::to_string(ring_->replicas()) + "): " +
+                  (left.empty()
+                       ? std::string("no server is left")
+                       : std::to_string(orphans.size()) +
+                             " key range(s) have no copy left: " + CopyTracker::Describe(orphans));
         } else {
           const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
           SetRing(std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), epoch));

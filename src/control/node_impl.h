@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/copy_tracker.h"
 #include "control/membership.h"
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
@@ -183,6 +184,7 @@ struct Node::Impl {
   std::set<int> server_apps_;
   std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> refill_;
   int failures_since_full_ = 0;
+  CopyTracker copies_;  // scheduler: who holds a complete copy of each key range
   int64_t degraded_since_ms_ = 0;
   int64_t prepare_started_ms_ = 0;
   int64_t prepare_warned_ms_ = 0;  // how long the preparation had run at the last warning

@@ -45,6 +45,12 @@ really happened (so a pass is not vacuous).
          time. Every process's memory (VmRSS, sampled every 0.5 s) must stay bounded: its peak
          under 512 MB and its growth over the last two thirds of the push phase under 64 MB.
          The sums must be exact.
+  kill_two_chains: 6 servers with one ring position each (PS_VNODES=1, k=1), so two servers
+         share a chain only when they are neighbours on the circle; two servers that are not
+         are SIGKILLed at the same moment while pushes go on. No range lost its copies: the job
+         must go on with exact sums (before, any k+1 failures before a refill aborted).
+  kill_one_chain: the same with two neighbours: the range whose chain was exactly those two
+         has no copy left, and the job must stop naming exactly that range.
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -127,6 +133,22 @@ SCENARIOS = {
         "env": [],
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "240", "--work-ms", "20"],
+    },
+    "kill_two_chains": {
+        "servers": 6, "workers": 2,
+        "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+                "PS_HEARTBEAT_TIMEOUT_MS=1000"],
+        "launch": ["--allow-dead-servers", "2"],
+        "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
+                "--rounds", "40", "--pace-ms", "20"],
+    },
+    "kill_one_chain": {
+        "servers": 6, "workers": 2,
+        "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+                "PS_HEARTBEAT_TIMEOUT_MS=1000"],
+        "launch": ["--allow-dead-servers", "2"],
+        "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
+                "--rounds", "40", "--pace-ms", "20"],
     },
     "kill_two": {
         "servers": 4, "workers": 4,
@@ -311,6 +333,57 @@ def run_and_kill_worker(cmd, sig=signal.SIGKILL):
     return rc, out, state["killed"], state["resumed"]
 
 
+MASK = (1 << 64) - 1
+
+
+def hash_key(x):
+    """ps::HashKey (splitmix64's finalizer), to place servers on the ring like src/ring."""
+    z = (x + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def ring_order(servers):
+    """Server ids (1..servers) in key order of their one ring position (PS_VNODES=1), and the
+    positions: Ring::Position(s, 0)."""
+    pos = sorted((min(hash_key((s << 32) ^ 0x7073726E67), MASK - 1), s)
+                 for s in range(1, servers + 1))
+    return [s for _, s in pos], [p for p, _ in pos]
+
+
+def run_kill_pair(cmd, servers, workers, neighbours):
+    """Runs cmd; once every worker pushes, SIGKILLs two servers at the same moment: ring
+    neighbours (sharing a chain) or not. Returns (rc, output, the two server ids, the range
+    whose chain was exactly those two, as 16-digit hex begin and end)."""
+    order, pos = ring_order(servers)
+    n = len(order)
+    if neighbours:
+        a, b = order[1], order[2]  # b's segment [pos[2], pos[3]) has the chain {b, a}
+        lost = ("%016x" % pos[2], "%016x" % pos[3])
+    else:
+        a, b = order[1], order[3]
+        lost = None
+    state = {"pids": {}, "up": 0}
+
+    def on_line(line):
+        m = re.search(r"started server (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][int(m.group(1)) + 1] = int(m.group(2))  # server rank r is node r+1
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                time.sleep(0.1)
+                os.kill(state["pids"][a], signal.SIGKILL)
+                os.kill(state["pids"][b], signal.SIGKILL)
+                print("run_fault: SIGKILL to server nodes %d and %d at once (ring order %s)"
+                      % (a, b, order), flush=True)
+
+    assert n == servers
+    rc, out = stream(cmd, on_line)
+    return rc, out, (a, b), lost
+
+
 def rss_mb(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -433,6 +506,35 @@ def main():
             return 1
         print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
               % (a.scenario, ended - killed_at))
+        return 0
+    if a.scenario in ("kill_two_chains", "kill_one_chain"):
+        neighbours = a.scenario == "kill_one_chain"
+        rc, out, pair, lost = run_kill_pair(cmd, sc["servers"], sc["workers"], neighbours)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if neighbours:
+            if rc == 0:
+                failures.append("the job went on although a range lost both its copies")
+            m = re.search(r"have no copy left: (.*)$", out, re.M)
+            want = "[%s, %s)" % lost
+            if not m:
+                failures.append("no abort naming the ranges with no copy left")
+            elif not m.group(1).startswith(want + " ") or "more" in m.group(1):
+                failures.append("the abort names %s, want exactly %s" % (m.group(1), want))
+        else:
+            if rc != 0:
+                failures.append("ps-launch exited with %d" % rc)
+            if len(ok) != sc["workers"]:
+                failures.append("expected exact sums from %d workers, got %d"
+                                % (sc["workers"], len(ok)))
+            if "no copy left" in out:
+                failures.append("the job aborted although every range kept a copy")
+            if "ring epoch 3" not in out:
+                failures.append("the scheduler did not publish rings without both servers")
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s: servers %s killed at once; %s" % (
+            a.scenario, pair, "stopped naming [%s, %s)" % lost if lost else "sums exact"))
         return 0
     if a.scenario == "slow_server":
         push_s = float(sc["job"][sc["job"].index("--seconds") + 1])
