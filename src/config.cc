@@ -162,7 +162,9 @@ void Config::Validate() const {
   if (num_servers < 1) throw Error(ErrorCode::kBadConfig, "PS_NUM_SERVERS must be at least 1");
   if (num_workers < 1) throw Error(ErrorCode::kBadConfig, "PS_NUM_WORKERS must be at least 1");
   if (vnodes < 1) throw Error(ErrorCode::kBadConfig, "PS_VNODES must be at least 1");
-  if (replicas >= num_servers) {
+  // A node that joins a running job takes the ring (and its replicas) from the scheduler:
+  // its own PS_NUM_SERVERS counts only what its launch started.
+  if (!join && replicas >= num_servers) {
     throw Error(ErrorCode::kBadConfig,
                 "PS_REPLICAS=" + std::to_string(replicas) + " needs more than " +
                     std::to_string(replicas) +

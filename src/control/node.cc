@@ -1,5 +1,10 @@
 #include <glog/logging.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -120,8 +125,48 @@ std::shared_ptr<const Ring> Node::Impl::ring() const {
   return ring_;
 }
 
+namespace {
+
+// True when something accepts TCP connections at host:port within timeout_ms. A node joining
+// a running job checks this first: ZeroMQ retries a refused connection silently, so without
+// it a wrong --join address would only show after the registration timeout.
+bool Listening(const std::string& host, int port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = poll(&p, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+           err == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
+}
+
+}  // namespace
+
 void Node::Impl::Start() {
   if (running_) throw Error("Node::Start called twice");
+  if (cfg.join && !cfg.inproc && cfg.role != Role::kScheduler &&
+      !Listening(cfg.scheduler_host, cfg.scheduler_port, 3000)) {
+    throw Error(ErrorCode::kSchedulerLost,
+                "no scheduler listens at " + cfg.scheduler_host + ":" +
+                    std::to_string(cfg.scheduler_port) +
+                    " (PS_SCHEDULER_HOST/PS_SCHEDULER_PORT): a node can join only a running job; "
+                    "ps-launch prints the address to give --join when the job starts");
+  }
   van = MakeVan(cfg);
   const bool scheduler = cfg.role == Role::kScheduler;
   port_ = van->Bind(scheduler ? cfg.scheduler_host : cfg.host,
@@ -502,6 +547,10 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       my_id_ = c.your_id();
       dead_.assign(c.dead().begin(), c.dead().end());
+      // The job's barrier policy and bounded delay are the scheduler's, whatever this node's
+      // own environment said (a node that joins later gets them as they are now).
+      if (!c.policy().empty()) policy_ = c.policy();
+      if (c.set_delay()) max_delay_ = c.max_delay();
       for (int i = 0; i < c.released_groups_size() && i < c.released_seqs_size(); ++i) {
         barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);

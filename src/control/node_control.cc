@@ -36,6 +36,9 @@ pb::Control Node::Impl::TableMessage() const {
   }
   FillRing(*ring_, c.mutable_ring());
   for (int id : membership_->dead()) c.add_dead(id);
+  c.set_policy(policy_);
+  c.set_set_delay(true);
+  c.set_max_delay(max_delay_);
   for (const auto& g : membership_->released()) {
     c.add_released_groups(g.first);
     c.add_released_seqs(g.second);

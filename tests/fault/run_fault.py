@@ -628,8 +628,12 @@ def main():
               % (a.scenario, a.seed, rank, after))
         return 0
     if a.scenario == "join_server":
-        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240",
-                    "--", a.job, "--seed", a.seed] + sc["job"]
+        # The joiner gets the job's --env as a user would pass it: PS_REPLICAS=1 with one
+        # server in its own launch must not be refused (the job's ring decides).
+        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240"]
+        for e in sc["env"]:
+            join_cmd += ["--env", e]
+        join_cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
         rc, out, jrc, jout, ok_at_cut = run_and_join(cmd, join_cmd, sc["workers"], a.seed)
         if rc != 0:
             failures.append("ps-launch exited with %d" % rc)

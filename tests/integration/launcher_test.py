@@ -85,6 +85,20 @@ def main():
     check(rc == 0 and re.search(r"^\[worker 0\] OK", out, re.M) is not None,
           "a small job passes and its lines carry the [role rank] prefix")
 
+    # --join to an address where no scheduler listens fails at once, saying so.
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed = s.getsockname()[1]
+    s.close()
+    t0 = time.time()
+    rc, out = run(L + ["--join", "127.0.0.1:%d" % closed, "-s", "1", "-w", "0", "--", a.job]
+                  + small)
+    took = time.time() - t0
+    check(rc != 0 and "no scheduler listens at 127.0.0.1:%d" % closed in out,
+          "--join to a closed port fails naming the address (rc=%d)" % rc)
+    check(took < 20, "... within seconds, not the registration timeout (%.1f s)" % took)
+
     if failures:
         print("FAILED: %d checks" % len(failures))
         return 1

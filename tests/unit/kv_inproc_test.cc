@@ -420,6 +420,34 @@ TEST(NodeTest, LosingTheSchedulerFailsEveryWaitWithTheReason) {
   }
 }
 
+// A node takes the job's barrier policy and bounded delay from the scheduler's table, whatever
+// its own environment said (a node that joins later must not run a policy of its own).
+TEST(NodeTest, TheJobsConsistencyComesFromTheScheduler) {
+  Config c;
+  c.inproc = std::make_shared<InprocNetwork>();
+  c.scheduler_port = 9;
+  c.heartbeat_interval_ms = 30000;
+  c.heartbeat_timeout_ms = 60000;
+  Config sc = WithRole(c, Role::kScheduler);
+  sc.consistency = "ssp:3";
+  sc.max_delay = 2;
+  Node scheduler(sc);
+  Node server(WithRole(c, Role::kServer)), worker(WithRole(c, Role::kWorker));
+  std::thread ts([&] { scheduler.Start(); });
+  std::thread tv([&] { server.Start(); });
+  worker.Start();
+  ts.join();
+  tv.join();
+  EXPECT_EQ(worker.consistency_policy(), "ssp:3");
+  EXPECT_EQ(server.consistency_policy(), "ssp:3");
+  EXPECT_EQ(worker.max_delay(), 2);
+  std::thread fs([&] { scheduler.Finalize(); });
+  std::thread fv([&] { server.Finalize(); });
+  worker.Finalize();
+  fs.join();
+  fv.join();
+}
+
 TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
   Config c;
   c.role = Role::kScheduler;
