@@ -362,7 +362,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     // A clock that ends a step with pushes still open waits for them (and for every clock
     // before it): the servers must not count the step as done before they hold its pushes.
     if (p->req.op == detail::KVRequest::kClock &&
-        (!held_clocks.empty() || (!open_pushes.empty() && open_pushes.begin()->first <= p->step))) {
+        (!held_clocks.empty() || OldestOpenPush() <= p->step)) {
       p->held = true;
       held_clocks.push_back(ts);
     }
@@ -526,7 +526,7 @@ void KVWorkerBase::Impl::ReleaseClocks() {
     }
     Pending* c = it->second.get();
     // The clock ends step c->step: it leaves once no push of that step or before is open.
-    if (!open_pushes.empty() && open_pushes.begin()->first <= c->step) return;
+    if (OldestOpenPush() <= c->step) return;
     c->held = false;
     held_clocks.pop_front();
     const auto now = std::chrono::steady_clock::now();
@@ -547,7 +547,7 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   delay.Completed(ts);
   if (p->req.push) {
     auto op = open_pushes.find(p->step);
-    if (op != open_pushes.end() && --op->second == 0) open_pushes.erase(op);
+    if (op != open_pushes.end() && op->second > 0) op->second--;
     ReleaseClocks();
   }
   if (p->req.pull && p->min_clock != INT64_MAX) {

@@ -171,13 +171,21 @@ struct KVWorkerBase::Impl : public Customer {
   // Open requests that push, by the step they were issued in; a CLOCK that ends step t
   // leaves only when none of steps <= t is open (held_clocks, in order), so servers never
   // count a step as done before every push of it is applied everywhere (DESIGN §7).
+  // Entries that drop to 0 stay until their step is past: a push/wait loop in one step would
+  // otherwise allocate and free a map node per request.
   std::map<int64_t, size_t> open_pushes;
+  // The oldest step with a push still open (INT64_MAX: none); drops finished past steps.
+  int64_t OldestOpenPush() {
+    for (auto it = open_pushes.begin(); it != open_pushes.end();) {
+      if (it->second > 0) return it->first;
+      it = it->first < step ? open_pushes.erase(it) : std::next(it);
+    }
+    return INT64_MAX;
+  }
   std::deque<int64_t> held_clocks;
   std::vector<Message> due;  // clock messages released by Finish, sent once mu is let go
   // Steps whose pushes are all acknowledged: what servers may count as done.
-  int64_t SafeStep() const {
-    return open_pushes.empty() ? step : std::min(step, open_pushes.begin()->first);
-  }
+  int64_t SafeStep() { return std::min(step, OldestOpenPush()); }
   // Releases the held clocks whose steps' pushes are all acknowledged into `due` (mu held).
   void ReleaseClocks();
   // Sends `due` (mu not held).

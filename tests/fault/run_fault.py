@@ -65,6 +65,16 @@ import sys
 import threading
 import time
 
+# Six servers with one ring position each (k=1): two share a chain only as ring neighbours.
+SIX_ON_ONE_POSITION = {
+    "servers": 6, "workers": 2,
+    "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+            "PS_HEARTBEAT_TIMEOUT_MS=1000"],
+    "launch": ["--allow-dead-servers", "2"],
+    "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
+            "--rounds", "40", "--pace-ms", "20"],
+}
+
 SCENARIOS = {
     "lossy": {
         "servers": 3, "workers": 3,
@@ -134,22 +144,8 @@ SCENARIOS = {
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "240", "--work-ms", "20"],
     },
-    "kill_two_chains": {
-        "servers": 6, "workers": 2,
-        "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
-                "PS_HEARTBEAT_TIMEOUT_MS=1000"],
-        "launch": ["--allow-dead-servers", "2"],
-        "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
-                "--rounds", "40", "--pace-ms", "20"],
-    },
-    "kill_one_chain": {
-        "servers": 6, "workers": 2,
-        "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
-                "PS_HEARTBEAT_TIMEOUT_MS=1000"],
-        "launch": ["--allow-dead-servers", "2"],
-        "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
-                "--rounds", "40", "--pace-ms", "20"],
-    },
+    "kill_two_chains": SIX_ON_ONE_POSITION,
+    "kill_one_chain": SIX_ON_ONE_POSITION,
     "kill_two": {
         "servers": 4, "workers": 4,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -344,11 +345,16 @@ Config WithRole(Config c, Role role) {
   return c;
 }
 
-// A scheduler, one server and one worker, started (in process).
+// A scheduler, one server and one worker, started (in process); `sc` changes the scheduler's
+// configuration only.
 struct Trio {
   std::unique_ptr<Node> scheduler, server, worker;
-  explicit Trio(const Config& c)
-      : scheduler(std::make_unique<Node>(WithRole(c, Role::kScheduler))),
+  explicit Trio(const Config& c, const std::function<void(Config*)>& sc = nullptr)
+      : scheduler(std::make_unique<Node>([&] {
+          Config s = WithRole(c, Role::kScheduler);
+          if (sc) sc(&s);
+          return s;
+        }())),
         server(std::make_unique<Node>(WithRole(c, Role::kServer))),
         worker(std::make_unique<Node>(WithRole(c, Role::kWorker))) {
     std::thread ts([&] { scheduler->Start(); });
@@ -428,22 +434,16 @@ TEST(NodeTest, TheJobsConsistencyComesFromTheScheduler) {
   c.scheduler_port = 9;
   c.heartbeat_interval_ms = 30000;
   c.heartbeat_timeout_ms = 60000;
-  Config sc = WithRole(c, Role::kScheduler);
-  sc.consistency = "ssp:3";
-  sc.max_delay = 2;
-  Node scheduler(sc);
-  Node server(WithRole(c, Role::kServer)), worker(WithRole(c, Role::kWorker));
-  std::thread ts([&] { scheduler.Start(); });
-  std::thread tv([&] { server.Start(); });
-  worker.Start();
-  ts.join();
-  tv.join();
-  EXPECT_EQ(worker.consistency_policy(), "ssp:3");
-  EXPECT_EQ(server.consistency_policy(), "ssp:3");
-  EXPECT_EQ(worker.max_delay(), 2);
-  std::thread fs([&] { scheduler.Finalize(); });
-  std::thread fv([&] { server.Finalize(); });
-  worker.Finalize();
+  Trio trio(c, [](Config* sc) {
+    sc->consistency = "ssp:3";
+    sc->max_delay = 2;
+  });
+  EXPECT_EQ(trio.worker->consistency_policy(), "ssp:3");
+  EXPECT_EQ(trio.server->consistency_policy(), "ssp:3");
+  EXPECT_EQ(trio.worker->max_delay(), 2);
+  std::thread fs([&] { trio.scheduler->Finalize(); });
+  std::thread fv([&] { trio.server->Finalize(); });
+  trio.worker->Finalize();
   fs.join();
   fv.join();
 }
