@@ -115,7 +115,9 @@ void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
       servers.push_back(m.id);
     }
   }
-  const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
+  // Never an epoch issued before (DESIGN §8, invariant 1), also not one of a preparation that
+  // was cancelled: nodes that saw it prepared must not take a different ring for it.
+  const uint64_t epoch = NextEpoch();
   // Nothing changes (a joiner died, a leaver is gone): the current ring again, which cancels
   // the preparation.
   next_ring_ = servers == ring_->servers()
@@ -340,7 +342,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
                        : std::to_string(orphans.size()) +
                              " key range(s) have no copy left: " + CopyTracker::Describe(orphans));
         } else {
-          const uint64_t epoch = std::max(ring_->epoch(), next_ring_ ? next_ring_->epoch() : 0) + 1;
+          const uint64_t epoch = NextEpoch();
           SetRing(std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), epoch));
           fresh = ring_;
         }

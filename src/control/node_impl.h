@@ -2,6 +2,7 @@
 #ifndef PS_CONTROL_NODE_IMPL_H_
 #define PS_CONTROL_NODE_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -184,6 +185,14 @@ struct Node::Impl {
   std::set<int> server_apps_;
   std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> refill_;
   int failures_since_full_ = 0;
+  // Scheduler: the largest ring epoch ever issued (published or prepared); the next is one more.
+  uint64_t epochs_issued_ = 0;
+  uint64_t NextEpoch() {
+    epochs_issued_ = std::max({epochs_issued_, ring_ ? ring_->epoch() : 0,
+                               next_ring_ ? next_ring_->epoch() : 0}) +
+                     1;
+    return epochs_issued_;
+  }
   CopyTracker copies_;  // scheduler: who holds a complete copy of each key range
   int64_t degraded_since_ms_ = 0;
   int64_t prepare_started_ms_ = 0;

@@ -36,6 +36,10 @@ really happened (so a pass is not vacuous).
          a fifth server is added with `ps-launch --join`. It copies its ranges while updates go
          on, takes over at a new ring epoch, and must end up mastering about 1/5 of the keys;
          the sums must be exact.
+  join_dies: 4 servers (k=1), 4 workers pushing; a fifth server joins but is slow to serve
+         (its pre-copy cannot end) and is SIGKILLed while the ring with it is prepared; then a
+         sixth joins. The preparation must be dropped, the sixth must cut over at a new epoch
+         (an epoch is never issued twice), and the sums must be exact.
   leave_server: 4 servers (k=1), 4 workers pushing; a seeded server calls Node::Leave at a
          seeded moment: the others copy its ranges while pushes go on and take over at a new
          ring epoch; it exits 0, and the sums must be exact.
@@ -159,6 +163,12 @@ SCENARIOS = {
         "env": ["PS_REPLICAS=1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
                 "--rounds", "60", "--pace-ms", "50"],
+    },
+    "join_dies": {
+        "servers": 4, "workers": 4,
+        "env": ["PS_REPLICAS=1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "80", "--pace-ms", "50"],
     },
     "leave_server": {
         "servers": 4, "workers": 4,
@@ -296,6 +306,60 @@ def run_and_join(cmd, join_cmd, workers, seed):
         state["thread"].join()
     jrc, jout = state["join"] if state["join"] else (None, "")
     return rc, out, jrc, jout, state["ok_at_cut"]
+
+
+def run_join_dies(cmd, join_cmd, workers):
+    """Runs cmd; once every worker pushes, starts a joiner that delays serving, SIGKILLs it
+    (by PID) once the ring with it is prepared, then starts a second joiner once the first is
+    declared dead. Returns (rc, output, prepared epoch, cut-over epoch, second joiner's rc)."""
+    state = {"port": None, "up": 0, "pid": None, "prepared": None, "cut": None,
+             "killed": False, "second": None, "threads": []}
+
+    def joiner(extra, key):
+        full = join_cmd[:2] + ["--join", "127.0.0.1:%d" % state["port"]] + join_cmd[2:] + extra
+        p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in p.stdout:
+            print("[%s] %s" % (key, line.rstrip()), flush=True)
+            m = re.search(r"started server 0 pid (\d+)", line)
+            if m and key == "joiner1":
+                state["pid"] = int(m.group(1))
+        state[key] = p.wait()
+
+    def start(extra, key):
+        t = threading.Thread(target=joiner, args=(extra, key))
+        state["threads"].append(t)
+        t.start()
+
+    def on_line(line):
+        m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
+        if m:
+            state["port"] = int(m.group(1))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == workers:
+                start(["--server-delay-ms", "30000"], "joiner1")
+        m = re.search(r"preparing ring epoch (\d+)", line)
+        if m and state["prepared"] is None:
+            state["prepared"] = int(m.group(1))
+            for _ in range(100):
+                if state["pid"]:
+                    break
+                time.sleep(0.05)
+            os.kill(state["pid"], signal.SIGKILL)
+            state["killed"] = True
+            print("run_fault: SIGKILL to the joining server (pid %d) while ring epoch %d is "
+                  "prepared" % (state["pid"], state["prepared"]), flush=True)
+        if state["killed"] and "declared dead" in line and state["second"] is None:
+            state["second"] = "started"
+            start([], "joiner2")
+        m = re.search(r"cut-over to ring epoch (\d+)", line)
+        if m:
+            state["cut"] = int(m.group(1))
+
+    rc, out = stream(cmd, on_line)
+    for t in state["threads"]:
+        t.join()
+    return rc, out, state["prepared"], state["cut"], state.get("joiner2")
 
 
 def run_and_kill_worker(cmd, sig=signal.SIGKILL):
@@ -622,6 +686,33 @@ def main():
             return 1
         print("PASSED %s (seed %s): server %d left after %d ms, sums exact"
               % (a.scenario, a.seed, rank, after))
+        return 0
+    if a.scenario == "join_dies":
+        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240"]
+        for e in sc["env"]:
+            join_cmd += ["--env", e]
+        join_cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
+        rc, out, prepared, cut, second = run_join_dies(cmd, join_cmd, sc["workers"])
+        if rc != 0:
+            failures.append("ps-launch exited with %d" % rc)
+        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+        if len(ok) != sc["workers"]:
+            failures.append("expected exact sums from %d workers, got %d"
+                            % (sc["workers"], len(ok)))
+        if prepared is None:
+            failures.append("no ring with the first joiner was prepared")
+        if cut is None:
+            failures.append("the second joiner never cut over")
+        elif prepared is not None and cut <= prepared:
+            failures.append("the cut-over reused or went below epoch %d of the dropped "
+                            "preparation: %d" % (prepared, cut))
+        if second != 0:
+            failures.append("the second joiner's ps-launch exited with %s" % second)
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): preparation of epoch %d dropped, cut-over at epoch %d, "
+              "sums exact" % (a.scenario, a.seed, prepared, cut))
         return 0
     if a.scenario == "join_server":
         # The joiner gets the job's --env as a user would pass it: PS_REPLICAS=1 with one

@@ -34,11 +34,12 @@ struct Options {
   size_t universe = 1000000;
   size_t keys = 100000;
   int rounds = 20;
-  int pace_ms = 0;         // pause between rounds, so a fault test can act while pushes go on
-  int window = 1;          // pushes in flight (0 = no limit of the job's own)
-  double seconds = 0;      // > 0: push rounds until this much time passed (at most `rounds`)
-  int leave_rank = -1;     // this server leaves the running job (Node::Leave) ...
-  int leave_after_ms = 0;  // ... this long after it started serving
+  int pace_ms = 0;          // pause between rounds, so a fault test can act while pushes go on
+  int window = 1;           // pushes in flight (0 = no limit of the job's own)
+  double seconds = 0;       // > 0: push rounds until this much time passed (at most `rounds`)
+  int server_delay_ms = 0;  // a server waits this long before serving (a joiner that is slow)
+  int leave_rank = -1;      // this server leaves the running job (Node::Leave) ...
+  int leave_after_ms = 0;   // ... this long after it started serving
   uint64_t seed = 2026;
 };
 
@@ -62,6 +63,8 @@ Options Parse(int argc, char** argv) {
       o.pace_ms = std::stoi(v);
     } else if (k == "--window") {
       o.window = std::stoi(v);
+    } else if (k == "--server-delay-ms") {
+      o.server_delay_ms = std::stoi(v);
     } else if (k == "--seconds") {
       o.seconds = std::stod(v);
     } else if (k == "--seed") {
@@ -349,6 +352,7 @@ int main(int argc, char** argv) {
     node.Start();
     int rc = 0;
     if (node.role() == ps::Role::kServer) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.server_delay_ms));
       ps::KVServer<int64_t> server(&node);
       std::unique_ptr<ps::KVServer<int64_t>> counts;  // timed pushes: rounds per worker
       if (o.seconds > 0) counts = std::make_unique<ps::KVServer<int64_t>>(&node, 1);
