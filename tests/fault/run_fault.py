@@ -308,6 +308,25 @@ def run_and_join(cmd, join_cmd, workers, seed):
     return rc, out, jrc, jout, state["ok_at_cut"]
 
 
+def join_command(a, sc):
+    """ps-launch adding one server to the running job. It gets the job's --env as a user would
+    pass it: PS_REPLICAS=1 with one server in its own launch must not be refused (the job's
+    ring decides)."""
+    cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240"]
+    for e in sc["env"]:
+        cmd += ["--env", e]
+    return cmd + ["--", a.job, "--seed", a.seed] + sc["job"]
+
+
+def check_exact(rc, out, workers, failures):
+    """The launcher ended well and every worker checked its sums against the reference."""
+    if rc != 0:
+        failures.append("ps-launch exited with %d" % rc)
+    ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+    if len(ok) != workers:
+        failures.append("expected exact sums from %d workers, got %d" % (workers, len(ok)))
+
+
 def run_join_dies(cmd, join_cmd, workers):
     """Runs cmd; once every worker pushes, starts a joiner that delays serving, SIGKILLs it
     (by PID) once the ring with it is prepared, then starts a second joiner once the first is
@@ -688,17 +707,8 @@ def main():
               % (a.scenario, a.seed, rank, after))
         return 0
     if a.scenario == "join_dies":
-        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240"]
-        for e in sc["env"]:
-            join_cmd += ["--env", e]
-        join_cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
-        rc, out, prepared, cut, second = run_join_dies(cmd, join_cmd, sc["workers"])
-        if rc != 0:
-            failures.append("ps-launch exited with %d" % rc)
-        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
-        if len(ok) != sc["workers"]:
-            failures.append("expected exact sums from %d workers, got %d"
-                            % (sc["workers"], len(ok)))
+        rc, out, prepared, cut, second = run_join_dies(cmd, join_command(a, sc), sc["workers"])
+        check_exact(rc, out, sc["workers"], failures)
         if prepared is None:
             failures.append("no ring with the first joiner was prepared")
         if cut is None:
@@ -715,21 +725,11 @@ def main():
               "sums exact" % (a.scenario, a.seed, prepared, cut))
         return 0
     if a.scenario == "join_server":
-        # The joiner gets the job's --env as a user would pass it: PS_REPLICAS=1 with one
-        # server in its own launch must not be refused (the job's ring decides).
-        join_cmd = [sys.executable, a.launcher, "-s", "1", "-w", "0", "--timeout", "240"]
-        for e in sc["env"]:
-            join_cmd += ["--env", e]
-        join_cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
-        rc, out, jrc, jout, ok_at_cut = run_and_join(cmd, join_cmd, sc["workers"], a.seed)
-        if rc != 0:
-            failures.append("ps-launch exited with %d" % rc)
+        rc, out, jrc, jout, ok_at_cut = run_and_join(cmd, join_command(a, sc), sc["workers"],
+                                                     a.seed)
+        check_exact(rc, out, sc["workers"], failures)
         if jrc != 0:
             failures.append("the joining ps-launch exited with %s" % jrc)
-        ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
-        if len(ok) != sc["workers"]:
-            failures.append("expected exact sums from %d workers, got %d"
-                            % (sc["workers"], len(ok)))
         if ok_at_cut is None:
             failures.append("no cut-over to a ring with the new server")
         elif ok_at_cut:
