@@ -1,10 +1,5 @@
 #include <glog/logging.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -125,42 +120,10 @@ std::shared_ptr<const Ring> Node::Impl::ring() const {
   return ring_;
 }
 
-namespace {
-
-// True when something accepts TCP connections at host:port within timeout_ms. A node joining
-// a running job checks this first: ZeroMQ retries a refused connection silently, so without
-// it a wrong --join address would only show after the registration timeout.
-bool Listening(const std::string& host, int port, int timeout_ms) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
-  bool ok = false;
-  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int err = 0;
-      socklen_t len = sizeof(err);
-      ok = poll(&p, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-           err == 0;
-    }
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return ok;
-}
-
-}  // namespace
-
 void Node::Impl::Start() {
   if (running_) throw Error("Node::Start called twice");
   if (cfg.join && !cfg.inproc && cfg.role != Role::kScheduler &&
-      !Listening(cfg.scheduler_host, cfg.scheduler_port, 3000)) {
+      !TcpListening(cfg.scheduler_host, cfg.scheduler_port, 3000)) {
     throw Error(ErrorCode::kSchedulerLost,
                 "no scheduler listens at " + cfg.scheduler_host + ":" +
                     std::to_string(cfg.scheduler_port) +
@@ -506,13 +469,9 @@ void Node::Impl::HandleControl(const Message& msg) {
       server_apps_.insert(c.app());
       // A server that holds every range of its chains under the current ring (for every app)
       // is a copy again, before the refill of the others ends.
-      if (c.pending() == 0 && ring_ && c.epoch() == ring_->epoch()) {
-        bool all = true;
-        for (int app : server_apps_) {
-          auto it = refill_.find({from, app});
-          all &= it != refill_.end() && it->second.first == c.epoch() && it->second.second == 0;
-        }
-        if (all) copies_.Holds(from, *ring_);
+      // (Not while a ring is prepared: a report may then be for that ring's ranges.)
+      if (ring_ && !next_ring_ && c.epoch() == ring_->epoch() && CaughtUp(from, c.epoch())) {
+        copies_.Holds(from, *ring_);
       }
       auto cut = CheckRefill();
       lk.unlock();
@@ -639,10 +598,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     case pb::Control::ABORT:
       lk.unlock();
-      Fatal(c.error(),
-            c.error_code() >= 0 && c.error_code() <= static_cast<int>(ErrorCode::kShutDown)
-                ? static_cast<ErrorCode>(c.error_code())
-                : ErrorCode::kShutDown);
+      Fatal(c.error(), ErrorCodeFromWire(c.error_code(), ErrorCode::kShutDown));
       lk.lock();
       break;
     default:
@@ -718,69 +674,6 @@ void Node::Impl::Dispatch(Message& msg) {
   }
   parked_[msg.meta.app_id()].push_back(std::move(msg));
   parked_count_++;
-}
-
-void Node::Impl::HeartbeatLoop() {
-  std::unique_lock<std::mutex> lk(mu_);
-  // The scheduler looks for silent nodes more often than it beats, so a hang is declared
-  // within the timeout plus a few ms rather than plus a whole interval.
-  const int tick = cfg.role == Role::kScheduler ? std::min(cfg.heartbeat_interval_ms, 20)
-                                                : cfg.heartbeat_interval_ms;
-  int64_t next_beat = NowMs() + cfg.heartbeat_interval_ms;
-  while (running_) {
-    cv_.wait_for(lk, std::chrono::milliseconds(tick));
-    if (!running_) break;
-    if (cfg.role == Role::kScheduler) {
-      const int64_t now = NowMs();
-      auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
-      WarnSlowPreparation(now);
-      std::vector<std::pair<int, int>> task_answers;
-      if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
-      std::vector<int> live;
-      if (now >= next_beat) {
-        next_beat = now + cfg.heartbeat_interval_ms;
-        for (const auto& n : nodes_) {
-          if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
-        }
-      }
-      lk.unlock();
-      if (!silent.empty()) {
-        DeclareDead(silent, "silent for more than " + std::to_string(cfg.heartbeat_timeout_ms) +
-                                " ms (PS_HEARTBEAT_TIMEOUT_MS)");
-      }
-      // The scheduler beats too, so that every node can tell when it is gone.
-      pb::Control c;
-      c.set_cmd(pb::Control::HEARTBEAT);
-      for (int id : live) SendControl(id, c, true);
-      SendTaskAnswers(task_answers);
-      lk.lock();
-    } else {
-      lk.unlock();
-      pb::Control c;
-      c.set_cmd(pb::Control::HEARTBEAT);
-      SendControl(0, c, true);
-      const int64_t now = NowMs();
-      const int64_t silent_ms = now - heard_scheduler_ms_;
-      const int64_t broken = scheduler_broken_ms_;
-      lk.lock();
-      // Silence alone is judged leniently (10x the timeout): a node whose receive thread is
-      // behind a backlog hears late even from a live scheduler. A broken connection is the
-      // sure sign of a dead one.
-      const bool gone = broken > 0 && now - broken > cfg.heartbeat_timeout_ms;
-      const bool mute = silent_ms > 10 * static_cast<int64_t>(cfg.heartbeat_timeout_ms);
-      if (ready_ && fatal_.empty() && (gone || mute)) {
-        const std::string why =
-            "lost the scheduler at " + cfg.scheduler_host + ":" +
-            std::to_string(cfg.scheduler_port) + ": " +
-            (gone ? "its connection broke " + std::to_string(now - broken) + " ms ago"
-                  : "nothing heard for " + std::to_string(silent_ms) + " ms") +
-            " (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
-        lk.unlock();
-        Fatal(why, ErrorCode::kSchedulerLost);
-        lk.lock();
-      }
-    }
-  }
 }
 
 void Node::Impl::Barrier(int groups) {

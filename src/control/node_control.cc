@@ -164,16 +164,19 @@ void Node::Impl::WarnSlowPreparation(int64_t now) {
                << prepare_warned_ms_ / 1000 << " s; still copying: " << PendingRefills();
 }
 
+bool Node::Impl::CaughtUp(int server, uint64_t epoch) const {
+  for (int app : server_apps_) {
+    auto it = refill_.find({server, app});
+    if (it == refill_.end() || it->second.first < epoch || it->second.second > 0) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
   const auto& target = next_ring_ ? next_ring_ : ring_;
   if (!target) return nullptr;
   for (int s : target->servers()) {
-    for (int app : server_apps_) {
-      auto it = refill_.find({s, app});
-      if (it == refill_.end() || it->second.first < target->epoch() || it->second.second > 0) {
-        return nullptr;
-      }
-    }
+    if (!CaughtUp(s, target->epoch())) return nullptr;
   }
   if (next_ring_) {
     LOG(WARNING) << "cut-over to ring epoch " << next_ring_->epoch() << " with "
@@ -565,6 +568,69 @@ void Node::Impl::Leave() {
   lk.unlock();
   LOG(INFO) << "server node " << me << " left the job";
   Stop();
+}
+
+void Node::Impl::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  // The scheduler looks for silent nodes more often than it beats, so a hang is declared
+  // within the timeout plus a few ms rather than plus a whole interval.
+  const int tick = cfg.role == Role::kScheduler ? std::min(cfg.heartbeat_interval_ms, 20)
+                                                : cfg.heartbeat_interval_ms;
+  int64_t next_beat = NowMs() + cfg.heartbeat_interval_ms;
+  while (running_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(tick));
+    if (!running_) break;
+    if (cfg.role == Role::kScheduler) {
+      const int64_t now = NowMs();
+      auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
+      WarnSlowPreparation(now);
+      std::vector<std::pair<int, int>> task_answers;
+      if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
+      std::vector<int> live;
+      if (now >= next_beat) {
+        next_beat = now + cfg.heartbeat_interval_ms;
+        for (const auto& n : nodes_) {
+          if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
+        }
+      }
+      lk.unlock();
+      if (!silent.empty()) {
+        DeclareDead(silent, "silent for more than " + std::to_string(cfg.heartbeat_timeout_ms) +
+                                " ms (PS_HEARTBEAT_TIMEOUT_MS)");
+      }
+      // The scheduler beats too, so that every node can tell when it is gone.
+      pb::Control c;
+      c.set_cmd(pb::Control::HEARTBEAT);
+      for (int id : live) SendControl(id, c, true);
+      SendTaskAnswers(task_answers);
+      lk.lock();
+    } else {
+      lk.unlock();
+      pb::Control c;
+      c.set_cmd(pb::Control::HEARTBEAT);
+      SendControl(0, c, true);
+      const int64_t now = NowMs();
+      const int64_t silent_ms = now - heard_scheduler_ms_;
+      const int64_t broken = scheduler_broken_ms_;
+      lk.lock();
+      // Silence alone is judged leniently (10x the timeout): a node whose receive thread is
+      // behind a backlog hears late even from a live scheduler. A broken connection is the
+      // sure sign of a dead one.
+      const bool gone = broken > 0 && now - broken > cfg.heartbeat_timeout_ms;
+      const bool mute = silent_ms > 10 * static_cast<int64_t>(cfg.heartbeat_timeout_ms);
+      if (ready_ && fatal_.empty() && (gone || mute)) {
+        const std::string why =
+            "lost the scheduler at " + cfg.scheduler_host + ":" +
+            std::to_string(cfg.scheduler_port) + ": " +
+            (gone ? "its connection broke " + std::to_string(now - broken) + " ms ago"
+                  : "nothing heard for " + std::to_string(silent_ms) + " ms") +
+            " (PS_HEARTBEAT_TIMEOUT_MS=" + std::to_string(cfg.heartbeat_timeout_ms) + ")";
+        lk.unlock();
+        Fatal(why, ErrorCode::kSchedulerLost);
+        lk.lock();
+      }
+    }
+  }
 }
 
 }  // namespace ps

@@ -83,6 +83,8 @@ struct Node::Impl {
     std::lock_guard<std::mutex> lk(mu_);
     return fatal_;
   }
+  /// True on the thread that is handling a received message (a callback's thread).
+  bool InDispatch() const { return dispatcher_.load() == std::this_thread::get_id(); }
   /// The kind of the fatal condition (meaningful when fatal() is not empty).
   ErrorCode fatal_code() const {
     std::lock_guard<std::mutex> lk(mu_);
@@ -140,6 +142,9 @@ struct Node::Impl {
   // Scheduler (mu_ held): the refill progress changed; returns the ring to cut over to when
   // every server of the prepared ring holds its ranges, else null.
   std::shared_ptr<const Ring> CheckRefill();
+  // Scheduler (mu_ held): the server reported, for every app, that it holds every range its
+  // chains give it under the ring of `epoch` or a later one.
+  bool CaughtUp(int server, uint64_t epoch) const;
   void CutOver(std::shared_ptr<const Ring> ring);
   // A data message routed under the prepared ring: the cut-over reached its sender first.
   void AdoptNextRing(uint64_t epoch);
@@ -232,12 +237,6 @@ struct Node::Impl {
   std::atomic<uint64_t> alloc_dropped_{0};    // messages dropped: memory ran out handling them
   // The thread handling a received message right now (replies run callbacks there).
   std::atomic<std::thread::id> dispatcher_{};
-
- public:
-  /// True on the thread that is handling a received message (a callback's thread).
-  bool InDispatch() const { return dispatcher_.load() == std::this_thread::get_id(); }
-
- private:
   // Sends a message as it is (the transport, connecting on first use).
   bool SendRaw(Message& msg);
   std::string policy_;

@@ -1,7 +1,6 @@
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -70,13 +69,9 @@ struct KVServerBase::Impl : public Customer {
   void Process(Message& msg) override {
     // A node that cannot go on (fenced, the scheduler lost, data lost) serves nothing more,
     // whether or not its program chose to exit (PS_ON_SCHEDULER_LOSS=throw keeps it alive).
-    if (!rt->fatal().empty()) {
-      silenced_++;
-      return;
-    }
+    if (!rt->fatal().empty()) return;
     core.Process(msg);
   }
-  std::atomic<uint64_t> silenced_{0};
   void OnNodeDead(int id) override { core.WorkerDead(id); }
   void OnRingChange(std::shared_ptr<const Ring> ring) override { core.RingChanged(ring); }
   void OnNodeJoined(const NodeInfo& n) override {

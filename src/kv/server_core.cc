@@ -131,11 +131,9 @@ void ServerCore::ProcessLocked(Message& msg) {
     // The worker has a newer ring than this server: the keys may be this server's under it,
     // but it must learn that ring (and stop taking copies from the server that left) before
     // it acts as their master. The node delivers the ring within the heartbeat timeout.
-    // Bounded: beyond kMaxEarly the request is dropped (and counted); the worker resends it.
-    if (early_.size() >= kMaxEarly) {
-      early_dropped_++;
-      return;
-    }
+    // Bounded: beyond kMaxEarly the request is dropped like a lost message; the worker resends
+    // it.
+    if (early_.size() >= kMaxEarly) return;
     early_.push_back(std::move(msg));
     return;
   }

@@ -168,7 +168,6 @@ class ServerCore {
   void ProcessLocked(Message& msg);
   std::vector<Message> early_;
   static constexpr size_t kMaxEarly = 4096;
-  std::atomic<uint64_t> early_dropped_{0};
   std::unique_ptr<Aggregator> agg_;
   int64_t window_us_ = 0, batch_since_us_ = 0;
   CopyStats copy_stats_;

@@ -66,7 +66,7 @@ void KVWorkerBase::Impl::ResendLoop() {
     const auto now = std::chrono::steady_clock::now();
     std::vector<Message> again;
     const double base_us = timeout.count() * 1000.0;
-    const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin();
+    const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin(), safe = SafeStep();
     for (auto& e : pending) {
       Pending* p = e.second.get();
       for (size_t k = 0; k < p->sent.size(); ++k) {
@@ -79,7 +79,7 @@ void KVWorkerBase::Impl::ResendLoop() {
             static_cast<int64_t>(r.Timeout(base_us) * static_cast<double>(1 << shift)));
         if (now - p->sent_at[k] < wait) continue;
         p->sent_at[k] = now;
-        p->sent[k].meta.set_done_step(SafeStep());
+        p->sent[k].meta.set_done_step(safe);
         if (p->tries[k] < 255) p->tries[k]++;
         r.backoff = std::max<int>(r.backoff, std::min<int>(p->tries[k], kMaxBackoffShift));
         again.push_back(p->sent[k]);
@@ -346,7 +346,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       open_ts.insert(ts);
       // Nothing to send (no keys): complete at once.
       Finish(raw);
-      msgs.swap(due);
+      msgs = TakeDue();
       lk.unlock();
       for (auto& m : msgs) rt->Send(m);
       return ts;
@@ -494,10 +494,7 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   }
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
-    p->error_code =
-        msg.meta.error_code() > 0 && msg.meta.error_code() <= static_cast<int>(ErrorCode::kShutDown)
-            ? static_cast<ErrorCode>(msg.meta.error_code())
-            : ErrorCode::kRejected;
+    p->error_code = ErrorCodeFromWire(msg.meta.error_code(), ErrorCode::kRejected);
   }
   if (msg.meta.pull() && msg.meta.error().empty()) {
     p->min_clock = std::min<int64_t>(p->min_clock, msg.meta.server_clock());
@@ -509,35 +506,9 @@ void KVWorkerBase::Impl::Process(Message& msg) {
     p->replies[part] = std::move(msg);
   }
   if (++p->received == p->replies.size()) Finish(p);
-  if (!due.empty()) {
-    std::vector<Message> out;
-    out.swap(due);
-    lk.unlock();
-    for (auto& m : out) rt->Send(m);
-  }
-}
-
-void KVWorkerBase::Impl::ReleaseClocks() {
-  while (!held_clocks.empty()) {
-    auto it = pending.find(held_clocks.front());
-    if (it == pending.end()) {  // failed (the node is going down)
-      held_clocks.pop_front();
-      continue;
-    }
-    Pending* c = it->second.get();
-    // The clock ends step c->step: it leaves once no push of that step or before is open.
-    if (OldestOpenPush() <= c->step) return;
-    c->held = false;
-    held_clocks.pop_front();
-    const auto now = std::chrono::steady_clock::now();
-    const int64_t lwm = *open_ts.begin(), safe = SafeStep();
-    for (size_t k = 0; k < c->sent.size(); ++k) {
-      c->sent[k].meta.set_lwm(lwm);
-      c->sent[k].meta.set_done_step(safe);
-      c->sent_at[k] = now;
-      due.push_back(c->sent[k]);
-    }
-  }
+  std::vector<Message> out = TakeDue();
+  lk.unlock();
+  for (auto& m : out) rt->Send(m);
 }
 
 // Called with mu held once every part has answered.
@@ -769,57 +740,6 @@ void KVWorkerBase::Wait(int64_t ts) {
     d->failed.erase(f);
     throw Error(why.second, "request " + std::to_string(ts) + " failed: " + why.first);
   }
-}
-
-int64_t KVWorkerBase::Clock() {
-  auto* d = impl_.get();
-  detail::KVRequest r;
-  r.op = detail::KVRequest::kClock;
-  const int64_t ts = d->Submit(std::move(r));
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
-  std::unique_lock<std::mutex> lk(d->mu);
-  d->step++;
-  while (!d->delay.MayStart(d->step, d->tau)) {
-    if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout &&
-        !d->delay.MayStart(d->step, d->tau)) {
-      throw Error(ErrorCode::kTimeout,
-                  "Clock: requests of steps before " + std::to_string(d->step - d->tau) +
-                      " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
-                      " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
-    }
-  }
-  d->delay_wait_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return ts;
-}
-
-int64_t KVWorkerBase::step() const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  return impl_->step;
-}
-
-void KVWorkerBase::SetMaxDelay(int tau) {
-  if (tau < -1) throw Error("SetMaxDelay: tau must be -1 (unbounded) or >= 0");
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  impl_->tau = tau;
-  impl_->cv.notify_all();
-}
-
-int KVWorkerBase::max_delay() const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  return impl_->tau;
-}
-
-KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  BarrierStats b;
-  b.step = impl_->step;
-  b.barrier_wait_s = impl_->barrier_wait_us * 1e-6;
-  b.delay_wait_s = impl_->delay_wait_s;
-  b.elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->created).count();
-  return b;
 }
 
 bool KVWorkerBase::IsDone(int64_t ts) const {

@@ -188,8 +188,12 @@ struct KVWorkerBase::Impl : public Customer {
   int64_t SafeStep() { return std::min(step, OldestOpenPush()); }
   // Releases the held clocks whose steps' pushes are all acknowledged into `due` (mu held).
   void ReleaseClocks();
-  // Sends `due` (mu not held).
-  void SendDue();
+  // Hands over `due` (mu held), to be sent once mu is let go.
+  std::vector<Message> TakeDue() {
+    std::vector<Message> out;
+    out.swap(due);
+    return out;
+  }
   int tau;
   int64_t read_clock = -1;  // server clock the last completed pull read
   bool joiner = false, adopted_step = false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "meta.pb.h"
+#include "ps/base.h"
 #include "ps/sarray.h"
 
 namespace ps {
@@ -29,6 +30,13 @@ struct Message {
   /// One line for logs.
   std::string DebugString() const;
 };
+
+/// An ErrorCode as Meta.error_code or Control.error_code carry it; 0 or an unknown value (a
+/// peer of another version) gives `fallback`.
+inline ErrorCode ErrorCodeFromWire(int wire, ErrorCode fallback) {
+  return wire > 0 && wire <= static_cast<int>(ErrorCode::kShutDown) ? static_cast<ErrorCode>(wire)
+                                                                    : fallback;
+}
 
 /// Parses and checks frame 0 of a received message. On failure returns false and sets *why;
 /// the caller drops the message and counts it.

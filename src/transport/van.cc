@@ -1,5 +1,12 @@
 #include "transport/van.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include "transport/fault_van.h"
 #include "transport/inproc_van.h"
 #include "transport/zmq_van.h"
@@ -24,6 +31,31 @@ std::unique_ptr<Van> MakeVan(const Config& config) {
            static_cast<uint64_t>(config.rank_hint + 1);
   if (f.any()) van = std::make_unique<FaultVan>(std::move(van), f);
   return van;
+}
+
+bool TcpListening(const std::string& host, int port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ok = poll(&p, 1, timeout_ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+           err == 0;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return ok;
 }
 
 }  // namespace ps

@@ -64,6 +64,11 @@ class Van {
   VanCounters counters_;
 };
 
+/// True when something accepts TCP connections at host:port within timeout_ms. A node that
+/// joins a running job checks this first: ZeroMQ retries a refused connection silently, so a
+/// wrong address would otherwise show only after the registration timeout.
+bool TcpListening(const std::string& host, int port, int timeout_ms);
+
 /// The van selected by the configuration: in-process when config.inproc is set, else ZeroMQ
 /// with the configuration's bounds (max_message_mb, send_queue).
 std::unique_ptr<Van> MakeVan(const Config& config);

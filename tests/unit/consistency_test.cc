@@ -86,6 +86,20 @@ TEST(BarrierPolicyTest, BackupWorkersWaitForAllButTheSlowestB) {
   EXPECT_TRUE(MakeBackup(2, 1)->Pass(t, 0, 10, &rng));
 }
 
+// A read at step t from a worker whose own pushes of step t-1 are not all acknowledged (done
+// < t) counts only its done steps: under BSP it waits for its own clock too.
+TEST(PullGateTest, AReadCountsOnlyTheStepsWhosePushesAreDone) {
+  PullGate g(MakeSsp(0), 1);
+  g.SetWorkers({1, 2});
+  std::vector<uint64_t> rel;
+  g.Report(2, 1, &rel);
+  EXPECT_FALSE(g.Read(1, 1, 0, 7, &rel));
+  EXPECT_EQ(g.table().Step(1), 0);
+  EXPECT_TRUE(rel.empty());
+  g.Report(1, 1, &rel);  // its clock, sent once its push of step 0 was acknowledged
+  EXPECT_EQ(rel, std::vector<uint64_t>{7});
+}
+
 TEST(PullGateTest, HoldsReadsUntilTheTableAllowsThemInArrivalOrder) {
   PullGate g(MakeSsp(0), 1);
   g.SetWorkers({1, 2, 3});

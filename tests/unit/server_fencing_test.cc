@@ -14,17 +14,23 @@ namespace {
 
 constexpr int kServer = 1, kWorker = 7, kOther = 8;
 
-Message Push(int worker, int64_t ts, Key key, int64_t val) {
+// A request of one int64 key from `worker`, its only one in flight.
+Message Request(int worker, int64_t ts, Key key) {
   Message m;
   m.meta.set_sender(worker);
   m.meta.set_receiver(kServer);
   m.meta.set_request(true);
-  m.meta.set_push(true);
   m.meta.set_dtype(static_cast<int>(DataType::kInt64));
   m.meta.set_width(1);
   m.meta.set_timestamp(ts);
   m.meta.set_lwm(ts);
   m.data.push_back(SArray<char>(SArray<Key>{key}));
+  return m;
+}
+
+Message Push(int worker, int64_t ts, Key key, int64_t val) {
+  Message m = Request(worker, ts, key);
+  m.meta.set_push(true);
   m.data.push_back(SArray<char>(SArray<int64_t>{val}));
   return m;
 }
@@ -43,16 +49,8 @@ struct Server {
                   [] { return int64_t{0}; },
                   kServer};
   int64_t Value(Key k) {
-    SArray<int64_t> out;
-    Message pull;
-    pull.meta.set_sender(kOther);
-    pull.meta.set_receiver(kServer);
-    pull.meta.set_request(true);
+    Message pull = Request(kOther, 1000 + static_cast<int64_t>(replies.size()), k);
     pull.meta.set_pull(true);
-    pull.meta.set_dtype(static_cast<int>(DataType::kInt64));
-    pull.meta.set_timestamp(1000 + static_cast<int64_t>(replies.size()));
-    pull.meta.set_lwm(pull.meta.timestamp());
-    pull.data.push_back(SArray<char>(SArray<Key>{k}));
     core.Process(pull);
     const Message& r = replies.back();
     EXPECT_EQ(r.meta.error(), "");

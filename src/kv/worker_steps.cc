@@ -1,0 +1,83 @@
+// Steps of a worker (DESIGN §7): Clock() and the bounded delay, the clocks held until their
+// steps' pushes are acknowledged, and the statistics of the time spent waiting.
+#include <chrono>
+
+#include "kv/worker_impl.h"
+
+namespace ps {
+
+void KVWorkerBase::Impl::ReleaseClocks() {
+  while (!held_clocks.empty()) {
+    auto it = pending.find(held_clocks.front());
+    if (it == pending.end()) {  // failed (the node is going down)
+      held_clocks.pop_front();
+      continue;
+    }
+    Pending* c = it->second.get();
+    // The clock ends step c->step: it leaves once no push of that step or before is open.
+    if (OldestOpenPush() <= c->step) return;
+    c->held = false;
+    held_clocks.pop_front();
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t lwm = *open_ts.begin(), safe = SafeStep();
+    for (size_t k = 0; k < c->sent.size(); ++k) {
+      c->sent[k].meta.set_lwm(lwm);
+      c->sent[k].meta.set_done_step(safe);
+      c->sent_at[k] = now;
+      due.push_back(c->sent[k]);
+    }
+  }
+}
+
+int64_t KVWorkerBase::Clock() {
+  auto* d = impl_.get();
+  detail::KVRequest r;
+  r.op = detail::KVRequest::kClock;
+  const int64_t ts = d->Submit(std::move(r));
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+  std::unique_lock<std::mutex> lk(d->mu);
+  d->step++;
+  while (!d->delay.MayStart(d->step, d->tau)) {
+    if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout &&
+        !d->delay.MayStart(d->step, d->tau)) {
+      throw Error(ErrorCode::kTimeout,
+                  "Clock: requests of steps before " + std::to_string(d->step - d->tau) +
+                      " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
+                      " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
+    }
+  }
+  d->delay_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ts;
+}
+
+int64_t KVWorkerBase::step() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->step;
+}
+
+void KVWorkerBase::SetMaxDelay(int tau) {
+  if (tau < -1) throw Error("SetMaxDelay: tau must be -1 (unbounded) or >= 0");
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  impl_->tau = tau;
+  impl_->cv.notify_all();
+}
+
+int KVWorkerBase::max_delay() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->tau;
+}
+
+KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  BarrierStats b;
+  b.step = impl_->step;
+  b.barrier_wait_s = impl_->barrier_wait_us * 1e-6;
+  b.delay_wait_s = impl_->delay_wait_s;
+  b.elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->created).count();
+  return b;
+}
+
+}  // namespace ps
