@@ -658,7 +658,7 @@ void Node::Impl::Dispatch(Message& msg) {
   // A worker's request routed under the prepared ring: the cut-over reached the worker first.
   // (Copies between servers carry epochs too, but only a worker has adopted a cut-over.)
   if (msg.meta.epoch() > ring_epoch() && msg.meta.request() && !msg.meta.replica() &&
-      msg.meta.op() != pb::Meta::REFILL) {
+      msg.meta.op() != pb::Meta::REFILL && msg.meta.op() != pb::Meta::HANDOVER) {
     AdoptNextRing(msg.meta.epoch());
   }
   std::lock_guard<std::mutex> lk(cust_mu_);

@@ -89,6 +89,11 @@ void ServerCore::Process(Message& msg) {
     }
     return;
   }
+  if (msg.meta.op() == pb::Meta::HANDOVER) {
+    std::lock_guard<std::mutex> lk(mu);
+    OnHandover(msg);
+    return;
+  }
   if (msg.meta.replica()) {
     std::lock_guard<std::mutex> lk(mu);
     if (msg.meta.request()) {
@@ -125,6 +130,12 @@ void ServerCore::ProcessLocked(Message& msg) {
            "worker node " + std::to_string(worker) +
                " was declared dead by the scheduler; its requests are refused (a dead node "
                "cannot come back)");
+    return;
+  }
+  if (!awaiting_.empty() && Awaiting(msg, *ring_())) {
+    // This server masters the keys since the cut-over, but the old master's last updates to
+    // them have not all arrived: served once they have (bounded like early_ below).
+    if (early_.size() < kMaxEarly) early_.push_back(std::move(msg));
     return;
   }
   if (msg.meta.epoch() > cur_epoch_ && cur_epoch_ > 0 && !Owns(msg, *ring_())) {
@@ -223,9 +234,7 @@ void ServerCore::ProcessLocked(Message& msg) {
         Record(worker, piece);
         if (copies) Replicate(worker, piece, *ring, /*may_add=*/false);
       }
-      if (copies && !uncovered.data.empty()) {
-        Replicate(worker, uncovered, *ring, /*may_add=*/false);
-      }
+      if (copies && !uncovered.data.empty()) Probe(worker, uncovered, *ring);
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -401,6 +410,11 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
   auto pieces = SplitByChain(applied, ring, esize);
   for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
   if (pieces.empty()) return;
+  // The update's place in the order of each range it touches; every copy carries the entries
+  // of its own keys (DESIGN §8, invariant 3).
+  std::vector<uint64_t> seq;
+  for (const Range& r : SeqRanges(applied, ring)) seq_.Bump(r, &seq);
+  for (auto& p : pieces) RestrictSeq(seq, &p.msg);
   auto at = entry_of_.find({worker, applied.meta.timestamp()});
   uint64_t e;
   if (at == entry_of_.end()) {
@@ -423,14 +437,17 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
       const size_t n = keys.size();
       const int width = n ? static_cast<int>(p.msg.data[1].size() / esize / n) : 0;
       if (agg_->empty()) batch_since_us_ = now_us();
+      const std::vector<uint64_t> ps(p.msg.meta.seq().begin(), p.msg.meta.seq().end());
       const int added = agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
-                                  p.msg.data[1].data(), width);
+                                  p.msg.data[1].data(), width, ps);
       if (added >= 0) {
         if (added == 1) entries_[e].open++;  // released by that aggregate's acknowledgement
         in_aggregate = true;
         continue;
       }
     }
+    // Batches hold earlier updates of the same ranges: they leave first.
+    if (agg_ && !agg_->empty()) FlushBatches();
     p.msg.meta.set_origin(worker);
     SendHop({e}, std::move(p));
   }
@@ -463,10 +480,12 @@ void ServerCore::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece)
 void ServerCore::OnReplica(Message& msg) {
   if (cur_epoch_ > 0) {
     // Fencing: a copy from a server that is no longer in the ring (it died; its unacknowledged
-    // pushes come again from their workers) is not applied.
+    // pushes come again from their workers) is not applied; unless it is the old master whose
+    // last updates this server waits for (it left at the cut-over).
     auto ring = ring_();
     const auto& s = ring->servers();
-    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end();
+    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end() ||
+                  awaiting_.count(msg.meta.sender());
     if (!member && next_) {
       const auto& n = next_->servers();
       member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
@@ -477,18 +496,10 @@ void ServerCore::OnReplica(Message& msg) {
       return;
     }
   }
-  if (msg.meta.aggregate()) {
-    if (!ApplyAggregate(msg)) return;  // never acknowledged
-    if (!fetches_.empty()) buffered_.push_back(msg);
-    ForwardOrAck(msg);
-    return;
-  }
-  log.Advance(msg.meta.origin(), msg.meta.lwm());
   // A rejected copy is never acknowledged: the master keeps the worker waiting, and it resends.
-  if (!ApplyCopy(msg)) return;
-  // Something is still being fetched: keep the copy to apply again over the fetched range.
-  if (!fetches_.empty()) buffered_.push_back(msg);
-  ForwardOrAck(msg);
+  if (Deliver(msg, false) != Delivery::kApplied) return;
+  ReleaseHeld();
+  CheckHandover();
 }
 
 void ServerCore::ForwardOrAck(const Message& msg) {
@@ -532,6 +543,25 @@ void ServerCore::Flush(uint64_t e) {
 void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   std::lock_guard<std::mutex> lk(mu);
   FlushBatches();  // built for the old chains: send them, then re-route what went to the dead
+  const bool prepared = next_ && next_->epoch() == ring->epoch();
+  if (last_ring_ && last_ring_->epoch() < ring->epoch()) {
+    HandOver(*last_ring_, *ring);
+    TakeOver(*last_ring_, *ring, prepared);
+  }
+  last_ring_ = ring;
+  // Copies waiting for a gap that only a server now gone could fill never will: their
+  // updates were not acknowledged, so their workers resend them.
+  const auto& members = ring->servers();
+  held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
+                                    [&](const HeldCopy& h) {
+                                      const int m = h.msg.meta.master();
+                                      return std::find(members.begin(), members.end(), m) ==
+                                                 members.end() &&
+                                             !awaiting_.count(m);
+                                    }),
+                     held_copies_.end());
+  std::vector<Message> asks;
+  asks.swap(handover_asks_);
   const auto& live = ring->servers();
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
   std::vector<uint64_t> lost;
@@ -548,12 +578,16 @@ void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
     // Send the copy along the chains of the new ring (the heirs of the server that left).
     auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, *ring, esize)
                                            : SplitByChain(hop.msg, *ring, esize);
-    for (auto& p : pieces) SendHop(hop.entries, std::move(p));
+    for (auto& p : pieces) {
+      RestrictSeq(hop.msg, &p.msg);
+      SendHop(hop.entries, std::move(p));
+    }
     for (uint64_t e : hop.entries) {
       if (entries_.count(e) && entries_[e].open == 0) Flush(e);
     }
   }
   Plan();
+  for (auto& a : asks) OnHandover(a);
   // Requests that arrived before this ring: serve them now.
   std::vector<Message> early;
   early.swap(early_);

@@ -24,6 +24,7 @@
 #include "replication/aggregator.h"
 #include "replication/chain.h"
 #include "replication/refill.h"
+#include "replication/seq_map.h"
 #include "ring/ring.h"
 #include "store/store.h"
 
@@ -101,6 +102,21 @@ class ServerCore {
   SignificantFilter::Stats significant_stats() const;
   /// The step table (callers must not race with Process; the simulator is single-threaded).
   const StepTable& table() const { return gate.table(); }
+  struct OrderStats {
+    uint64_t held = 0;          // copies that arrived before their turn and waited
+    uint64_t refetched = 0;     // ranges fetched afresh: a gap nothing filled, or another history
+    size_t waiting = 0;         // copies waiting now
+    bool handing_over = false;  // requests wait for an old master's last updates
+  };
+  OrderStats order_stats() const;
+  /// The copies waiting for their turn (tests print it on failure).
+  std::string DebugHeld() const;
+  /// The sequence point of key k's range (tests: chain members that agree on it must hold the
+  /// same slots).
+  uint64_t SeqPoint(Key k) const {
+    std::lock_guard<std::mutex> lk(mu);
+    return seq_.Min(Range(k, k + 1));
+  }
 
  private:
   // Runs the push half and/or the pull half of a request against the store; returns "" or why
@@ -157,6 +173,10 @@ class ServerCore {
     Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
   };
   void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
+  // An update applied here long ago that a worker sends again and no copy on its way covers:
+  // the chain is asked whether it holds it (Meta.probe) instead of being sent it again, which
+  // would apply it out of its place in the order at a replica that lacks it.
+  void Probe(int worker, const Message& applied, const Ring& ring);
   void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
   // Sends every aggregation batch now (before anything that must follow them on the links).
   void FlushBatches();
@@ -172,6 +192,50 @@ class ServerCore {
   int64_t window_us_ = 0, batch_since_us_ = 0;
   CopyStats copy_stats_;
   void OnReplica(Message& msg);
+  // Order along a chain (DESIGN §8, invariant 3; src/replication/seq_map.h). A copy is applied
+  // when its sequence entries match this server's points; one that comes early waits in
+  // held_copies_ (bounded: beyond it, dropped like a lost message; the master resends it).
+  // replay: a copy taken before a range import and applied again over it (acknowledged then).
+  enum class Delivery { kApplied, kHeld, kRejected };
+  Delivery Deliver(Message& msg, bool replay);
+  // Delivers the held copies whose turn came (until none is).
+  void ReleaseHeld();
+  // The ranges a copy's sequence entries cover; the ranges being fetched now.
+  static RangeSet ProbeRanges(const Message& msg);
+  RangeSet Fetching() const;
+  // Fetches ranges afresh from their master: their history differs from it, or a gap stayed.
+  void Refetch(RangeSet rs);
+  struct HeldCopy {
+    Message msg;
+    int64_t since = 0;
+    bool replay = false;
+  };
+  std::vector<HeldCopy> held_copies_;
+  static constexpr size_t kMaxHeldCopies = 4096;
+  SeqMap seq_;
+  OrderStats order_;
+  // Hand-over at a prepared cut-over: ranges this server masters from now on, by their old
+  // master, which may still apply updates to them until it adopts the ring. Requests for them
+  // wait in early_ until this server holds the old master's last point (or a newer ring comes).
+  std::map<int, RangeSet> awaiting_;
+  std::vector<uint64_t> handover_points_;  // (begin, end, point) the old masters reported
+  uint64_t handover_epoch_ = 0;
+  int64_t handover_since_us_ = 0;
+  std::set<int> reported_;                 // old masters whose points arrived
+  std::vector<Message> handover_asks_;     // asks for a ring this server has not adopted yet
+  std::vector<Message> early_handovers_;   // reports for a ring this server has not adopted yet
+  std::shared_ptr<const Ring> last_ring_;  // the ring before the one in force
+  // The old master: tells the new masters of the ranges it gave up where it stopped.
+  void HandOver(const Ring& before, const Ring& after);
+  // The ranges an update of msg moves the points of: the segments of the current ring it
+  // touches, cut by those of the ring being prepared (a joiner gets the keys of its own part).
+  RangeSet SeqRanges(const Message& msg, const Ring& ring) const;
+  void TakeOver(const Ring& before, const Ring& after, bool prepared);
+  void AskHandover();
+  void OnHandover(Message& msg);
+  // True (and the waiting requests served) when every awaited range is caught up.
+  bool CheckHandover();
+  bool Awaiting(const Message& request, const Ring& ring) const;
   // Passes a copy on along its chain, or (the tail) acknowledges it to its master.
   void ForwardOrAck(const Message& msg);
   void OnReplicaAck(const Message& msg);

@@ -63,6 +63,7 @@ void ServerCore::Plan() {
     if (std::find(s.begin(), s.end(), self_) != s.end()) held_ = HeldRanges(*cur, self_);
   }
   cur_epoch_ = cur->epoch();
+  if (!last_ring_) last_ring_ = cur;
   const uint64_t target = next_ ? next_->epoch() : cur->epoch();
   RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);
   // One pass over the store for all of them (a range at a time would copy it per range).
@@ -129,6 +130,34 @@ void ServerCore::Tick() {
       SendFetch(f.first);
     }
   }
+  // A gap that no resend filled: fetch the range afresh (the copies that wait then apply).
+  RangeSet stale;
+  for (const auto& h : held_copies_) {
+    if (now - h.since < fetch_timeout_us_) continue;
+    for (const Range& r : seq_.Behind(h.msg.meta.seq().data(), h.msg.meta.seq_size(), held_)) {
+      stale.push_back(r);
+    }
+  }
+  for (const auto& a : awaiting_) stale = Subtract(Normalize(std::move(stale)), a.second);
+  if (!stale.empty()) Refetch(stale);
+  ReleaseHeld();
+  if (!awaiting_.empty()) {
+    if (now - handover_since_us_ >= 3 * fetch_timeout_us_) {
+      // The old master does not answer (it left, or died before the scheduler noticed): go on
+      // without its last updates, which its workers resend here; jump past its history.
+      LOG(WARNING) << "server " << self_ << " takes over without the old master's last points";
+      for (const auto& a : awaiting_) {
+        for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(handover_epoch_));
+      }
+      reported_.clear();
+      handover_points_.clear();
+      for (auto& a : awaiting_) reported_.insert(a.first);
+      awaiting_.clear();
+      CheckHandover();
+    } else {
+      AskHandover();
+    }
+  }
   ServeWaiting();
 }
 
@@ -176,7 +205,9 @@ void ServerCore::OnRefillRequest(Message& msg) {
   SArray<Key> keys;
   SArray<char> slots;
   SArray<uint64_t> sizes, logs;
+  std::vector<uint64_t> points;  // the sequence points over the ranges, in order
   for (const Range& r : rs) {
+    seq_.Export(r, &points);
     SArray<Key> k;
     SArray<char> v;
     SArray<uint64_t> z, clock, records;
@@ -190,7 +221,8 @@ void ServerCore::OnRefillRequest(Message& msg) {
     logs.push_back(records.size());
     logs.append(records);
   }
-  reply.data = {msg.data[0], SArray<char>(keys), slots, SArray<char>(sizes), SArray<char>(logs)};
+  reply.data = {msg.data[0],         SArray<char>(keys), slots,
+                SArray<char>(sizes), SArray<char>(logs), SArray<char>(SArray<uint64_t>(points))};
   VLOG(1) << "server " << self_ << " copies " << rs.size() << " range(s) (" << keys.size()
           << " keys) to node " << msg.meta.sender();
   send(reply);
@@ -207,9 +239,10 @@ void ServerCore::OnRefillReply(const Message& msg) {
   if (it == fetches_.end()) return;       // an older plan's, or a second answer
   const RangeSet rs = it->second.ranges;  // a copy: the entry is erased below
   RangeSet got;
-  bool ok = msg.data.size() == 5 && ParseRanges(msg.data[0], &got) && got == rs &&
+  bool ok = msg.data.size() == 6 && ParseRanges(msg.data[0], &got) && got == rs &&
             msg.data[1].size() % sizeof(Key) == 0 && msg.data[3].size() % sizeof(uint64_t) == 0 &&
-            msg.data[4].size() % sizeof(uint64_t) == 0;
+            msg.data[4].size() % sizeof(uint64_t) == 0 &&
+            msg.data[5].size() % (3 * sizeof(uint64_t)) == 0;
   std::string err = ok ? "" : "malformed";
   // Check the log parts on a scratch copy first, so a bad frame changes nothing.
   AppliedLog scratch = log;
@@ -230,6 +263,20 @@ void ServerCore::OnRefillReply(const Message& msg) {
     }
   }
   if (err.empty() && at != logs.size()) err = "applied-log frame too long";
+  // The points, checked on a scratch copy as well: triples cover each range in order.
+  SeqMap seq = seq_;
+  if (err.empty()) {
+    const SArray<uint64_t> t(msg.data[5]);
+    size_t i = 0;
+    for (const Range& r : rs) {
+      size_t j = i;
+      while (j + 3 <= t.size() && t[j + 1] <= r.end) j += 3;
+      err = seq.Import(r, t.data() + i, j - i);
+      if (!err.empty()) break;
+      i = j;
+    }
+    if (err.empty() && i != t.size()) err = "sequence points beyond the ranges";
+  }
   if (err.empty()) {
     err = store->ImportRanges(rs, SArray<Key>(msg.data[1]), msg.data[2],
                               SArray<uint64_t>(msg.data[3]));
@@ -240,18 +287,21 @@ void ServerCore::OnRefillReply(const Message& msg) {
     return;
   }
   log = std::move(scratch);
+  seq_ = std::move(seq);
   held_ = Union(held_, rs);
   fetches_.erase(it);
-  for (const auto& b : buffered_) {
-    if (!b.meta.aggregate()) {
-      ApplyCopy(b);
-      continue;
-    }
-    // Only the imported ranges: elsewhere it was applied on arrival, and an aggregate is
-    // applied whole or not at all.
-    Message part = Aggregator::Within(b, rs, esize);
-    if (!part.data.empty()) ApplyAggregate(part);
+  // Copies taken while the ranges were missing, again over them in the master's order: the
+  // points say which the snapshot holds, which come next, and which must wait for another.
+  std::vector<Message> again;
+  again.swap(buffered_);
+  for (auto& b : again) {
+    // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
+    // applied whole or not at all).
+    Message part = b.meta.aggregate() ? Aggregator::Within(b, rs, esize) : b;
+    if (!part.data.empty()) Deliver(part, /*replay=*/true);
   }
+  if (!fetches_.empty()) buffered_ = std::move(again);
+  ReleaseHeld();
   if (fetches_.empty()) {
     buffered_.clear();
     LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;

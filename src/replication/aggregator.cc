@@ -1,8 +1,11 @@
 #include "replication/aggregator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
+
+#include "replication/seq_map.h"
 
 namespace ps {
 namespace {
@@ -36,11 +39,37 @@ void Aggregator::AddValues(char* to, const char* from, int n) const {
 }
 
 int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, int64_t ts,
-                    const Key* keys, size_t n, const char* vals, int width) {
+                    const Key* keys, size_t n, const char* vals, int width,
+                    const std::vector<uint64_t>& seq) {
   if (width <= 0 || n == 0) return -1;
   auto found = batches_.find(path);
   if (found != batches_.end() && found->second.width != width) return -1;
+  // Each range's updates in a batch must be consecutive: this push continues a range the batch
+  // holds (same bounds, its prev is the batch's next) or opens one it does not touch.
+  std::vector<size_t> extend(seq.size() / 4, SIZE_MAX);
+  for (size_t i = 0; i + 4 <= seq.size(); i += 4) {
+    if (seq[i + 3] & SeqMap::kLinked) return -1;  // a group of parts (rare): sent alone
+  }
+  if (found != batches_.end()) {
+    const auto& have = found->second.seq;
+    for (size_t i = 0; i + 4 <= seq.size(); i += 4) {
+      for (size_t j = 0; j + 4 <= have.size(); j += 4) {
+        if (std::max(seq[i], have[j]) >= std::min(seq[i + 1], have[j + 1])) continue;
+        if (seq[i] != have[j] || seq[i + 1] != have[j + 1] || seq[i + 2] != have[j + 3]) {
+          return -1;
+        }
+        extend[i / 4] = j;
+      }
+    }
+  }
   Batch& b = batches_[path];
+  for (size_t i = 0; i + 4 <= seq.size(); i += 4) {
+    if (extend[i / 4] != SIZE_MAX) {
+      b.seq[extend[i / 4] + 3] = seq[i + 3];
+    } else {
+      b.seq.insert(b.seq.end(), seq.begin() + i, seq.begin() + i + 4);
+    }
+  }
   b.width = width;
   const size_t row = static_cast<size_t>(width) * esize_;
   for (size_t i = 0; i < n; ++i) {
@@ -100,6 +129,7 @@ std::vector<Aggregator::Copy> Aggregator::Take() {
     c.msg.meta.set_dtype(static_cast<int>(dtype_));
     c.msg.meta.set_width(b.width);
     c.msg.meta.set_aggregate(true);
+    for (uint64_t w : b.seq) c.msg.meta.add_seq(w);
     c.msg.data = {SArray<char>(keys), vals, SArray<char>(Encode(b.pushes, keys))};
     out.push_back(std::move(c));
   }
@@ -184,6 +214,7 @@ Message Aggregator::Within(const Message& agg, const std::vector<Range>& rs, siz
   if (k.empty()) return out;
   out.meta = agg.meta;
   out.data = {SArray<char>(k), v, SArray<char>(Restrict(pushes, k))};
+  RestrictSeq(agg, &out);
   return out;
 }
 
@@ -193,8 +224,10 @@ std::vector<ChainPiece> Aggregator::Split(const Message& agg, const Ring& ring, 
   Message plain = agg;
   plain.data.resize(2);
   auto pieces = SplitByChain(plain, ring, esize);
-  for (auto& p : pieces)
+  for (auto& p : pieces) {
     p.msg.data.push_back(SArray<char>(Restrict(pushes, SArray<Key>(p.msg.data[0]))));
+    RestrictSeq(agg, &p.msg);
+  }
   return pieces;
 }
 

@@ -23,9 +23,11 @@ class Aggregator {
   /// Adds one applied push (keys sorted, `width` values per key) bound for the replicas
   /// `path`; `entry` is the master's handle of the request waiting for it. Returns -1 (and
   /// adds nothing) when the push does not fit (another width than the batch, or malformed),
-  /// 1 when the batch for `path` now waits for `entry` for the first time, else 0.
+  /// 1 when the batch for `path` now waits for `entry` for the first time, else 0. seq: the
+  /// push's sequence entries (SeqMap); a batch carries, per range, the first prev and the last
+  /// next of its pushes, so a push that does not continue them does not fit either.
   int Add(const std::vector<int>& path, uint64_t entry, int worker, int64_t ts, const Key* keys,
-          size_t n, const char* vals, int width);
+          size_t n, const char* vals, int width, const std::vector<uint64_t>& seq = {});
   bool empty() const { return batches_.empty(); }
   /// True if a batch holds a push of (worker, ts).
   bool Holds(int worker, int64_t ts) const;
@@ -74,6 +76,7 @@ class Aggregator {
     std::vector<uint64_t> entries;
     std::vector<Push> pushes;
     std::vector<std::pair<int, int64_t>> ids;
+    std::vector<uint64_t> seq;  // SeqMap entries: the batch's first prev, last next per range
     size_t count = 0;
   };
   void AddValues(char* to, const char* from, int n) const;

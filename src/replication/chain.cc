@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "replication/seq_map.h"
+
 namespace ps {
 
 bool ValueOffsets(const Message& m, size_t n, size_t esize, std::vector<uint64_t>* off) {
@@ -113,6 +115,24 @@ std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t e
     out.push_back(std::move(p));
   }
   return out;
+}
+
+void RestrictSeq(const Message& whole, Message* piece) {
+  RestrictSeq(std::vector<uint64_t>(whole.meta.seq().begin(), whole.meta.seq().end()), piece);
+}
+
+void RestrictSeq(const std::vector<uint64_t>& all, Message* piece) {
+  piece->meta.clear_seq();
+  if (all.empty()) return;
+  std::vector<uint64_t> kept;
+  if (piece->meta.op() == pb::Meta::DENSE_PUSH) {
+    kept = SeqMap::Touching(all, nullptr, 0,
+                            Range(piece->meta.range_begin(), piece->meta.range_end()));
+  } else if (!piece->data.empty() && piece->data[0].size() % sizeof(Key) == 0) {
+    const SArray<Key> keys(piece->data[0]);
+    kept = SeqMap::Touching(all, keys.data(), keys.size());
+  }
+  for (uint64_t w : kept) piece->meta.add_seq(w);
 }
 
 }  // namespace ps

@@ -29,6 +29,11 @@ bool ValueOffsets(const Message& push, size_t n, size_t esize, std::vector<uint6
 /// message; empty data when no key is kept or the frames do not agree.
 Message KeySubset(const Message& push, const std::vector<bool>& keep, size_t esize);
 
+/// Gives a piece cut from `whole` the sequence entries (meta.seq) of the ranges its keys lie in.
+void RestrictSeq(const Message& whole, Message* piece);
+/// The same from the whole update's entries.
+void RestrictSeq(const std::vector<uint64_t>& entries, Message* piece);
+
 /// The same cut with any path per ring segment (empty: that segment's keys need no copy).
 std::vector<ChainPiece> SplitByPath(const Message& push, const Ring& ring, size_t esize,
                                     const std::function<std::vector<int>(size_t)>& path_of);

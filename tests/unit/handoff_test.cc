@@ -21,6 +21,17 @@ namespace {
 
 constexpr int kWorker0 = 100;  // worker ids; servers are 1..n
 
+// The update rule of a run: Sum (order-free, checked against exact sums), and two whose result
+// depends on the order of updates (Assign on integers, AdaGrad on doubles with its state), for
+// which every chain member must hold byte-identical slots.
+enum class Rule { kSum, kAssign, kAdaGrad };
+
+// Faults a run injects on every link: lost and duplicated messages (the FIFO interleaving
+// already delays and reorders across links).
+struct Faults {
+  double loss = 0, dup = 0;
+};
+
 class Net {
  public:
   struct Request {
@@ -34,17 +45,28 @@ class Net {
 
   // aggregate: servers add up pushes and replicate sums (PS_REPLICATION_WINDOW_MS), flushed at
   // random moments.
-  Net(uint64_t seed, int workers, bool aggregate = false)
-      : rng_(seed), workers_(workers), aggregate_(aggregate) {
+  Net(uint64_t seed, int workers, bool aggregate = false, Rule rule = Rule::kSum,
+      Faults faults = {})
+      : rng_(seed), workers_(workers), aggregate_(aggregate), rule_(rule), faults_(faults) {
     for (int w = 0; w < workers; ++w) worker_ids_.push_back(kWorker0 + w);
   }
 
   // A server whose ring view starts at `ring`.
   void AddServer(int id, std::shared_ptr<const Ring> ring) {
     views_[id] = ring;
-    stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
+    switch (rule_) {
+      case Rule::kSum:
+        stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
+        break;
+      case Rule::kAssign:
+        stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<AssignRule<int64_t>>());
+        break;
+      case Rule::kAdaGrad:
+        stores_[id] = std::make_shared<Store<double>>(std::make_shared<AdaGradRule<double>>(0.1));
+        break;
+    }
     servers_[id] = std::make_unique<ServerCore>(
-        0, DataType::kInt64, stores_[id], ParsePolicy("asp"), 1, worker_ids_,
+        0, dtype(), stores_[id], ParsePolicy("asp"), 1, worker_ids_,
         [this, id](Message& m) {
           m.meta.set_sender(id);
           links_[{id, m.meta.receiver()}].push_back(m);
@@ -110,8 +132,10 @@ class Net {
     }
     if (busy.empty()) return false;
     auto link = busy[rng_.Below(busy.size())];
-    Message m = std::move(links_[link].front());
-    links_[link].pop_front();
+    Message m = links_[link].front();
+    // A duplicated message stays at the head of its link for a second delivery.
+    if (faults_.dup == 0 || rng_.Uniform() >= faults_.dup) links_[link].pop_front();
+    if (faults_.loss > 0 && rng_.Uniform() < faults_.loss) return true;
     const int to = link.second;
     if (to >= kWorker0) {
       OnReply(m);
@@ -153,6 +177,14 @@ class Net {
         if (getenv("HANDOFF_DEBUG")) {
           fprintf(stderr, "unacked worker %d ts %d attempt %d parts %zu\n", r.worker, r.ts,
                   r.attempt, r.parts_open.size());
+          for (const auto& s : servers_) {
+            auto o = s.second->order_stats();
+            fprintf(stderr, "server %d: held %lu refetched %lu waiting %zu handing over %d %s\n",
+                    s.first, static_cast<unsigned long>(o.held),
+                    static_cast<unsigned long>(o.refetched), o.waiting, o.handing_over,
+                    s.second->CheckEntries().c_str());
+            fprintf(stderr, "%s", s.second->DebugHeld().c_str());
+          }
         }
         return false;
       }
@@ -172,11 +204,45 @@ class Net {
   }
   Rng& rng() { return rng_; }
   const std::map<Key, int64_t>& ref() const { return ref_; }
+  DataType dtype() const { return rule_ == Rule::kAdaGrad ? DataType::kDouble : DataType::kInt64; }
+  Rule rule() const { return rule_; }
+  // Stops injecting faults (the end of a run: what is left gets through).
+  void Heal() { faults_ = Faults{}; }
+
+  // Every chain member of every pushed key under ring holds the slot of the key's master,
+  // byte for byte (values and rule state); returns the number of keys that differ.
+  size_t CheckIdentical(const Ring& ring, uint64_t seed) {
+    size_t wrong = 0;
+    for (const auto& kv : ref_) {
+      const Key k = kv.first;
+      auto chain = ring.Chain(ring.SegmentOf(k));
+      SArray<Key> mk;
+      SArray<char> master;
+      SArray<uint64_t> msz;
+      stores_[chain[0]]->ExportRange(Range(k, k + 1), &mk, &master, &msz);
+      for (size_t i = 1; i < chain.size(); ++i) {
+        SArray<Key> rk;
+        SArray<char> slot;
+        SArray<uint64_t> rsz;
+        stores_[chain[i]]->ExportRange(Range(k, k + 1), &rk, &slot, &rsz);
+        const bool same = rk.size() == mk.size() && slot.size() == master.size() &&
+                          std::equal(slot.begin(), slot.end(), master.begin());
+        if (!same && wrong++ < 5) {
+          ADD_FAILURE() << "seed " << seed << ": key " << k << " differs between master "
+                        << chain[0] << " (point " << servers_[chain[0]]->SeqPoint(k)
+                        << ") and replica " << chain[i] << " (point "
+                        << servers_[chain[i]]->SeqPoint(k) << ")";
+        }
+      }
+    }
+    return wrong;
+  }
 
   // Every chain member of every pushed key holds its exact sum under ring; returns the number
   // of wrong values (and reports the first few).
   size_t CheckChains(const Ring& ring, uint64_t seed) {
-    size_t wrong = 0;
+    size_t wrong = CheckIdentical(ring, seed);
+    if (rule_ != Rule::kSum) return wrong;
     for (const auto& kv : ref_) {
       for (int s : ring.Chain(ring.SegmentOf(kv.first))) {
         SArray<char> vals;
@@ -213,10 +279,12 @@ class Net {
   Rng rng_;
   int workers_;
   bool aggregate_;
+  Rule rule_;
+  Faults faults_;
   std::vector<int> worker_ids_;
   int64_t now_us_ = 1;
   std::map<int, std::shared_ptr<const Ring>> views_, prepared_;
-  std::map<int, std::shared_ptr<Store<int64_t>>> stores_;
+  std::map<int, std::shared_ptr<StoreBase>> stores_;
   std::map<int, std::unique_ptr<ServerCore>> servers_;
   std::map<std::pair<int, int>, std::deque<Message>> links_;
   std::set<int> dead_;
@@ -247,10 +315,16 @@ void Net::Send(Request* r, const Ring& ring) {
     m.meta.set_attempt(r->attempt);
     m.meta.set_request(true);
     m.meta.set_push(true);
-    m.meta.set_dtype(static_cast<int>(DataType::kInt64));
+    m.meta.set_dtype(static_cast<int>(dtype()));
     m.meta.set_epoch(ring.epoch());
     m.meta.set_width(1);
-    m.data = {SArray<char>(b.second.first), SArray<char>(b.second.second)};
+    SArray<char> vals(b.second.second);
+    if (rule_ == Rule::kAdaGrad) {
+      SArray<double> d;
+      for (int64_t v : b.second.second) d.push_back(static_cast<double>(v) / 16);
+      vals = SArray<char>(d);
+    }
+    m.data = {SArray<char>(b.second.first), vals};
     r->parts_open.insert(part++);
     links_[{r->worker, b.first}].push_back(m);
   }
@@ -272,8 +346,9 @@ void PushAndStep(Net* net, const Ring& ring, int pushes) {
 // after the previous one may still be under way, with pushes and resends going on.
 // settle: each refill ends before the next failure (what the scheduler requires when kills
 // exceed k).
-void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggregate = false) {
-  Net net(seed, 2, aggregate);
+void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggregate = false,
+                 Rule rule = Rule::kSum, Faults faults = {}) {
+  Net net(seed, 2, aggregate, rule, faults);
   std::vector<int> live;
   for (int s = 1; s <= n; ++s) live.push_back(s);
   auto ring = MakeRing(live, k, 1);
@@ -306,6 +381,7 @@ void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggre
     }
   }
   PushAndStep(&net, *ring, 20);
+  net.Heal();
   for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
     net.Drain();
     net.ResendAll(*ring);
@@ -346,9 +422,10 @@ TEST(HandoffTest, AggregatedReplicationSurvivesFailuresAndRefills) {
 // A server joins (4 joins 1..3) or leaves (one of 1..4 leaves): the ring with or without it
 // is prepared, the servers copy what they will hold while pushes go on under the old ring,
 // then the cut-over reaches the servers one by one.
-void RunReshape(uint64_t seed, bool aggregate, bool leave) {
+void RunReshape(uint64_t seed, bool aggregate, bool leave, Rule rule = Rule::kSum,
+                Faults faults = {}) {
   {
-    Net net(seed, 2, aggregate);
+    Net net(seed, 2, aggregate, rule, faults);
     auto r1 = MakeRing(leave ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 3}, 1, 1);
     for (int s : r1->servers()) net.AddServer(s, r1);
     PushAndStep(&net, *r1, 30);
@@ -386,6 +463,7 @@ void RunReshape(uint64_t seed, bool aggregate, bool leave) {
     }
     if (leave) net.Kill(leaver);  // it stops once the others took over
     PushAndStep(&net, *r2, 10);
+    net.Heal();
     for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
       net.Drain();
       net.ResendAll(*r2);
@@ -420,6 +498,40 @@ TEST(HandoffTest, JoinWithAggregatedReplication) {
 TEST(HandoffTest, LeavingServerHandsItsRangesOverBeforeTheCutOver) {
   for (uint64_t seed = 1; seed <= 60; ++seed) RunReshape(seed, false, true);
   for (uint64_t seed = 1; seed <= 30; ++seed) RunReshape(seed, true, true);
+}
+
+// DESIGN §8 invariant 3 (order along a chain), for rules whose result depends on the order of
+// updates: with messages lost, duplicated and reordered, servers failing, joining and leaving,
+// and several pushes in flight per worker, every member of every chain ends with the master's
+// slots byte for byte (values and rule state).
+constexpr Faults kLossy{0.05, 0.05};
+
+TEST(HandoffOrderTest, ChainsStayIdenticalThroughFailuresUnderLoss) {
+  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad, Rule::kSum}) {
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      SCOPED_TRACE("rule " + std::to_string(static_cast<int>(rule)));
+      RunFailures(seed, 4, 1, 1, false, false, rule, kLossy);
+      RunFailures(seed, 5, 2, 2, false, false, rule, kLossy);
+      RunFailures(seed, 4, 1, 2, true, false, rule, kLossy);
+    }
+  }
+}
+
+TEST(HandoffOrderTest, ChainsStayIdenticalThroughJoinsAndLeavesUnderLoss) {
+  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad, Rule::kSum}) {
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      SCOPED_TRACE("rule " + std::to_string(static_cast<int>(rule)));
+      RunReshape(seed, false, false, rule, kLossy);
+      RunReshape(seed, false, true, rule, kLossy);
+    }
+  }
+}
+
+TEST(HandoffOrderTest, AggregatedChainsStayIdenticalUnderLoss) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    RunFailures(seed, 4, 1, 1, false, true, Rule::kSum, kLossy);
+    RunReshape(seed, true, false, Rule::kSum, kLossy);
+  }
 }
 
 TEST(HandoffTest, RequestRoutedUnderAnOlderRingIsRedirectedNotServed) {

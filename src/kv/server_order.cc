@@ -1,0 +1,451 @@
+// ServerCore, fourth part: the order along a chain (DESIGN §8, invariant 3).
+//
+// The master numbers each update of a key range it applies (SeqMap::Bump) and every copy
+// carries (range, prev, next) entries. A replica applies a copy only when its own points equal
+// prev, so every chain member applies the updates of a range in the master's order, whatever
+// the network did to the copies (lost, resent, duplicated, re-routed after a failure):
+//  - a copy that comes early waits (held_copies_) until the ones before it arrive; the master
+//    resends what is not acknowledged;
+//  - a gap that nothing fills within the refill timeout, or a copy from another history (a
+//    point strictly between prev and next: this replica applied something the master did not),
+//    makes the replica fetch the range afresh (a snapshot carries the points);
+//  - a server that becomes master of a range after a failure jumps its points to a base no
+//    server has reached (SeqMap::Jump), so a replica with another history cannot take the new
+//    master's updates as its own continuation;
+//  - at a prepared cut-over (a join or a leave) the new master of a range waits until it holds
+//    every update the old master applied (the old master reports where it stopped: HANDOVER),
+//    and only then takes requests for it; if that report does not come within the refill
+//    timeout, it jumps instead.
+#include <glog/logging.h>
+
+#include <algorithm>
+
+#include "kv/server_core.h"
+
+namespace ps {
+namespace {
+
+const uint64_t* Entries(const Message& m) { return m.meta.seq().data(); }
+size_t Words(const Message& m) { return static_cast<size_t>(m.meta.seq_size()); }
+
+}  // namespace
+
+ServerCore::OrderStats ServerCore::order_stats() const {
+  std::lock_guard<std::mutex> lk(mu);
+  OrderStats s = order_;
+  s.waiting = held_copies_.size();
+  s.handing_over = !awaiting_.empty();
+  return s;
+}
+
+RangeSet ServerCore::ProbeRanges(const Message& msg) {
+  RangeSet rs;
+  for (int i = 0; i + 4 <= msg.meta.seq_size(); i += 4) {
+    rs.emplace_back(msg.meta.seq(i), msg.meta.seq(i + 1));
+  }
+  return Normalize(std::move(rs));
+}
+
+RangeSet ServerCore::Fetching() const {
+  RangeSet rs;
+  for (const auto& f : fetches_)
+    rs.insert(rs.end(), f.second.ranges.begin(), f.second.ranges.end());
+  return Normalize(std::move(rs));
+}
+
+std::string ServerCore::DebugHeld() const {
+  std::lock_guard<std::mutex> lk(mu);
+  std::string d;
+  for (const auto& h : held_copies_) {
+    const Message& m = h.msg;
+    d += "copy from " + std::to_string(m.meta.sender()) + " master " +
+         std::to_string(m.meta.master()) + (m.meta.probe() ? " probe" : "") +
+         (m.meta.aggregate() ? " aggregate" : "") + (h.replay ? " replay" : "") + ":";
+    for (int i = 0; i + 4 <= m.meta.seq_size(); i += 4) {
+      const Range r(m.meta.seq(i), m.meta.seq(i + 1));
+      d += " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") " +
+           std::to_string(m.meta.seq(i + 2)) + "->" +
+           std::to_string(SeqMap::Next(m.meta.seq(i + 3))) + " at " + std::to_string(seq_.Min(r)) +
+           (Subtract({r}, held_).empty() ? "" : " (not held)");
+    }
+    d += "\n";
+  }
+  return d;
+}
+
+ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
+  auto ring = ring_ ? ring_() : nullptr;
+  if (ring && cur_epoch_ > 0) {
+    // A range this server masters (and waits for no old master's last updates in) takes no
+    // new update from another server: it would land after updates this server already ordered
+    // and copied on. A copy of an update it holds is acknowledged (the old master's entry
+    // completes); one it lacks is not: its worker resends it here.
+    RangeSet mine = MasteredRanges(*ring, self_);
+    for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
+    if (!mine.empty() &&
+        seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate) {
+      VLOG(1) << "server " << self_ << " refuses a copy from node " << msg.meta.sender()
+              << " for ranges it masters";
+      return Delivery::kRejected;
+    }
+  }
+  const auto verdict = seq_.Check(Entries(msg), Words(msg), held_);
+  if (msg.meta.probe() && verdict != SeqMap::Verdict::kGap) {
+    // Caught up with the master's points: pass it on if the update is here, else this copy's
+    // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
+    // Ranges this server does not hold (it left their chain) are not its to answer for.
+    const RangeSet mine = Intersect(ProbeRanges(msg), held_);
+    if (!Intersect(ProbeRanges(msg), Fetching()).empty()) {
+      for (const auto& h : held_copies_) {
+        if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
+          return Delivery::kHeld;
+        }
+      }
+      if (held_copies_.size() < kMaxHeldCopies) {
+        held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+      }
+      return Delivery::kHeld;
+    }
+    bool lacks = false;
+    if (!mine.empty()) {
+      Message part = msg;
+      if (msg.meta.op() == pb::Meta::DATA && msg.meta.val_total() == 0 && !msg.data.empty() &&
+          msg.data[0].size() % sizeof(Key) == 0) {
+        const SArray<Key> keys(msg.data[0]);
+        std::vector<bool> keep(keys.size(), false);
+        for (size_t i = 0; i < keys.size(); ++i) {
+          for (const Range& r : mine) keep[i] = keep[i] || r.Contains(keys[i]);
+        }
+        part = KeySubset(msg, keep, esize);
+      }
+      std::vector<Message> pieces;
+      lacks =
+          !part.data.empty() && (FreshPart(msg.meta.origin(), part, &pieces) || !pieces.empty());
+    }
+    if (!lacks) {
+      if (!replay) ForwardOrAck(msg);
+      return Delivery::kApplied;
+    }
+    Refetch(mine);
+    if (held_copies_.size() < kMaxHeldCopies) {
+      held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+    }
+    return Delivery::kHeld;
+  }
+  if (verdict == SeqMap::Verdict::kGap) {
+    for (const auto& h : held_copies_) {
+      if (h.replay == replay && h.msg.meta.master() == msg.meta.master() &&
+          h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
+        return Delivery::kHeld;  // a copy of one that waits already
+      }
+    }
+    if (held_copies_.size() >= kMaxHeldCopies) return Delivery::kHeld;  // dropped: resent later
+    held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+    order_.held++;
+    return Delivery::kHeld;
+  }
+  if (verdict == SeqMap::Verdict::kMismatch) {
+    Refetch(seq_.Behind(Entries(msg), Words(msg), held_));
+  }
+  bool ok;
+  if (msg.meta.aggregate()) {
+    ok = ApplyAggregate(msg);
+  } else {
+    log.Advance(msg.meta.origin(), msg.meta.lwm());
+    ok = ApplyCopy(msg);
+  }
+  if (!ok) return Delivery::kRejected;  // never acknowledged: the master keeps it
+  seq_.Advance(Entries(msg), Words(msg));
+  if (!replay) {
+    // Something is still being fetched: keep the copy to apply again over the fetched range.
+    if (!fetches_.empty()) buffered_.push_back(msg);
+    ForwardOrAck(msg);
+  }
+  return Delivery::kApplied;
+}
+
+void ServerCore::ReleaseHeld() {
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t i = 0; i < held_copies_.size(); ++i) {
+      const Message& m = held_copies_[i].msg;
+      if (seq_.Check(Entries(m), Words(m), held_) == SeqMap::Verdict::kGap) continue;
+      // A probe only once no fetch of its ranges is under way.
+      if (m.meta.probe() && !Intersect(ProbeRanges(m), Fetching()).empty()) continue;
+      HeldCopy c = std::move(held_copies_[i]);
+      held_copies_.erase(held_copies_.begin() + static_cast<std::ptrdiff_t>(i));
+      if (Deliver(c.msg, c.replay) == Delivery::kHeld && c.msg.meta.probe()) return;
+      progress = true;
+      break;
+    }
+  }
+}
+
+void ServerCore::Refetch(RangeSet rs) {
+  auto ring = ring_ ? ring_() : nullptr;
+  if (!ring) return;
+  // Never a range this server masters: there is no one to fetch it from.
+  rs = Intersect(Subtract(Normalize(std::move(rs)), MasteredRanges(*ring, self_)), held_);
+  if (rs.empty()) return;
+  order_.refetched += rs.size();
+  LOG(WARNING) << "server " << self_ << " fetches " << rs.size() << " range(s) afresh: its "
+               << "copy is not a prefix of the master's history there";
+  held_ = Subtract(held_, rs);
+  Plan();
+}
+
+bool ServerCore::Awaiting(const Message& req, const Ring& ring) const {
+  if (awaiting_.empty() || req.meta.op() == pb::Meta::CLOCK) return false;
+  std::vector<Range> span;
+  if (req.meta.op() == pb::Meta::DENSE_PUSH) {
+    span.emplace_back(req.meta.range_begin(), req.meta.range_end());
+  } else if (req.meta.op() == pb::Meta::RANGE_PULL) {
+    if (req.data.empty() || req.data[0].size() % (2 * sizeof(Key))) return false;
+    SArray<Key> rs(req.data[0]);
+    for (size_t i = 0; i + 1 < rs.size(); i += 2) span.emplace_back(rs[i], rs[i + 1]);
+  } else {
+    if (req.data.empty() || req.data[0].size() % sizeof(Key)) return false;
+    SArray<Key> keys(req.data[0]);
+    for (Key k : keys) span.emplace_back(k, k + 1);
+  }
+  (void)ring;
+  for (const auto& a : awaiting_) {
+    for (const Range& r : span) {
+      for (const Range& w : a.second) {
+        if (std::max(r.begin, w.begin) < std::min(r.end, w.end)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+void ServerCore::TakeOver(const Ring& before, const Ring& after, bool prepared) {
+  if (!awaiting_.empty()) {
+    // A newer ring before the hand-over finished (a participant died): go on from here.
+    for (const auto& a : awaiting_) {
+      for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(after.epoch()));
+    }
+    awaiting_.clear();
+    handover_points_.clear();
+  }
+  const RangeSet fresh = Subtract(MasteredRanges(after, self_), MasteredRanges(before, self_));
+  const auto& alive = after.servers();
+  for (const Range& r : fresh) {
+    std::vector<RingSegment> segs;
+    before.SliceRange(r, &segs);
+    for (const auto& s : segs) {
+      const bool in_before = std::find(before.servers().begin(), before.servers().end(),
+                                       s.server) != before.servers().end();
+      if (prepared && in_before && s.server != self_ && s.server >= 0) {
+        awaiting_[s.server].push_back(s.range);
+      } else {
+        // The old master failed: its last updates reach no one (their workers resend them).
+        seq_.Jump(s.range, SeqMap::Base(after.epoch()));
+      }
+    }
+  }
+  (void)alive;
+  for (auto& a : awaiting_) a.second = Normalize(std::move(a.second));
+  handover_epoch_ = after.epoch();
+  std::vector<Message> early;
+  early.swap(early_handovers_);
+  if (awaiting_.empty()) return;
+  handover_since_us_ = now_us();
+  for (auto& m : early) OnHandover(m);  // reports that came before this ring
+  if (!awaiting_.empty()) AskHandover();
+}
+
+void ServerCore::HandOver(const Ring& before, const Ring& after) {
+  const RangeSet gone = Subtract(MasteredRanges(before, self_), MasteredRanges(after, self_));
+  std::map<int, std::vector<uint64_t>> to;
+  for (const Range& r : gone) {
+    std::vector<RingSegment> segs;
+    after.SliceRange(r, &segs);
+    for (const auto& s : segs) {
+      if (s.server != self_) seq_.Export(s.range, &to[s.server]);
+    }
+  }
+  for (auto& t : to) {
+    Message m;
+    m.meta.set_receiver(t.first);
+    m.meta.set_app_id(app);
+    m.meta.set_request(false);
+    m.meta.set_op(pb::Meta::HANDOVER);
+    m.meta.set_dtype(static_cast<int>(dtype));
+    m.meta.set_epoch(after.epoch());
+    m.data = {SArray<char>(SArray<uint64_t>(t.second))};
+    send(m);
+  }
+}
+
+void ServerCore::Probe(int worker, const Message& applied, const Ring& ring) {
+  auto pieces = SplitByChain(applied, ring, esize);
+  if (pieces.empty()) return;
+  // Where this server stands in each range the update touches (no new number: nothing new
+  // is applied).
+  std::vector<uint64_t> at;
+  for (const Range& r : SeqRanges(applied, ring)) {
+    std::vector<uint64_t> t;
+    seq_.Export(r, &t);
+    for (size_t i = 0; i + 3 <= t.size(); i += 3) {
+      const uint64_t linked = i + 3 < t.size() ? SeqMap::kLinked : 0;
+      at.insert(at.end(), {t[i], t[i + 1], t[i + 2], t[i + 2] | linked});
+    }
+  }
+  auto e = entry_of_.find({worker, applied.meta.timestamp()});
+  uint64_t id;
+  if (e == entry_of_.end()) {
+    id = next_fwd_++;
+    entries_[id].worker = worker;
+    entries_[id].ts = applied.meta.timestamp();
+    entry_of_[{worker, applied.meta.timestamp()}] = id;
+  } else {
+    id = e->second;
+  }
+  if (agg_ && !agg_->empty()) FlushBatches();
+  for (auto& p : pieces) {
+    RestrictSeq(at, &p.msg);
+    p.msg.meta.set_probe(true);
+    p.msg.meta.set_origin(worker);
+    SendHop({id}, std::move(p));
+  }
+}
+
+RangeSet ServerCore::SeqRanges(const Message& msg, const Ring& ring) const {
+  // Units: a segment of ring, cut by the segments of the ring being prepared; only those that
+  // hold a key of the update (a range between two keys may hold none).
+  const bool cut = next_ && next_->epoch() > ring.epoch();
+  RangeSet out;
+  auto add = [&out](const Range& x) {
+    if (x.begin < x.end && (out.empty() || out.back() != x)) out.push_back(x);
+  };
+  auto unit = [&](Key k) {
+    Range u = ring.segments()[ring.SegmentOf(k)].range;
+    if (cut) {
+      const Range n = next_->segments()[next_->SegmentOf(k)].range;
+      u = Range(std::max(u.begin, n.begin), std::min(u.end, n.end));
+    }
+    // Ranges still handed over are numbered by their old master: an update elsewhere in the
+    // segment must not move their points.
+    for (const auto& a : awaiting_) {
+      for (const Range& w : a.second) {
+        if (w.Contains(k)) {
+          u = Range(std::max(u.begin, w.begin), std::min(u.end, w.end));
+        } else if (w.end <= k) {
+          u.begin = std::max(u.begin, w.end);
+        } else if (w.begin > k) {
+          u.end = std::min(u.end, w.begin);
+        }
+      }
+    }
+    return u;
+  };
+  if (msg.meta.op() == pb::Meta::DENSE_PUSH) {
+    // Every key of the range: each unit it overlaps.
+    const Range r(msg.meta.range_begin(), msg.meta.range_end());
+    for (Key k = r.begin; k < r.end;) {
+      const Range u = unit(k);
+      add(u);
+      if (u.end <= k) break;
+      k = u.end;
+    }
+  } else if (!msg.data.empty() && msg.data[0].size() % sizeof(Key) == 0) {
+    const SArray<Key> keys(msg.data[0]);
+    Range last;
+    for (Key k : keys) {
+      if (last.Contains(k)) continue;  // keys are sorted: one lookup per unit
+      last = unit(k);
+      add(last);
+    }
+  }
+  return out;
+}
+
+void ServerCore::AskHandover() {
+  for (const auto& a : awaiting_) {
+    Message m;
+    m.meta.set_receiver(a.first);
+    m.meta.set_app_id(app);
+    m.meta.set_request(true);
+    m.meta.set_op(pb::Meta::HANDOVER);
+    m.meta.set_dtype(static_cast<int>(dtype));
+    m.meta.set_epoch(handover_epoch_);
+    SArray<Key> pairs;
+    for (const Range& r : a.second) {
+      pairs.push_back(r.begin);
+      pairs.push_back(r.end);
+    }
+    m.data = {SArray<char>(pairs)};
+    send(m);
+  }
+}
+
+void ServerCore::OnHandover(Message& msg) {
+  if (msg.meta.request()) {
+    // The old master: answered once it follows the ring that took the ranges from it (it
+    // applies nothing to them from then on), after the batches that hold updates of them.
+    if (cur_epoch_ < msg.meta.epoch()) {
+      for (const auto& w : handover_asks_) {
+        if (w.meta.sender() == msg.meta.sender() && w.meta.epoch() == msg.meta.epoch()) return;
+      }
+      if (handover_asks_.size() < kMaxEarly) handover_asks_.push_back(msg);
+      return;
+    }
+    if (msg.data.size() != 1 || msg.data[0].empty() || msg.data[0].size() % (2 * sizeof(Key))) {
+      return;
+    }
+    FlushBatches();
+    SArray<Key> pairs(msg.data[0]);
+    std::vector<uint64_t> points;
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+      seq_.Export(Range(pairs[i], pairs[i + 1]), &points);
+    }
+    Message reply;
+    reply.meta.set_receiver(msg.meta.sender());
+    reply.meta.set_app_id(app);
+    reply.meta.set_request(false);
+    reply.meta.set_op(pb::Meta::HANDOVER);
+    reply.meta.set_dtype(static_cast<int>(dtype));
+    reply.meta.set_epoch(msg.meta.epoch());
+    reply.data = {SArray<char>(SArray<uint64_t>(points))};
+    send(reply);
+    return;
+  }
+  // The new master: where the old one stopped.
+  if (msg.meta.epoch() > handover_epoch_ && msg.meta.epoch() > cur_epoch_) {
+    if (early_handovers_.size() < kMaxEarly) early_handovers_.push_back(msg);
+    return;
+  }
+  auto it = awaiting_.find(msg.meta.sender());
+  if (it == awaiting_.end() || msg.meta.epoch() != handover_epoch_ || msg.data.size() != 1 ||
+      msg.data[0].size() % (3 * sizeof(uint64_t))) {
+    return;
+  }
+  SArray<uint64_t> t(msg.data[0]);
+  for (size_t i = 0; i + 3 <= t.size(); i += 3) {
+    handover_points_.insert(handover_points_.end(), {t[i], t[i + 1], t[i + 2]});
+  }
+  reported_.insert(msg.meta.sender());
+  CheckHandover();
+}
+
+bool ServerCore::CheckHandover() {
+  if (awaiting_.empty()) return true;
+  for (const auto& a : awaiting_) {
+    if (!reported_.count(a.first)) return false;
+  }
+  for (size_t i = 0; i + 3 <= handover_points_.size(); i += 3) {
+    const Range r(handover_points_[i], handover_points_[i + 1]);
+    if (r.begin < r.end && seq_.Min(r) < handover_points_[i + 2]) return false;
+  }
+  awaiting_.clear();
+  handover_points_.clear();
+  reported_.clear();
+  VLOG(1) << "server " << self_ << " holds every update of the ranges it took over";
+  std::vector<Message> early;
+  early.swap(early_);
+  for (auto& m : early) ProcessLocked(m);
+  return true;
+}
+
+}  // namespace ps
