@@ -33,6 +33,14 @@ class KVServerBase {
   /// without being applied a second time.
   uint64_t DuplicatePushes() const;
 
+  /// For each segment of the current ring whose chain this server is in (master or replica)
+  /// and holds completely: the segment and a hash (FNV-1a, 64 bits) of its stored keys and raw
+  /// slots, values and update-rule state. Every member of a chain reports the same hash for a
+  /// segment once the pushes to it are acknowledged (DESIGN §8, invariant 3): a check of the
+  /// replicas that needs no access to their memory (tests/fault compares them across
+  /// processes).
+  std::vector<std::pair<Range, uint64_t>> ChainDigests() const;
+
   /// What the barrier did on this server (docs/consistency.md).
   struct BarrierStats {
     std::string policy;     // the policy spec in force

@@ -104,6 +104,9 @@ KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->c
 size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }
 size_t KVServerBase::NumMasteredKeys() const { return impl_->core.NumMastered(); }
 size_t KVServerBase::PendingRanges() const { return impl_->core.PendingRanges(); }
+std::vector<std::pair<Range, uint64_t>> KVServerBase::ChainDigests() const {
+  return impl_->core.ChainDigests();
+}
 uint64_t KVServerBase::RejectedRequests() const { return impl_->core.rejected(); }
 uint64_t KVServerBase::DuplicatePushes() const { return impl_->core.duplicates(); }
 KVServerBase::SignificantStats KVServerBase::significant_stats() const {

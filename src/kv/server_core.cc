@@ -197,6 +197,7 @@ void ServerCore::ProcessLocked(Message& msg) {
         copy_stats_.copies++;
         copy_stats_.bytes += h.second.msg.DataBytes();
         send(h.second.msg);
+        h.second.sent_us = now_us();
         if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
       }
     }
@@ -471,7 +472,7 @@ void ServerCore::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece)
   m.meta.clear_chain();
   for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
   for (uint64_t e : entries) entries_[e].open++;
-  hops_[id] = Hop{entries, m};
+  hops_[id] = Hop{entries, m, now_us(), 0};
   copy_stats_.copies++;
   copy_stats_.bytes += m.DataBytes();
   send(m);

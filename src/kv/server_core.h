@@ -72,6 +72,8 @@ class ServerCore {
   void SetReport(ReportFn report);
   /// Keys stored in the ranges this server masters under the current ring.
   size_t NumMastered() const;
+  /// KVServerBase::ChainDigests.
+  std::vector<std::pair<Range, uint64_t>> ChainDigests() const;
   /// Ranges this server still has to fetch.
   size_t PendingRanges() const;
   /// Replication after aggregation: pushes applied within window_us are added up per chain
@@ -171,7 +173,12 @@ class ServerCore {
   struct Hop {
     std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
     Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
+    int64_t sent_us = 0;            // last sent
+    int tries = 0;                  // resends by timer (Tick), for the back-off
   };
+  // A copy not acknowledged within this (doubling per resend, up to 16 times) is sent again:
+  // a replica holds the copies after a lost one until it arrives.
+  static constexpr int64_t kHopResendUs = 500000;
   void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
   // An update applied here long ago that a worker sends again and no copy on its way covers:
   // the chain is asked whether it holds it (Meta.probe) instead of being sent it again, which
@@ -279,6 +286,8 @@ class ServerCore {
   ReportFn report_;
   uint64_t next_fetch_ = 1;
   int64_t fetch_timeout_us_ = 1000000;
+  // A gap in a replica's copies that no resend filled within this: the range is fetched afresh.
+  int64_t gap_timeout_us_ = 5000000;
 
   struct HeldRead {
     Message req;

@@ -41,6 +41,31 @@ size_t ServerCore::NumMastered() const {
   return n;
 }
 
+std::vector<std::pair<Range, uint64_t>> ServerCore::ChainDigests() const {
+  std::lock_guard<std::mutex> lk(mu);
+  std::vector<std::pair<Range, uint64_t>> out;
+  auto ring = ring_ ? ring_() : nullptr;
+  if (!ring) return out;
+  for (size_t i = 0; i < ring->segments().size(); ++i) {
+    const Range r = ring->segments()[i].range;
+    const auto chain = ring->Chain(i);
+    if (std::find(chain.begin(), chain.end(), self_) == chain.end()) continue;
+    if (!Subtract({r}, held_).empty()) continue;  // still being fetched
+    SArray<Key> keys;
+    SArray<char> slots;
+    SArray<uint64_t> sizes;
+    store->ExportRange(r, &keys, &slots, &sizes);
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    auto mix = [&h](const char* p, size_t n) {
+      for (size_t j = 0; j < n; ++j) h = (h ^ static_cast<unsigned char>(p[j])) * 1099511628211ull;
+    };
+    mix(reinterpret_cast<const char*>(keys.data()), keys.size() * sizeof(Key));
+    mix(slots.data(), slots.size());
+    out.emplace_back(r, h);
+  }
+  return out;
+}
+
 void ServerCore::Report() {
   if (report_) report_(planned_epoch_, fetches_.size());
 }
@@ -130,10 +155,19 @@ void ServerCore::Tick() {
       SendFetch(f.first);
     }
   }
+  // Copies whose acknowledgement did not come (lost on the way, or held behind a lost one).
+  for (auto& h : hops_) {
+    if (now - h.second.sent_us < (kHopResendUs << std::min(h.second.tries, 4))) continue;
+    h.second.sent_us = now;
+    h.second.tries++;
+    copy_stats_.copies++;
+    copy_stats_.bytes += h.second.msg.DataBytes();
+    send(h.second.msg);
+  }
   // A gap that no resend filled: fetch the range afresh (the copies that wait then apply).
   RangeSet stale;
   for (const auto& h : held_copies_) {
-    if (now - h.since < fetch_timeout_us_) continue;
+    if (now - h.since < gap_timeout_us_) continue;
     for (const Range& r : seq_.Behind(h.msg.meta.seq().data(), h.msg.meta.seq_size(), held_)) {
       stale.push_back(r);
     }

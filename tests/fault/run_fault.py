@@ -70,6 +70,11 @@ import sys
 import threading
 import time
 
+# Three update rules at once (Sum on app 0, Assign on app 2, AdaGrad on app 3), four pushes in
+# flight per worker: after the job every member of every chain must hold the same bytes per
+# segment and app (DIGEST lines), whatever order the copies travelled in (DESIGN §8, inv. 3).
+RULES = ["--rules", "sum,assign,adagrad", "--window", "4"]
+
 # Six servers with one ring position each (k=1): two share a chain only as ring neighbours.
 SIX_ON_ONE_POSITION = {
     "servers": 6, "workers": 2,
@@ -77,7 +82,7 @@ SIX_ON_ONE_POSITION = {
             "PS_HEARTBEAT_TIMEOUT_MS=1000"],
     "launch": ["--allow-dead-servers", "2"],
     "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
-            "--rounds", "40", "--pace-ms", "20"],
+            "--rounds", "40", "--pace-ms", "20"] + RULES,
 }
 
 SCENARIOS = {
@@ -88,7 +93,7 @@ SCENARIOS = {
                 # Request identities cross 2^31 in the run (64-bit, never wrap).
                 "PS_FIRST_TIMESTAMP=2147483630"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "30"],
+                "--rounds", "30"] + RULES,
     },
     "lossy_agg": {
         "servers": 3, "workers": 3,
@@ -98,7 +103,7 @@ SCENARIOS = {
                 # ... and 2^32, inside aggregates (replicas dedupe by them).
                 "PS_FIRST_TIMESTAMP=4294967280"],
         "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
-                "--rounds", "30"],
+                "--rounds", "30"] + RULES,
     },
     "kill_server": {
         "servers": 4, "workers": 4,
@@ -106,7 +111,7 @@ SCENARIOS = {
                 "PS_REPLICAS=1"],
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "40"],
+                "--rounds", "40"] + RULES + ["--pace-ms", "15"],
     },
     "kill_server_agg": {
         "servers": 4, "workers": 4,
@@ -115,7 +120,7 @@ SCENARIOS = {
                 "PS_FIRST_TIMESTAMP=4294967270"],
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
-                "--rounds", "60"],
+                "--rounds", "60"] + RULES + ["--pace-ms", "10"],
     },
     "stop_server": {
         "servers": 4, "workers": 4,
@@ -129,7 +134,7 @@ SCENARIOS = {
         "env": [],
         "launch": ["--allow-dead-servers", "1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "40"],
+                "--rounds", "40"] + RULES,
     },
     "slow_server": {
         "servers": 2, "workers": 2,
@@ -157,25 +162,25 @@ SCENARIOS = {
                 "PS_REPLICAS=1"],
         "launch": ["--allow-dead-servers", "2"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "80", "--pace-ms", "40"],
+                "--rounds", "80", "--pace-ms", "40"] + RULES,
     },
     "join_server": {
         "servers": 4, "workers": 4,
         "env": ["PS_REPLICAS=1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "60", "--pace-ms", "50"],
+                "--rounds", "60", "--pace-ms", "50"] + RULES,
     },
     "join_dies": {
         "servers": 4, "workers": 4,
         "env": ["PS_REPLICAS=1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "80", "--pace-ms", "50"],
+                "--rounds", "80", "--pace-ms", "50"] + RULES,
     },
     "leave_server": {
         "servers": 4, "workers": 4,
         "env": ["PS_REPLICAS=1"],
         "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "60", "--pace-ms", "50"],
+                "--rounds", "60", "--pace-ms", "50"] + RULES,
     },
     "scheduler_loss": {
         "servers": 2, "workers": 2,
@@ -186,6 +191,51 @@ SCENARIOS = {
 }
 
 
+CAPTURED = []  # every line of every command the scenario ran, in order
+
+
+def check_chains(sc):
+    """With --rules: every member of every chain reported the same bytes for each segment and
+    app, every chain was whole (k+1 members), and the first server fault of the run landed while
+    pushes were in flight (after every worker started pushing, before the last one finished).
+    Returns the failures."""
+    failures = []
+    if "--rules" not in sc["job"]:
+        return failures
+    out = "".join(CAPTURED)
+    k = 1
+    for e in sc["env"]:
+        if e.startswith("PS_REPLICAS="):
+            k = int(e.split("=")[1])
+    groups = {}
+    for joiner, srv, app, b, e, h in re.findall(
+            r"^(\[joiner\] )?\[server (\d+)\] DIGEST app=(\d+) range=(\d+)-(\d+) hash=(\d+)",
+            out, re.M):
+        groups.setdefault((int(app), int(b), int(e)), {})[joiner + srv] = h
+    apps = sorted({g[0] for g in groups})
+    if apps != [0, 2, 3]:
+        failures.append("digests of apps %s, want [0, 2, 3]" % apps)
+    differ = [g for g, m in groups.items() if len(set(m.values())) != 1]
+    if differ:
+        failures.append("%d chain segment(s) whose members hold different bytes, e.g. app %d "
+                        "[%d, %d): %s" % ((len(differ),) + differ[0] + (groups[differ[0]],)))
+    short = [g for g, m in groups.items() if len(m) != k + 1]
+    if short:
+        failures.append("%d chain segment(s) reported by other than %d servers, e.g. %s: %s"
+                        % (len(short), k + 1, short[0], sorted(groups[short[0]])))
+    lines = out.splitlines()
+    fault = [i for i, l in enumerate(lines)
+             if re.match(r"run_fault: (SIGKILL|SIGSTOP).* server", l)]
+    if fault:
+        pushing = [i for i, l in enumerate(lines) if re.search(r"\] PUSHING worker", l)]
+        pushed = [i for i, l in enumerate(lines) if re.search(r"\] PUSHED worker", l)]
+        if not pushing or not pushed or not (pushing[-1] < fault[0] < pushed[-1]):
+            failures.append("the first server fault did not land while pushes were in flight")
+    print("run_fault: %d chain segments x apps compared, %d with every member alike"
+          % (len(groups), len(groups) - len(differ)), flush=True)
+    return failures
+
+
 def stream(cmd, on_line):
     """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
     Returns the exit code and the whole output."""
@@ -193,6 +243,7 @@ def stream(cmd, on_line):
     lines = []
     for line in proc.stdout:
         lines.append(line)
+        CAPTURED.append(line)
         sys.stdout.write(line)
         on_line(line)
     return proc.wait(), "".join(lines)
@@ -286,6 +337,7 @@ def run_and_join(cmd, join_cmd, workers, seed):
         p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in p.stdout.splitlines():
             print("[joiner] " + line, flush=True)
+            CAPTURED.append("[joiner] " + line + "\n")
         state["join"] = (p.returncode, p.stdout)
 
     def on_line(line):
@@ -340,6 +392,7 @@ def run_join_dies(cmd, join_cmd, workers):
         p = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in p.stdout:
             print("[%s] %s" % (key, line.rstrip()), flush=True)
+            CAPTURED.append("[joiner] " + line)
             m = re.search(r"started server 0 pid (\d+)", line)
             if m and key == "joiner1":
                 state["pid"] = int(m.group(1))
@@ -558,6 +611,20 @@ def run_and_kill_scheduler(cmd, workers):
 
 
 def main():
+    rc = run_scenario()
+    if rc != 0:
+        return rc
+    scenario = sys.argv[sys.argv.index("--scenario") + 1]
+    if scenario == "kill_one_chain":
+        return 0  # the job stops by design (a range lost every copy): no chains to compare
+    failures = check_chains(SCENARIOS[scenario])
+    if failures:
+        print("FAILED: %s" % "; ".join(failures))
+        return 1
+    return 0
+
+
+def run_scenario():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--job", required=True)

@@ -8,6 +8,10 @@
 //   PS_MAX_INFLIGHT holds it back); --seconds S: stop pushing after S s (workers share how
 //   many rounds each pushed through app 1, for the reference).
 //                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job)
+//                [--rules sum,assign,adagrad]  (the same pushes also go to app 2 under Assign
+//                and app 3 under AdaGrad, whose results depend on the order of updates;
+//                servers print a DIGEST line per chain segment and app at the end, which
+//                tests/fault compares across the members of each chain)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -41,6 +45,7 @@ struct Options {
   int leave_rank = -1;      // this server leaves the running job (Node::Leave) ...
   int leave_after_ms = 0;   // ... this long after it started serving
   uint64_t seed = 2026;
+  bool assign = false, adagrad = false;  // --rules: also push to the order-dependent apps
 };
 
 Options Parse(int argc, char** argv) {
@@ -69,6 +74,9 @@ Options Parse(int argc, char** argv) {
       o.seconds = std::stod(v);
     } else if (k == "--seed") {
       o.seed = std::stoull(v);
+    } else if (k == "--rules") {
+      o.assign = v.find("assign") != std::string::npos;
+      o.adagrad = v.find("adagrad") != std::string::npos;
     } else {
       std::cerr << "unknown option " << k << "\n";
       std::exit(2);
@@ -210,6 +218,11 @@ int RunWorker(ps::Node* node, const Options& o) {
   const auto universe = Universe(o);
   const size_t U = universe.size();
   ps::KVWorker<int64_t> kv(node);
+  std::unique_ptr<ps::KVWorker<int64_t>> assign;
+  std::unique_ptr<ps::KVWorker<double>> adagrad;
+  if (o.assign) assign = std::make_unique<ps::KVWorker<int64_t>>(node, 2);
+  if (o.adagrad) adagrad = std::make_unique<ps::KVWorker<double>>(node, 3);
+  std::deque<int64_t> open_assign, open_adagrad;
   std::thread garbage;
   if (o.scenario == "garbage" && rank == 0) {
     garbage = std::thread([&] { SendGarbage(node->nodes(), node->id(), o.seed, 10000, 20); });
@@ -236,11 +249,29 @@ int RunWorker(ps::Node* node, const Options& o) {
       open.pop_front();
     }
     open.push_back(kv.Push(keys, v, l));
+    if (assign) {
+      if (static_cast<int>(open_assign.size()) >= std::max(o.window, 1)) {
+        assign->Wait(open_assign.front());
+        open_assign.pop_front();
+      }
+      open_assign.push_back(assign->Push(keys, v));
+    }
+    if (adagrad) {
+      if (static_cast<int>(open_adagrad.size()) >= std::max(o.window, 1)) {
+        adagrad->Wait(open_adagrad.front());
+        open_adagrad.pop_front();
+      }
+      ps::SArray<double> g(v.size());
+      for (size_t j = 0; j < v.size(); ++j) g[j] = static_cast<double>(v[j]) / 16;
+      open_adagrad.push_back(adagrad->Push(keys, g));
+    }
     done_rounds = t + 1;
     if (o.pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.pace_ms));
   }
   std::cout << "PUSHED worker " << rank << " rounds=" << done_rounds << std::endl;
   for (int64_t ts : open) kv.Wait(ts);
+  for (int64_t ts : open_assign) assign->Wait(ts);
+  for (int64_t ts : open_adagrad) adagrad->Wait(ts);
   if (garbage.joinable()) garbage.join();
   double push_s = elapsed();
   // How many rounds every worker pushed (they differ when the push phase is timed).
@@ -356,6 +387,16 @@ int main(int argc, char** argv) {
       ps::KVServer<int64_t> server(&node);
       std::unique_ptr<ps::KVServer<int64_t>> counts;  // timed pushes: rounds per worker
       if (o.seconds > 0) counts = std::make_unique<ps::KVServer<int64_t>>(&node, 1);
+      std::unique_ptr<ps::KVServer<int64_t>> assign;
+      std::unique_ptr<ps::KVServer<double>> adagrad;
+      if (o.assign) {
+        assign = std::make_unique<ps::KVServer<int64_t>>(
+            &node, 2, std::make_shared<ps::AssignRule<int64_t>>());
+      }
+      if (o.adagrad) {
+        adagrad = std::make_unique<ps::KVServer<double>>(
+            &node, 3, std::make_shared<ps::AdaGradRule<double>>(0.1));
+      }
       if (node.rank() == o.leave_rank) {
         std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
         node.Leave();
@@ -372,6 +413,17 @@ int main(int argc, char** argv) {
                 << " conflicts=" << server.replication_stats().conflicts
                 << " rejected=" << server.RejectedRequests()
                 << " duplicates=" << server.DuplicatePushes() << std::endl;
+      // The state of every chain segment this server holds, per app: the members of a chain
+      // must agree byte for byte, whatever the order the copies travelled in.
+      std::vector<std::pair<int, const ps::KVServerBase*>> apps{{0, &server}};
+      if (assign) apps.emplace_back(2, assign.get());
+      if (adagrad) apps.emplace_back(3, adagrad.get());
+      for (const auto& a : apps) {
+        for (const auto& d : a.second->ChainDigests()) {
+          std::cout << "DIGEST app=" << a.first << " range=" << d.first.begin << "-" << d.first.end
+                    << " hash=" << d.second << std::endl;
+        }
+      }
       return 0;
     }
     if (node.role() == ps::Role::kWorker) rc = RunWorker(&node, o);
