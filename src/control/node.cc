@@ -91,6 +91,8 @@ NodeStats Node::stats() const {
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
+  s.lease_dropped = impl_->lease_dropped_.load();
+  s.from_dead = impl_->from_dead_.load();
   return s;
 }
 
@@ -103,8 +105,8 @@ std::string Node::StatsJson() const {
      << ",\"malformed_dropped\":" << s.malformed_dropped
      << ",\"send_queue_full\":" << s.send_queue_full << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
-     << ",\"injected_delays\":" << s.injected_delays
-     << ",\"filters\":" << impl_->filters->StatsJson() << "}";
+     << ",\"injected_delays\":" << s.injected_delays << ",\"lease_dropped\":" << s.lease_dropped
+     << ",\"from_dead\":" << s.from_dead << ",\"filters\":" << impl_->filters->StatsJson() << "}";
   return os.str();
 }
 
@@ -370,6 +372,15 @@ void Node::Impl::HandleControl(const Message& msg) {
       return;
     }
     if (from > 0) membership_->Heartbeat(from, NowMs());
+    if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
+      // The echo tells the node the scheduler still counts it in (its read lease).
+      lk.unlock();
+      pb::Control echo;
+      echo.set_cmd(pb::Control::HEARTBEAT);
+      echo.set_beat_us(c.beat_us());
+      SendControl(from, echo, true);
+      return;
+    }
     if (c.cmd() == pb::Control::REGISTER && c.nodes_size() == 1) {
       const auto& e = c.nodes(0);
       Registration r;
@@ -488,6 +499,14 @@ void Node::Impl::HandleControl(const Message& msg) {
     }
     return;
   }
+  if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
+    // The scheduler heard a heartbeat sent at beat_us: after a stall, the lease holds again.
+    int64_t since = suspect_since_us_.load();
+    if (since > 0 && c.beat_us() >= since && suspect_since_us_.compare_exchange_strong(since, 0)) {
+      LOG(INFO) << "node " << id() << ": the scheduler confirmed it is in the job; serving again";
+    }
+    return;
+  }
   std::unique_lock<std::mutex> lk(mu_);
   if (from != 0) return;  // only the scheduler sends control messages to nodes
   switch (c.cmd()) {
@@ -506,6 +525,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       my_id_ = c.your_id();
       dead_.assign(c.dead().begin(), c.dead().end());
+      num_dead_ = dead_.size();
       // The job's barrier policy and bounded delay are the scheduler's, whatever this node's
       // own environment said (a node that joins later gets them as they are now).
       if (!c.policy().empty()) policy_ = c.policy();
@@ -560,6 +580,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();
       if (!known) dead_.push_back(c.dead_id());
+      num_dead_ = dead_.size();
       lk.unlock();
       if (!known) NotifyDead(c.dead_id());
       if (fresh) NotifyRing(fresh);
@@ -629,6 +650,14 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 }
 
 void Node::Impl::Dispatch(Message& msg) {
+  if (num_dead_.load() > 0 && IsDeadPeer(msg.meta.sender())) from_dead_++;
+  if (cfg.role == Role::kServer && msg.meta.request()) {
+    if (!LeaseValid()) {
+      lease_dropped_++;  // the sender resends; by then the lease is confirmed, or this node fenced
+      return;
+    }
+    if (stalled_) served_since_stall_++;
+  }
   if (msg.meta.codec_size() > 0 || filters->enabled() || msg.meta.key_miss()) {
     uint64_t missed = 0;
     const std::string err = filters->Decode(&msg, &missed);

@@ -218,6 +218,7 @@ void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
       left_.insert(s);
       for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
       dead_.push_back(s);
+      num_dead_ = dead_.size();
       LOG(WARNING) << "server node " << s << " left the job";
     }
     for (int s : left_) leaving_.erase(s);
@@ -316,6 +317,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
                           task_waiters_.end());
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
+      num_dead_ = dead_.size();
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
@@ -472,13 +474,18 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
     // Past the last barrier the job is over: nothing can fail any more.
     if (finalized_ && barrier_done_[kAllGroups] >= barrier_sent_[kAllGroups]) return;
     fatal_ = why;
+    if (stalled_) {
+      // What a fenced node did since it came back (the read lease keeps it at 0).
+      fatal_ += "; requests served since it stalled: " + std::to_string(served_since_stall_.load());
+    }
     fatal_code_ = code;
     has_fatal_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
-  LOG(ERROR) << why;
+  const std::string said = fatal_;  // why, with what the node did since a stall
+  LOG(ERROR) << said;
   if (cfg.exit_on_scheduler_loss && cfg.role != Role::kScheduler) {
-    std::fprintf(stderr, "ps: %s; exiting\n", why.c_str());
+    std::fprintf(stderr, "ps: %s; exiting\n", said.c_str());
     std::fflush(stderr);
     google::FlushLogFiles(google::GLOG_INFO);
     std::_Exit(1);
@@ -570,6 +577,36 @@ void Node::Impl::Leave() {
   Stop();
 }
 
+void Node::Impl::Stalled(int64_t gap_ms) {
+  int64_t none = 0;
+  if (!suspect_since_us_.compare_exchange_strong(none, SteadyUs())) return;
+  stalled_ = true;
+  served_since_stall_ = 0;
+  LOG(WARNING) << "node " << id() << " stalled for " << gap_ms
+               << " ms: it serves nothing until the scheduler confirms it is in the job";
+}
+
+void Node::Impl::BeatRan(int64_t now_ms) {
+  const int64_t last = beat_ran_ms_.exchange(now_ms);
+  if (last < INT64_MAX / 2 && now_ms - last > StallMs()) Stalled(now_ms - last);
+}
+
+bool Node::Impl::LeaseValid() {
+  if (suspect_since_us_.load() == 0) {
+    // The receive thread may run first after a stall: it checks the heartbeat thread's clock.
+    const int64_t ran = beat_ran_ms_.load();
+    const int64_t gap = NowMs() - ran;
+    if (ran >= INT64_MAX / 2 || gap <= StallMs()) return true;
+    Stalled(gap);
+  }
+  return false;
+}
+
+bool Node::Impl::IsDeadPeer(int id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::find(dead_.begin(), dead_.end(), id) != dead_.end();
+}
+
 void Node::Impl::HeartbeatLoop() {
   std::unique_lock<std::mutex> lk(mu_);
   // The scheduler looks for silent nodes more often than it beats, so a hang is declared
@@ -606,8 +643,10 @@ void Node::Impl::HeartbeatLoop() {
       lk.lock();
     } else {
       lk.unlock();
+      BeatRan(NowMs());
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
+      c.set_beat_us(SteadyUs());
       SendControl(0, c, true);
       const int64_t now = NowMs();
       const int64_t silent_ms = now - heard_scheduler_ms_;

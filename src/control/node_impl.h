@@ -235,6 +235,35 @@ struct Node::Impl {
   std::atomic<bool> has_fatal_{false};
   std::atomic<uint64_t> filter_rejected_{0};  // messages whose frames did not decode
   std::atomic<uint64_t> alloc_dropped_{0};    // messages dropped: memory ran out handling them
+  // Read lease (DESIGN §8, invariant 2). A server whose heartbeat thread did not run for longer
+  // than the heartbeat timeout (the process stalled: a hang, SIGSTOP) may have been declared
+  // dead and replaced meanwhile: it serves no request until the scheduler echoes a heartbeat
+  // sent after the stall (then it knows it is still in the job; a dead node gets ABORT
+  // instead). Judged by the stall, not by how late messages arrive, so a receive backlog does
+  // not stop a live server.
+  std::atomic<int64_t> beat_ran_ms_{INT64_MAX / 2};  // the heartbeat thread's last run
+  std::atomic<int64_t> suspect_since_us_{0};         // 0: the lease holds
+  std::atomic<uint64_t> lease_dropped_{0};
+  std::atomic<bool> stalled_{false};             // this node stalled at least once
+  std::atomic<uint64_t> served_since_stall_{0};  // requests it served since its last stall
+  void Stalled(int64_t gap_ms);
+  std::atomic<uint64_t> from_dead_{0};  // data messages from nodes known dead
+  std::atomic<size_t> num_dead_{0};     // dead_.size(), read without the lock
+  bool LeaseValid();
+  bool IsDeadPeer(int id);
+  // The heartbeat thread ran at now_ms (after a gap longer than StallMs: a stall).
+  void BeatRan(int64_t now_ms);
+  // A gap in the heartbeat thread's runs that may have let the scheduler declare this node
+  // dead: the scheduler waits the timeout from the last beat it got, which may have left an
+  // interval before the gap began, so half the timeout (and at least two intervals).
+  int64_t StallMs() const {
+    return std::max<int64_t>(cfg.heartbeat_timeout_ms / 2, 2 * int64_t{cfg.heartbeat_interval_ms});
+  }
+  static int64_t SteadyUs() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
   // The thread handling a received message right now (replies run callbacks there).
   std::atomic<std::thread::id> dispatcher_{};
   // Sends a message as it is (the transport, connecting on first use).

@@ -36,10 +36,13 @@ struct KVServerBase::Impl : public Customer {
     for (int id : n->dead_nodes()) core.Tombstone(id);
     // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the
     // core's lock, which a large range copy can hold for a while, and heartbeats must not
-    // wait): refill retries every heartbeat interval, aggregation batches every half window.
+    // wait): refill retries and copy resends every tick, aggregation batches every half window.
     const int window = rt->cfg.replication_window_ms;
     if (window > 0) core.SetAggregation(int64_t{window} * 1000);
-    const int64_t tick_us = int64_t{rt->cfg.heartbeat_interval_ms} * 1000;
+    // At most 200 ms, whatever the heartbeat interval: copy resends (from 0.5 s) and gap and
+    // refill timeouts run on this tick, and a job must not wait a long heartbeat interval for
+    // them (in-process tests beat every 30 s).
+    const int64_t tick_us = int64_t{std::min(rt->cfg.heartbeat_interval_ms, 200)} * 1000;
     const int64_t step_us = window > 0 ? std::min<int64_t>(window * 500, tick_us) : tick_us;
     timer = std::thread([this, window, tick_us, step_us] {
       std::unique_lock<std::mutex> lk(timer_mu);

@@ -522,6 +522,22 @@ void ServerCore::ForwardOrAck(const Message& msg) {
 }
 
 void ServerCore::OnReplicaAck(const Message& msg) {
+  if (msg.meta.nack()) {
+    // A replica holds this copy because an older one did not arrive: send it the older ones
+    // again (not those sent a moment ago: they may be on their way).
+    const int64_t now = now_us();
+    for (auto& h : hops_) {
+      if (h.first >= msg.meta.fwd_id() || h.second.msg.meta.receiver() != msg.meta.sender() ||
+          now - h.second.sent_us < kHopResendUs / 10) {
+        continue;
+      }
+      h.second.sent_us = now;
+      copy_stats_.copies++;
+      copy_stats_.bytes += h.second.msg.DataBytes();
+      send(h.second.msg);
+    }
+    return;
+  }
   auto h = hops_.find(msg.meta.fwd_id());
   if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
   const std::vector<uint64_t> waiting = std::move(h->second.entries);

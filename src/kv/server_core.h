@@ -205,6 +205,9 @@ class ServerCore {
   // replay: a copy taken before a range import and applied again over it (acknowledged then).
   enum class Delivery { kApplied, kHeld, kRejected };
   Delivery Deliver(Message& msg, bool replay);
+  // Asks the master of a held copy for the older ones it still waits for (Meta.nack).
+  void Nack(const Message& held);
+  std::map<int, int64_t> last_nack_us_;  // per master
   // Delivers the held copies whose turn came (until none is).
   void ReleaseHeld();
   // The ranges a copy's sequence entries cover; the ranges being fetched now.
@@ -239,6 +242,7 @@ class ServerCore {
   RangeSet SeqRanges(const Message& msg, const Ring& ring) const;
   void TakeOver(const Ring& before, const Ring& after, bool prepared);
   void AskHandover();
+  Message HandoverMessage(int to, bool request, uint64_t epoch) const;
   void OnHandover(Message& msg);
   // True (and the waiting requests served) when every awaited range is caught up.
   bool CheckHandover();

@@ -136,12 +136,16 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
     for (const auto& h : held_copies_) {
       if (h.replay == replay && h.msg.meta.master() == msg.meta.master() &&
           h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
-        return Delivery::kHeld;  // a copy of one that waits already
+        // A copy of one that waits already (its worker resent the request): the older copy it
+        // waits for may have been lost again; ask again.
+        Nack(msg);
+        return Delivery::kHeld;
       }
     }
     if (held_copies_.size() >= kMaxHeldCopies) return Delivery::kHeld;  // dropped: resent later
     held_copies_.push_back(HeldCopy{msg, now_us(), replay});
     order_.held++;
+    Nack(msg);
     return Delivery::kHeld;
   }
   if (verdict == SeqMap::Verdict::kMismatch) {
@@ -162,6 +166,22 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
+}
+
+void ServerCore::Nack(const Message& held) {
+  if (held.meta.master() == self_ || held.meta.probe()) return;
+  int64_t& last = last_nack_us_[held.meta.master()];
+  const int64_t now = now_us();
+  if (now - last < kHopResendUs / 10) return;  // one per master and interval is enough
+  last = now;
+  Message nack;
+  nack.meta.set_receiver(held.meta.master());
+  nack.meta.set_app_id(app);
+  nack.meta.set_replica(true);
+  nack.meta.set_request(false);
+  nack.meta.set_nack(true);
+  nack.meta.set_fwd_id(held.meta.fwd_id());
+  send(nack);
 }
 
 void ServerCore::ReleaseHeld() {
@@ -266,13 +286,7 @@ void ServerCore::HandOver(const Ring& before, const Ring& after) {
     }
   }
   for (auto& t : to) {
-    Message m;
-    m.meta.set_receiver(t.first);
-    m.meta.set_app_id(app);
-    m.meta.set_request(false);
-    m.meta.set_op(pb::Meta::HANDOVER);
-    m.meta.set_dtype(static_cast<int>(dtype));
-    m.meta.set_epoch(after.epoch());
+    Message m = HandoverMessage(t.first, false, after.epoch());
     m.data = {SArray<char>(SArray<uint64_t>(t.second))};
     send(m);
   }
@@ -361,15 +375,20 @@ RangeSet ServerCore::SeqRanges(const Message& msg, const Ring& ring) const {
   return out;
 }
 
+Message ServerCore::HandoverMessage(int to, bool request, uint64_t epoch) const {
+  Message m;
+  m.meta.set_receiver(to);
+  m.meta.set_app_id(app);
+  m.meta.set_request(request);
+  m.meta.set_op(pb::Meta::HANDOVER);
+  m.meta.set_dtype(static_cast<int>(dtype));
+  m.meta.set_epoch(epoch);
+  return m;
+}
+
 void ServerCore::AskHandover() {
   for (const auto& a : awaiting_) {
-    Message m;
-    m.meta.set_receiver(a.first);
-    m.meta.set_app_id(app);
-    m.meta.set_request(true);
-    m.meta.set_op(pb::Meta::HANDOVER);
-    m.meta.set_dtype(static_cast<int>(dtype));
-    m.meta.set_epoch(handover_epoch_);
+    Message m = HandoverMessage(a.first, true, handover_epoch_);
     SArray<Key> pairs;
     for (const Range& r : a.second) {
       pairs.push_back(r.begin);
@@ -400,13 +419,7 @@ void ServerCore::OnHandover(Message& msg) {
     for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
       seq_.Export(Range(pairs[i], pairs[i + 1]), &points);
     }
-    Message reply;
-    reply.meta.set_receiver(msg.meta.sender());
-    reply.meta.set_app_id(app);
-    reply.meta.set_request(false);
-    reply.meta.set_op(pb::Meta::HANDOVER);
-    reply.meta.set_dtype(static_cast<int>(dtype));
-    reply.meta.set_epoch(msg.meta.epoch());
+    Message reply = HandoverMessage(msg.meta.sender(), false, msg.meta.epoch());
     reply.data = {SArray<char>(SArray<uint64_t>(points))};
     send(reply);
     return;

@@ -66,6 +66,10 @@ void KVWorkerBase::Impl::ResendLoop() {
     const auto now = std::chrono::steady_clock::now();
     std::vector<Message> again;
     const double base_us = timeout.count() * 1000.0;
+    // Never wait longer than an eighth of the request timeout between two sends of a part: a
+    // round-trip estimate inflated by a burst (replies a replica held back until a lost copy
+    // came again) times the back-off must not outlast the request itself.
+    const double cap_us = std::max(base_us, rt->cfg.request_timeout_ms * 1000.0 / 8);
     const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin(), safe = SafeStep();
     for (auto& e : pending) {
       Pending* p = e.second.get();
@@ -75,8 +79,8 @@ void KVWorkerBase::Impl::ResendLoop() {
         if (p->got[k]) continue;
         RttEstimate& r = rtt[p->sent[k].meta.receiver()];
         const int shift = std::min<int>(std::max<int>(p->tries[k], r.backoff), kMaxBackoffShift);
-        const auto wait = std::chrono::microseconds(
-            static_cast<int64_t>(r.Timeout(base_us) * static_cast<double>(1 << shift)));
+        const auto wait = std::chrono::microseconds(static_cast<int64_t>(
+            std::min(cap_us, r.Timeout(base_us) * static_cast<double>(1 << shift))));
         if (now - p->sent_at[k] < wait) continue;
         p->sent_at[k] = now;
         p->sent[k].meta.set_done_step(safe);

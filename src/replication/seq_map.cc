@@ -57,9 +57,9 @@ void SeqMap::Jump(Range r, uint64_t base) {
   }
 }
 
-SeqMap::Verdict SeqMap::Check(const uint64_t* entries, size_t words,
-                              const std::vector<Range>& held) const {
-  bool all_dup = true;
+template <typename F>
+void SeqMap::Walk(const uint64_t* entries, size_t words, const std::vector<Range>& held,
+                  F f) const {
   for (size_t i = 0; i + kEntry <= words; i += kEntry) {
     const Range r(entries[i], entries[i + 1]);
     const uint64_t prev = entries[i + 2], next = Next(entries[i + 3]);
@@ -69,37 +69,40 @@ SeqMap::Verdict SeqMap::Check(const uint64_t* entries, size_t words,
       auto it = map_.upper_bound(x.begin);
       --it;
       for (; it != map_.end() && it->first < x.end; ++it) {
-        const uint64_t p = it->second.point;
-        if (p < prev) return Verdict::kGap;
-        if (p >= next) continue;
-        if (p != prev) return Verdict::kMismatch;
-        all_dup = false;
+        auto nx = std::next(it);
+        const Key e = nx == map_.end() ? kMaxKey : nx->first;
+        if (!f(it->second.point, Range(std::max(it->first, x.begin), std::min(e, x.end)), prev,
+               next)) {
+          return;
+        }
       }
     }
   }
-  return all_dup ? Verdict::kDuplicate : Verdict::kApply;
+}
+
+SeqMap::Verdict SeqMap::Check(const uint64_t* entries, size_t words,
+                              const std::vector<Range>& held) const {
+  Verdict v = Verdict::kDuplicate;
+  Walk(entries, words, held, [&v](uint64_t p, Range, uint64_t prev, uint64_t next) {
+    if (p < prev) {
+      v = Verdict::kGap;
+    } else if (p < next && p != prev) {
+      v = Verdict::kMismatch;
+    } else if (p == prev && p < next) {
+      v = Verdict::kApply;
+    }
+    return v != Verdict::kGap && v != Verdict::kMismatch;
+  });
+  return v;
 }
 
 std::vector<Range> SeqMap::Behind(const uint64_t* entries, size_t words,
                                   const std::vector<Range>& held) const {
   std::vector<Range> out;
-  for (size_t i = 0; i + kEntry <= words; i += kEntry) {
-    const Range r(entries[i], entries[i + 1]);
-    const uint64_t prev = entries[i + 2], next = Next(entries[i + 3]);
-    for (const Range& h : held) {
-      const Range x(std::max(r.begin, h.begin), std::min(r.end, h.end));
-      if (x.begin >= x.end) continue;
-      auto it = map_.upper_bound(x.begin);
-      --it;
-      for (; it != map_.end() && it->first < x.end; ++it) {
-        const uint64_t p = it->second.point;
-        if (p >= next || p == prev) continue;
-        auto nx = std::next(it);
-        const Key e = nx == map_.end() ? kMaxKey : nx->first;
-        out.emplace_back(std::max(it->first, x.begin), std::min(e, x.end));
-      }
-    }
-  }
+  Walk(entries, words, held, [&out](uint64_t p, Range part, uint64_t prev, uint64_t next) {
+    if (p < next && p != prev) out.push_back(part);
+    return true;
+  });
   return out;
 }
 

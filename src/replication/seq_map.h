@@ -83,6 +83,10 @@ class SeqMap {
     uint64_t point = 0;
     uint64_t floor = 0;  // a pending jump: the next bump goes above it
   };
+  // Calls f(point, part, prev, next) for each interval part inside an entry's range and a held
+  // range, until f returns false.
+  template <typename F>
+  void Walk(const uint64_t* entries, size_t words, const std::vector<Range>& held, F f) const;
   // Makes `at` the start of an interval (no-op at the key space's end).
   void Split(Key at);
   // Merges neighbours with the same point and no jump in [b, e] (keeps the map small).

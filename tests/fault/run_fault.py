@@ -70,183 +70,8 @@ import sys
 import threading
 import time
 
-# Three update rules at once (Sum on app 0, Assign on app 2, AdaGrad on app 3), four pushes in
-# flight per worker: after the job every member of every chain must hold the same bytes per
-# segment and app (DIGEST lines), whatever order the copies travelled in (DESIGN §8, inv. 3).
-RULES = ["--rules", "sum,assign,adagrad", "--window", "4"]
-
-# Six servers with one ring position each (k=1): two share a chain only as ring neighbours.
-SIX_ON_ONE_POSITION = {
-    "servers": 6, "workers": 2,
-    "env": ["PS_VNODES=1", "PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
-            "PS_HEARTBEAT_TIMEOUT_MS=1000"],
-    "launch": ["--allow-dead-servers", "2"],
-    "job": ["--scenario", "sum", "--universe", "100000", "--keys", "20000",
-            "--rounds", "40", "--pace-ms", "20"] + RULES,
-}
-
-SCENARIOS = {
-    "lossy": {
-        "servers": 3, "workers": 3,
-        "env": ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
-                "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100",
-                # Request identities cross 2^31 in the run (64-bit, never wrap).
-                "PS_FIRST_TIMESTAMP=2147483630"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "30"] + RULES,
-    },
-    "lossy_agg": {
-        "servers": 3, "workers": 3,
-        "env": ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
-                "PS_FAULT_DELAY_MS=30", "PS_RESEND_TIMEOUT_MS=100",
-                "PS_REPLICATION_WINDOW_MS=5",
-                # ... and 2^32, inside aggregates (replicas dedupe by them).
-                "PS_FIRST_TIMESTAMP=4294967280"],
-        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
-                "--rounds", "30"] + RULES,
-    },
-    "kill_server": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
-                "PS_REPLICAS=1"],
-        "launch": ["--allow-dead-servers", "1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "40"] + RULES + ["--pace-ms", "15"],
-    },
-    "kill_server_agg": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
-                "PS_REPLICAS=1", "PS_REPLICATION_WINDOW_MS=5",
-                "PS_FIRST_TIMESTAMP=4294967270"],
-        "launch": ["--allow-dead-servers", "1"],
-        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "20000",
-                "--rounds", "60"] + RULES + ["--pace-ms", "10"],
-    },
-    "stop_server": {
-        "servers": 4, "workers": 4,
-        "env": [],
-        "launch": ["--allow-dead-servers", "1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "40"],
-    },
-    "stop_resume": {
-        "servers": 4, "workers": 4,
-        "env": [],
-        "launch": ["--allow-dead-servers", "1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "40"] + RULES,
-    },
-    "slow_server": {
-        "servers": 2, "workers": 2,
-        "env": ["PS_REPLICAS=1"],
-        "job": ["--scenario", "sum", "--universe", "20000", "--keys", "2000",
-                "--rounds", "100000000", "--window", "0", "--seconds", "60"],
-    },
-    "kill_worker": {
-        "servers": 2, "workers": 3,
-        "env": [],
-        "launch": ["--allow-dead-workers", "1"],
-        "job": ["--shards", "60", "--work-ms", "20"],
-    },
-    "stop_worker": {
-        "servers": 2, "workers": 3,
-        "env": [],
-        "launch": ["--allow-dead-workers", "1"],
-        "job": ["--shards", "240", "--work-ms", "20"],
-    },
-    "kill_two_chains": SIX_ON_ONE_POSITION,
-    "kill_one_chain": SIX_ON_ONE_POSITION,
-    "kill_two": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
-                "PS_REPLICAS=1"],
-        "launch": ["--allow-dead-servers", "2"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "80", "--pace-ms", "40"] + RULES,
-    },
-    "join_server": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_REPLICAS=1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "60", "--pace-ms", "50"] + RULES,
-    },
-    "join_dies": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_REPLICAS=1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "80", "--pace-ms", "50"] + RULES,
-    },
-    "leave_server": {
-        "servers": 4, "workers": 4,
-        "env": ["PS_REPLICAS=1"],
-        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
-                "--rounds", "60", "--pace-ms", "50"] + RULES,
-    },
-    "scheduler_loss": {
-        "servers": 2, "workers": 2,
-        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
-        "launch": ["--keep-going"],
-        "job": ["--scenario", "hang"],
-    },
-}
-
-
-CAPTURED = []  # every line of every command the scenario ran, in order
-
-
-def check_chains(sc):
-    """With --rules: every member of every chain reported the same bytes for each segment and
-    app, every chain was whole (k+1 members), and the first server fault of the run landed while
-    pushes were in flight (after every worker started pushing, before the last one finished).
-    Returns the failures."""
-    failures = []
-    if "--rules" not in sc["job"]:
-        return failures
-    out = "".join(CAPTURED)
-    k = 1
-    for e in sc["env"]:
-        if e.startswith("PS_REPLICAS="):
-            k = int(e.split("=")[1])
-    groups = {}
-    for joiner, srv, app, b, e, h in re.findall(
-            r"^(\[joiner\] )?\[server (\d+)\] DIGEST app=(\d+) range=(\d+)-(\d+) hash=(\d+)",
-            out, re.M):
-        groups.setdefault((int(app), int(b), int(e)), {})[joiner + srv] = h
-    apps = sorted({g[0] for g in groups})
-    if apps != [0, 2, 3]:
-        failures.append("digests of apps %s, want [0, 2, 3]" % apps)
-    differ = [g for g, m in groups.items() if len(set(m.values())) != 1]
-    if differ:
-        failures.append("%d chain segment(s) whose members hold different bytes, e.g. app %d "
-                        "[%d, %d): %s" % ((len(differ),) + differ[0] + (groups[differ[0]],)))
-    short = [g for g, m in groups.items() if len(m) != k + 1]
-    if short:
-        failures.append("%d chain segment(s) reported by other than %d servers, e.g. %s: %s"
-                        % (len(short), k + 1, short[0], sorted(groups[short[0]])))
-    lines = out.splitlines()
-    fault = [i for i, l in enumerate(lines)
-             if re.match(r"run_fault: (SIGKILL|SIGSTOP).* server", l)]
-    if fault:
-        pushing = [i for i, l in enumerate(lines) if re.search(r"\] PUSHING worker", l)]
-        pushed = [i for i, l in enumerate(lines) if re.search(r"\] PUSHED worker", l)]
-        if not pushing or not pushed or not (pushing[-1] < fault[0] < pushed[-1]):
-            failures.append("the first server fault did not land while pushes were in flight")
-    print("run_fault: %d chain segments x apps compared, %d with every member alike"
-          % (len(groups), len(groups) - len(differ)), flush=True)
-    return failures
-
-
-def stream(cmd, on_line):
-    """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
-    Returns the exit code and the whole output."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        CAPTURED.append(line)
-        sys.stdout.write(line)
-        on_line(line)
-    return proc.wait(), "".join(lines)
+from fault_checks import CAPTURED, check_chains, stream
+from scenarios import SCENARIOS
 
 
 def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=False):
@@ -868,6 +693,16 @@ def run_scenario():
                 failures.append("the resumed server was not fenced")
             if not re.search(r"server %d \(pid \d+\) exited with code 1" % victim, out):
                 failures.append("the fenced server did not exit with code 1")
+            # Read lease: after SIGCONT the server confirms with the scheduler before it serves
+            # anything; it was declared dead meanwhile, so it serves nothing more (messages its
+            # transport had queued before the stop may still leave: they are not new answers).
+            served = re.search(r"^\[server %d\] .*requests served since it stalled: (\d+)"
+                               % victim, out, re.M)
+            if not served:
+                failures.append("the resumed server did not notice its stall")
+            elif int(served.group(1)) != 0:
+                failures.append("the resumed server served %s request(s) after its stall, "
+                                "declared dead" % served.group(1))
         if killed is None:
             failures.append("the server was never killed")
         if rc != 0:
