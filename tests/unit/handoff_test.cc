@@ -209,6 +209,26 @@ class Net {
   // Stops injecting faults (the end of a run: what is left gets through).
   void Heal() { faults_ = Faults{}; }
 
+  // DESIGN §8 invariant 3: along every chain the sequence points never grow (each member holds
+  // a prefix of its predecessor's history, the first replica the longest). Returns the number
+  // of keys where they do.
+  size_t CheckPrefixes(const Ring& ring, uint64_t seed) {
+    size_t wrong = 0;
+    for (const auto& kv : ref_) {
+      const auto chain = ring.Chain(ring.SegmentOf(kv.first));
+      for (size_t i = 1; i < chain.size(); ++i) {
+        const uint64_t ahead = servers_[chain[i - 1]]->SeqPoint(kv.first);
+        const uint64_t behind = servers_[chain[i]]->SeqPoint(kv.first);
+        if (behind > ahead && wrong++ < 5) {
+          ADD_FAILURE() << "seed " << seed << ": key " << kv.first << ": server " << chain[i]
+                        << " is at " << behind << ", past its predecessor " << chain[i - 1]
+                        << " at " << ahead;
+        }
+      }
+    }
+    return wrong;
+  }
+
   // Every chain member of every pushed key under ring holds the slot of the key's master,
   // byte for byte (values and rule state); returns the number of keys that differ.
   size_t CheckIdentical(const Ring& ring, uint64_t seed) {
@@ -505,6 +525,32 @@ TEST(HandoffTest, LeavingServerHandsItsRangesOverBeforeTheCutOver) {
 // and several pushes in flight per worker, every member of every chain ends with the master's
 // slots byte for byte (values and rule state).
 constexpr Faults kLossy{0.05, 0.05};
+
+TEST(HandoffOrderTest, EveryReplicaHoldsAPrefixOfItsPredecessorsHistory) {
+  // Chains of three (k = 2) under loss and duplication with pushes in flight: checked between
+  // every few deliveries, not only at the end.
+  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad}) {
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+      Net net(seed, 2, false, rule, kLossy);
+      auto ring = MakeRing({1, 2, 3, 4, 5}, 2, 1);
+      for (int s = 1; s <= 5; ++s) net.AddServer(s, ring);
+      for (int round = 0; round < 40; ++round) {
+        PushAndStep(&net, *ring, 2);
+        ASSERT_EQ(net.CheckPrefixes(*ring, seed), 0u);
+      }
+      net.Heal();
+      for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
+        net.Drain();
+        net.ResendAll(*ring);
+        net.Tick();
+      }
+      net.Drain();
+      ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+      EXPECT_EQ(net.CheckPrefixes(*ring, seed), 0u);
+      EXPECT_EQ(net.CheckIdentical(*ring, seed), 0u);
+    }
+  }
+}
 
 TEST(HandoffOrderTest, ChainsStayIdenticalThroughFailuresUnderLoss) {
   for (Rule rule : {Rule::kAssign, Rule::kAdaGrad, Rule::kSum}) {
