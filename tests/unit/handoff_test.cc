@@ -362,6 +362,19 @@ void PushAndStep(Net* net, const Ring& ring, int pushes) {
   }
 }
 
+// The end of a run: faults stop, messages are delivered, workers resend and servers tick until
+// every push is acknowledged (what the real transports and timers do).
+bool Settle(Net* net, const Ring& ring) {
+  net->Heal();
+  for (int round = 0; round < 10 && !net->AllAcked(); ++round) {
+    net->Drain();
+    net->ResendAll(ring);
+    net->Tick();
+  }
+  net->Drain();
+  return net->AllAcked();
+}
+
 // n servers with k replicas; `kills` servers die one after the other, each while the refill
 // after the previous one may still be under way, with pushes and resends going on.
 // settle: each refill ends before the next failure (what the scheduler requires when kills
@@ -401,14 +414,7 @@ void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggre
     }
   }
   PushAndStep(&net, *ring, 20);
-  net.Heal();
-  for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
-    net.Drain();
-    net.ResendAll(*ring);
-    net.Tick();
-  }
-  net.Drain();
-  ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+  ASSERT_TRUE(Settle(&net, *ring)) << "seed " << seed;
   for (int s : live) EXPECT_EQ(net.server(s).PendingRanges(), 0u) << "seed " << seed;
   EXPECT_EQ(net.CheckChains(*ring, seed), 0u) << "seed " << seed;
   EXPECT_EQ(net.Conflicts(), 0u) << "seed " << seed;
@@ -483,14 +489,7 @@ void RunReshape(uint64_t seed, bool aggregate, bool leave, Rule rule = Rule::kSu
     }
     if (leave) net.Kill(leaver);  // it stops once the others took over
     PushAndStep(&net, *r2, 10);
-    net.Heal();
-    for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
-      net.Drain();
-      net.ResendAll(*r2);
-      net.Tick();
-    }
-    net.Drain();
-    ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+    ASSERT_TRUE(Settle(&net, *r2)) << "seed " << seed;
     EXPECT_EQ(net.CheckChains(*r2, seed), 0u) << "seed " << seed;
     // The old owners dropped what they no longer hold (late copies under the old ring are
     // cleared on the next tick): every stored key is in a held range.
@@ -538,14 +537,7 @@ TEST(HandoffOrderTest, EveryReplicaHoldsAPrefixOfItsPredecessorsHistory) {
         PushAndStep(&net, *ring, 2);
         ASSERT_EQ(net.CheckPrefixes(*ring, seed), 0u);
       }
-      net.Heal();
-      for (int round = 0; round < 10 && !net.AllAcked(); ++round) {
-        net.Drain();
-        net.ResendAll(*ring);
-        net.Tick();
-      }
-      net.Drain();
-      ASSERT_TRUE(net.AllAcked()) << "seed " << seed;
+      ASSERT_TRUE(Settle(&net, *ring)) << "seed " << seed;
       EXPECT_EQ(net.CheckPrefixes(*ring, seed), 0u);
       EXPECT_EQ(net.CheckIdentical(*ring, seed), 0u);
     }
