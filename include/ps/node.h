@@ -41,8 +41,6 @@ struct NodeStats {
   /// the heartbeat timeout and had not yet confirmed with the scheduler that it is still in the
   /// job (its read lease): it may have been declared dead and replaced meanwhile.
   uint64_t lease_dropped = 0;
-  /// Data messages received from nodes this node knows were declared dead (they are ignored).
-  uint64_t from_dead = 0;
 };
 
 /// Groups for Barrier(): any union of them.

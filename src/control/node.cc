@@ -92,7 +92,6 @@ NodeStats Node::stats() const {
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
   s.lease_dropped = impl_->lease_dropped_.load();
-  s.from_dead = impl_->from_dead_.load();
   return s;
 }
 
@@ -106,7 +105,7 @@ std::string Node::StatsJson() const {
      << ",\"send_queue_full\":" << s.send_queue_full << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
      << ",\"injected_delays\":" << s.injected_delays << ",\"lease_dropped\":" << s.lease_dropped
-     << ",\"from_dead\":" << s.from_dead << ",\"filters\":" << impl_->filters->StatsJson() << "}";
+     << ",\"filters\":" << impl_->filters->StatsJson() << "}";
   return os.str();
 }
 
@@ -525,7 +524,6 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       my_id_ = c.your_id();
       dead_.assign(c.dead().begin(), c.dead().end());
-      num_dead_ = dead_.size();
       // The job's barrier policy and bounded delay are the scheduler's, whatever this node's
       // own environment said (a node that joins later gets them as they are now).
       if (!c.policy().empty()) policy_ = c.policy();
@@ -580,7 +578,6 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();
       if (!known) dead_.push_back(c.dead_id());
-      num_dead_ = dead_.size();
       lk.unlock();
       if (!known) NotifyDead(c.dead_id());
       if (fresh) NotifyRing(fresh);
@@ -650,7 +647,6 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 }
 
 void Node::Impl::Dispatch(Message& msg) {
-  if (num_dead_.load() > 0 && IsDeadPeer(msg.meta.sender())) from_dead_++;
   if (cfg.role == Role::kServer && msg.meta.request()) {
     if (!LeaseValid()) {
       lease_dropped_++;  // the sender resends; by then the lease is confirmed, or this node fenced

@@ -218,7 +218,6 @@ void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
       left_.insert(s);
       for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
       dead_.push_back(s);
-      num_dead_ = dead_.size();
       LOG(WARNING) << "server node " << s << " left the job";
     }
     for (int s : left_) leaving_.erase(s);
@@ -317,7 +316,6 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
                           task_waiters_.end());
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
-      num_dead_ = dead_.size();
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
@@ -600,11 +598,6 @@ bool Node::Impl::LeaseValid() {
     Stalled(gap);
   }
   return false;
-}
-
-bool Node::Impl::IsDeadPeer(int id) {
-  std::lock_guard<std::mutex> lk(mu_);
-  return std::find(dead_.begin(), dead_.end(), id) != dead_.end();
 }
 
 void Node::Impl::HeartbeatLoop() {

@@ -247,10 +247,7 @@ struct Node::Impl {
   std::atomic<bool> stalled_{false};             // this node stalled at least once
   std::atomic<uint64_t> served_since_stall_{0};  // requests it served since its last stall
   void Stalled(int64_t gap_ms);
-  std::atomic<uint64_t> from_dead_{0};  // data messages from nodes known dead
-  std::atomic<size_t> num_dead_{0};     // dead_.size(), read without the lock
   bool LeaseValid();
-  bool IsDeadPeer(int id);
   // The heartbeat thread ran at now_ms (after a gap longer than StallMs: a stall).
   void BeatRan(int64_t now_ms);
   // A gap in the heartbeat thread's runs that may have let the scheduler declare this node

@@ -132,7 +132,7 @@ void ServerCore::ProcessLocked(Message& msg) {
                "cannot come back)");
     return;
   }
-  if (!awaiting_.empty() && Awaiting(msg, *ring_())) {
+  if (!awaiting_.empty() && Awaiting(msg)) {
     // This server masters the keys since the cut-over, but the old master's last updates to
     // them have not all arrived: served once they have (bounded like early_ below).
     if (early_.size() < kMaxEarly) early_.push_back(std::move(msg));
@@ -416,16 +416,7 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
   std::vector<uint64_t> seq;
   for (const Range& r : SeqRanges(applied, ring)) seq_.Bump(r, &seq);
   for (auto& p : pieces) RestrictSeq(seq, &p.msg);
-  auto at = entry_of_.find({worker, applied.meta.timestamp()});
-  uint64_t e;
-  if (at == entry_of_.end()) {
-    e = next_fwd_++;
-    entries_[e].worker = worker;
-    entries_[e].ts = applied.meta.timestamp();
-    entry_of_[{worker, applied.meta.timestamp()}] = e;
-  } else {
-    e = at->second;
-  }
+  const uint64_t e = EntryOf(worker, applied.meta.timestamp());
   // A copy of a push applied before never joins an aggregate: a replica holding part of an
   // aggregate could apply it neither whole nor in part.
   const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
@@ -456,6 +447,16 @@ void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring,
   // Every live worker has a push in the batches (one step of all of them, typically): no
   // point in waiting for the window to end.
   if (aggregate && !agg_->empty() && agg_->workers() >= gate.table().size()) FlushBatches();
+}
+
+uint64_t ServerCore::EntryOf(int worker, int64_t ts) {
+  auto at = entry_of_.find({worker, ts});
+  if (at != entry_of_.end()) return at->second;
+  const uint64_t e = next_fwd_++;
+  entries_[e].worker = worker;
+  entries_[e].ts = ts;
+  entry_of_[{worker, ts}] = e;
+  return e;
 }
 
 void ServerCore::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece) {

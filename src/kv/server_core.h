@@ -185,6 +185,9 @@ class ServerCore {
   // would apply it out of its place in the order at a replica that lacks it.
   void Probe(int worker, const Message& applied, const Ring& ring);
   void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
+  // The entry that holds the worker's replies to request ts until its copies are acknowledged
+  // (created on first use).
+  uint64_t EntryOf(int worker, int64_t ts);
   // Sends every aggregation batch now (before anything that must follow them on the links).
   void FlushBatches();
   // Applies an aggregate whole, or not at all when it was applied before; false: partly
@@ -246,7 +249,7 @@ class ServerCore {
   void OnHandover(Message& msg);
   // True (and the waiting requests served) when every awaited range is caught up.
   bool CheckHandover();
-  bool Awaiting(const Message& request, const Ring& ring) const;
+  bool Awaiting(const Message& request) const;
   // Passes a copy on along its chain, or (the tail) acknowledges it to its master.
   void ForwardOrAck(const Message& msg);
   void OnReplicaAck(const Message& msg);

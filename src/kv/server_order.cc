@@ -214,7 +214,7 @@ void ServerCore::Refetch(RangeSet rs) {
   Plan();
 }
 
-bool ServerCore::Awaiting(const Message& req, const Ring& ring) const {
+bool ServerCore::Awaiting(const Message& req) const {
   if (awaiting_.empty() || req.meta.op() == pb::Meta::CLOCK) return false;
   std::vector<Range> span;
   if (req.meta.op() == pb::Meta::DENSE_PUSH) {
@@ -228,7 +228,6 @@ bool ServerCore::Awaiting(const Message& req, const Ring& ring) const {
     SArray<Key> keys(req.data[0]);
     for (Key k : keys) span.emplace_back(k, k + 1);
   }
-  (void)ring;
   for (const auto& a : awaiting_) {
     for (const Range& r : span) {
       for (const Range& w : a.second) {
@@ -249,7 +248,6 @@ void ServerCore::TakeOver(const Ring& before, const Ring& after, bool prepared) 
     handover_points_.clear();
   }
   const RangeSet fresh = Subtract(MasteredRanges(after, self_), MasteredRanges(before, self_));
-  const auto& alive = after.servers();
   for (const Range& r : fresh) {
     std::vector<RingSegment> segs;
     before.SliceRange(r, &segs);
@@ -264,7 +262,6 @@ void ServerCore::TakeOver(const Ring& before, const Ring& after, bool prepared) 
       }
     }
   }
-  (void)alive;
   for (auto& a : awaiting_) a.second = Normalize(std::move(a.second));
   handover_epoch_ = after.epoch();
   std::vector<Message> early;
@@ -306,16 +303,7 @@ void ServerCore::Probe(int worker, const Message& applied, const Ring& ring) {
       at.insert(at.end(), {t[i], t[i + 1], t[i + 2], t[i + 2] | linked});
     }
   }
-  auto e = entry_of_.find({worker, applied.meta.timestamp()});
-  uint64_t id;
-  if (e == entry_of_.end()) {
-    id = next_fwd_++;
-    entries_[id].worker = worker;
-    entries_[id].ts = applied.meta.timestamp();
-    entry_of_[{worker, applied.meta.timestamp()}] = id;
-  } else {
-    id = e->second;
-  }
+  const uint64_t id = EntryOf(worker, applied.meta.timestamp());
   if (agg_ && !agg_->empty()) FlushBatches();
   for (auto& p : pieces) {
     RestrictSeq(at, &p.msg);
@@ -389,12 +377,7 @@ Message ServerCore::HandoverMessage(int to, bool request, uint64_t epoch) const 
 void ServerCore::AskHandover() {
   for (const auto& a : awaiting_) {
     Message m = HandoverMessage(a.first, true, handover_epoch_);
-    SArray<Key> pairs;
-    for (const Range& r : a.second) {
-      pairs.push_back(r.begin);
-      pairs.push_back(r.end);
-    }
-    m.data = {SArray<char>(pairs)};
+    m.data = {EncodeRanges(a.second)};
     send(m);
   }
 }
@@ -410,15 +393,11 @@ void ServerCore::OnHandover(Message& msg) {
       if (handover_asks_.size() < kMaxEarly) handover_asks_.push_back(msg);
       return;
     }
-    if (msg.data.size() != 1 || msg.data[0].empty() || msg.data[0].size() % (2 * sizeof(Key))) {
-      return;
-    }
+    RangeSet asked;
+    if (msg.data.size() != 1 || !ParseRanges(msg.data[0], &asked)) return;
     FlushBatches();
-    SArray<Key> pairs(msg.data[0]);
     std::vector<uint64_t> points;
-    for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
-      seq_.Export(Range(pairs[i], pairs[i + 1]), &points);
-    }
+    for (const Range& r : asked) seq_.Export(r, &points);
     Message reply = HandoverMessage(msg.meta.sender(), false, msg.meta.epoch());
     reply.data = {SArray<char>(SArray<uint64_t>(points))};
     send(reply);

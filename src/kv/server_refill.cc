@@ -129,12 +129,7 @@ void ServerCore::SendFetch(uint64_t id) {
   m.meta.set_dtype(static_cast<int>(dtype));
   m.meta.set_fwd_id(id);
   m.meta.set_epoch(planned_epoch_);
-  SArray<Key> pairs;
-  for (const Range& r : f.ranges) {
-    pairs.push_back(r.begin);
-    pairs.push_back(r.end);
-  }
-  m.data = {SArray<char>(pairs)};
+  m.data = {EncodeRanges(f.ranges)};
   send(m);
 }
 
@@ -198,16 +193,6 @@ void ServerCore::Tick() {
 // Request frame 0: sorted (begin, end) pairs. Reply frames: the pairs, then keys, raw slots
 // and slot sizes over all the ranges, then for each range its applied-log clock and records,
 // each as a length then the words.
-static bool ParseRanges(const SArray<char>& frame, RangeSet* out) {
-  if (frame.empty() || frame.size() % (2 * sizeof(Key))) return false;
-  SArray<Key> pairs(frame);
-  for (size_t i = 0; i < pairs.size(); i += 2) {
-    if (pairs[i] >= pairs[i + 1] || (i > 0 && pairs[i] < pairs[i - 1])) return false;
-    out->emplace_back(pairs[i], pairs[i + 1]);
-  }
-  return true;
-}
-
 void ServerCore::OnRefillRequest(Message& msg) {
   RangeSet rs;
   if (msg.data.size() != 1 || !ParseRanges(msg.data[0], &rs)) {

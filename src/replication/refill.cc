@@ -93,4 +93,23 @@ RefillPlan PlanRefill(const Ring& current, const Ring* next, int self, const Ran
   return p;
 }
 
+SArray<char> EncodeRanges(const RangeSet& rs) {
+  SArray<Key> pairs;
+  for (const Range& r : rs) {
+    pairs.push_back(r.begin);
+    pairs.push_back(r.end);
+  }
+  return SArray<char>(pairs);
+}
+
+bool ParseRanges(const SArray<char>& frame, RangeSet* out) {
+  if (frame.empty() || frame.size() % (2 * sizeof(Key))) return false;
+  SArray<Key> pairs(frame);
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    if (pairs[i] >= pairs[i + 1] || (i > 0 && pairs[i] < pairs[i - 1])) return false;
+    out->emplace_back(pairs[i], pairs[i + 1]);
+  }
+  return true;
+}
+
 }  // namespace ps

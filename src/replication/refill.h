@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ps/sarray.h"
 #include "ring/ring.h"
 
 namespace ps {
@@ -26,6 +27,11 @@ RangeSet Subtract(const RangeSet& a, const RangeSet& b);
 RangeSet Intersect(const RangeSet& a, const RangeSet& b);
 /// Keys in the set (saturating).
 uint64_t Size(const RangeSet& s);
+
+/// Ranges on the wire: (begin, end) pairs of keys.
+SArray<char> EncodeRanges(const RangeSet& rs);
+/// Reads EncodeRanges' frame; false unless it holds sorted, non-empty ranges.
+bool ParseRanges(const SArray<char>& frame, RangeSet* out);
 
 /// Every range whose chain (master and replicas) under `ring` holds `server`.
 RangeSet HeldRanges(const Ring& ring, int server);
