@@ -19,7 +19,8 @@ ServerCore::ServerCore(int a, DataType t, std::shared_ptr<StoreBase> s,
       now_us(std::move(now)),
       self_(self),
       ring_(std::move(ring)),
-      gate(std::move(policy), seed) {
+      gate(std::move(policy), seed),
+      chain_(a, t, store->Additive(), self, this, send, now_us, ring_) {
   gate.SetWorkers(workers);
 }
 
@@ -91,15 +92,15 @@ void ServerCore::Process(Message& msg) {
   }
   if (msg.meta.op() == pb::Meta::HANDOVER) {
     std::lock_guard<std::mutex> lk(mu);
-    OnHandover(msg);
+    chain_.OnHandover(msg);
     return;
   }
   if (msg.meta.replica()) {
     std::lock_guard<std::mutex> lk(mu);
     if (msg.meta.request()) {
-      OnReplica(msg);
+      chain_.OnCopy(msg);
     } else {
-      OnReplicaAck(msg);
+      chain_.OnAck(msg);
     }
     return;
   }
@@ -132,7 +133,7 @@ void ServerCore::ProcessLocked(Message& msg) {
                "cannot come back)");
     return;
   }
-  if (!awaiting_.empty() && Awaiting(msg)) {
+  if (chain_.Awaiting(msg)) {
     // This server masters the keys since the cut-over, but the old master's last updates to
     // them have not all arrived: served once they have (bounded like early_ below).
     if (early_.size() < kMaxEarly) early_.push_back(std::move(msg));
@@ -185,27 +186,8 @@ void ServerCore::ProcessLocked(Message& msg) {
   Message uncovered;
   if (push && !fresh_all) {
     duplicates_++;
-    // Its aggregate leaves first, so replicas see it before any copy sent below.
-    if (agg_ && agg_->Holds(worker, msg.meta.timestamp())) FlushBatches();
-    // A copy of a push still waiting for its replicas: a copy on the way may have been lost.
-    auto e = entry_of_.find({worker, msg.meta.timestamp()});
-    std::vector<SArray<Key>> covering;
-    if (e != entry_of_.end()) {
-      for (auto& h : hops_) {
-        const auto& w = h.second.entries;
-        if (std::find(w.begin(), w.end(), e->second) == w.end()) continue;
-        copy_stats_.copies++;
-        copy_stats_.bytes += h.second.msg.DataBytes();
-        send(h.second.msg);
-        h.second.sent_us = now_us();
-        if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
-      }
-    }
-    // What this server applied of it but has no copy on its way for may never have reached
-    // today's chain: applied as a replica of a master that left (a leaver's last copies are
-    // ignored once the ring without it is in force), or acknowledged long ago. Send that part
-    // along the current chain again; replicas apply only what they lack.
-    uncovered = Uncovered(msg, covering);
+    // Replicas apply only what they lack of what no copy on its way covers.
+    uncovered = chain_.Resend(worker, msg);
   }
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
@@ -225,17 +207,17 @@ void ServerCore::ProcessLocked(Message& msg) {
   }
   if (push && err.empty()) {
     auto ring = ring_ ? ring_() : nullptr;
-    const bool copies = ring && (ring->replicas() > 0 || next_);
+    const bool copies = ring && chain_.Active(*ring);
     if (fresh_all) {
       Record(worker, msg);
-      if (copies) Replicate(worker, msg, *ring);
+      if (copies) chain_.Replicate(worker, msg, *ring);
     } else {
       // The new parts are replicated as usual; of the rest, what no copy on its way covers.
       for (const auto& piece : pieces) {
         Record(worker, piece);
-        if (copies) Replicate(worker, piece, *ring, /*may_add=*/false);
+        if (copies) chain_.Replicate(worker, piece, *ring, /*may_add=*/false);
       }
-      if (copies && !uncovered.data.empty()) Probe(worker, uncovered, *ring);
+      if (copies && !uncovered.data.empty()) chain_.Probe(worker, uncovered, *ring);
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -299,34 +281,6 @@ bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* p
   if (piece.data.empty()) return true;  // frames do not agree: Handle rejects it
   pieces->push_back(std::move(piece));
   return false;
-}
-
-Message ServerCore::Uncovered(const Message& m, const std::vector<SArray<Key>>& covering) const {
-  Message out;
-  if (m.meta.op() != pb::Meta::DATA || m.meta.val_total() > 0 || m.data.size() < 2 ||
-      m.data[0].size() % sizeof(Key) || m.data[1].size() % esize) {
-    // Dense ranges and value parts: all of it, unless a copy is on its way.
-    if (covering.empty()) out = m;
-    return out;
-  }
-  const SArray<Key> keys(m.data[0]);
-  const size_t n = keys.size();
-  if (n == 0) return out;
-  std::vector<bool> keep(n, true);
-  for (const auto& c : covering) {
-    size_t i = 0, j = 0;
-    while (i < n && j < c.size()) {
-      if (keys[i] < c[j]) {
-        ++i;
-      } else if (c[j] < keys[i]) {
-        ++j;
-      } else {
-        keep[i++] = false;
-        ++j;
-      }
-    }
-  }
-  return KeySubset(m, keep, esize);
 }
 
 void ServerCore::Record(int worker, const Message& m) {
@@ -398,215 +352,21 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
     VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
   } else {
     // A push is acknowledged only once every replica holds it (a copy of it, too).
-    auto it = entry_of_.find({msg.meta.sender(), msg.meta.timestamp()});
-    if (it != entry_of_.end()) {
-      entries_[it->second].replies.push_back(std::move(*reply));
-      return;
-    }
+    if (chain_.HoldReply(msg.meta.sender(), msg.meta.timestamp(), reply)) return;
   }
   send(*reply);
 }
 
-void ServerCore::Replicate(int worker, const Message& applied, const Ring& ring, bool may_add) {
-  auto pieces = SplitByChain(applied, ring, esize);
-  for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
-  if (pieces.empty()) return;
-  // The update's place in the order of each range it touches; every copy carries the entries
-  // of its own keys (DESIGN §8, invariant 3).
-  std::vector<uint64_t> seq;
-  for (const Range& r : SeqRanges(applied, ring)) seq_.Bump(r, &seq);
-  for (auto& p : pieces) RestrictSeq(seq, &p.msg);
-  const uint64_t e = EntryOf(worker, applied.meta.timestamp());
-  // A copy of a push applied before never joins an aggregate: a replica holding part of an
-  // aggregate could apply it neither whole nor in part.
-  const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
-                         !applied.meta.has_lens() && applied.meta.val_total() == 0 &&
-                         store->Additive();
-  bool in_aggregate = false;
-  for (auto& p : pieces) {
-    if (aggregate && p.msg.data.size() >= 2) {
-      const SArray<Key> keys(p.msg.data[0]);
-      const size_t n = keys.size();
-      const int width = n ? static_cast<int>(p.msg.data[1].size() / esize / n) : 0;
-      if (agg_->empty()) batch_since_us_ = now_us();
-      const std::vector<uint64_t> ps(p.msg.meta.seq().begin(), p.msg.meta.seq().end());
-      const int added = agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
-                                  p.msg.data[1].data(), width, ps);
-      if (added >= 0) {
-        if (added == 1) entries_[e].open++;  // released by that aggregate's acknowledgement
-        in_aggregate = true;
-        continue;
-      }
-    }
-    // Batches hold earlier updates of the same ranges: they leave first.
-    if (agg_ && !agg_->empty()) FlushBatches();
-    p.msg.meta.set_origin(worker);
-    SendHop({e}, std::move(p));
-  }
-  if (in_aggregate) copy_stats_.aggregated++;
-  // Every live worker has a push in the batches (one step of all of them, typically): no
-  // point in waiting for the window to end.
-  if (aggregate && !agg_->empty() && agg_->workers() >= gate.table().size()) FlushBatches();
-}
-
-uint64_t ServerCore::EntryOf(int worker, int64_t ts) {
-  auto at = entry_of_.find({worker, ts});
-  if (at != entry_of_.end()) return at->second;
-  const uint64_t e = next_fwd_++;
-  entries_[e].worker = worker;
-  entries_[e].ts = ts;
-  entry_of_[{worker, ts}] = e;
-  return e;
-}
-
-void ServerCore::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece) {
-  const uint64_t id = next_fwd_++;
-  Message m = std::move(piece.msg);
-  m.meta.set_replica(true);
-  m.meta.set_request(true);
-  m.meta.set_pull(false);
-  m.meta.set_push(true);
-  m.meta.set_app_id(app);
-  m.meta.set_fwd_id(id);
-  m.meta.set_master(self_);
-  m.meta.set_receiver(piece.path[0]);
-  m.meta.clear_chain();
-  for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
-  for (uint64_t e : entries) entries_[e].open++;
-  hops_[id] = Hop{entries, m, now_us(), 0};
-  copy_stats_.copies++;
-  copy_stats_.bytes += m.DataBytes();
-  send(m);
-}
-
-void ServerCore::OnReplica(Message& msg) {
-  if (cur_epoch_ > 0) {
-    // Fencing: a copy from a server that is no longer in the ring (it died; its unacknowledged
-    // pushes come again from their workers) is not applied; unless it is the old master whose
-    // last updates this server waits for (it left at the cut-over).
-    auto ring = ring_();
-    const auto& s = ring->servers();
-    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end() ||
-                  awaiting_.count(msg.meta.sender());
-    if (!member && next_) {
-      const auto& n = next_->servers();
-      member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
-    }
-    if (!member) {
-      VLOG(1) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
-              << ", which is not in its ring";
-      return;
-    }
-  }
-  // A rejected copy is never acknowledged: the master keeps the worker waiting, and it resends.
-  if (Deliver(msg, false) != Delivery::kApplied) return;
-  ReleaseHeld();
-  CheckHandover();
-}
-
-void ServerCore::ForwardOrAck(const Message& msg) {
-  if (msg.meta.chain_size() > 0) {  // pass it on along the chain
-    Message next = msg;
-    next.meta.set_receiver(msg.meta.chain(0));
-    next.meta.clear_chain();
-    for (int i = 1; i < msg.meta.chain_size(); ++i) next.meta.add_chain(msg.meta.chain(i));
-    send(next);
-    return;
-  }
-  Message ack;  // the tail holds it: tell the master
-  ack.meta.set_receiver(msg.meta.master());
-  ack.meta.set_app_id(app);
-  ack.meta.set_replica(true);
-  ack.meta.set_request(false);
-  ack.meta.set_fwd_id(msg.meta.fwd_id());
-  send(ack);
-}
-
-void ServerCore::OnReplicaAck(const Message& msg) {
-  if (msg.meta.nack()) {
-    // A replica holds this copy because an older one did not arrive: send it the older ones
-    // again (not those sent a moment ago: they may be on their way).
-    const int64_t now = now_us();
-    for (auto& h : hops_) {
-      if (h.first >= msg.meta.fwd_id() || h.second.msg.meta.receiver() != msg.meta.sender() ||
-          now - h.second.sent_us < kHopResendUs / 10) {
-        continue;
-      }
-      h.second.sent_us = now;
-      copy_stats_.copies++;
-      copy_stats_.bytes += h.second.msg.DataBytes();
-      send(h.second.msg);
-    }
-    return;
-  }
-  auto h = hops_.find(msg.meta.fwd_id());
-  if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
-  const std::vector<uint64_t> waiting = std::move(h->second.entries);
-  hops_.erase(h);
-  for (uint64_t e : waiting) {
-    auto it = entries_.find(e);
-    if (it != entries_.end() && --it->second.open == 0) Flush(e);
-  }
-}
-
-void ServerCore::Flush(uint64_t e) {
-  auto it = entries_.find(e);
-  if (it == entries_.end()) return;
-  Entry entry = std::move(it->second);
-  entries_.erase(it);
-  entry_of_.erase({entry.worker, entry.ts});
-  for (auto& r : entry.replies) send(r);
-}
-
 void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   std::lock_guard<std::mutex> lk(mu);
-  FlushBatches();  // built for the old chains: send them, then re-route what went to the dead
-  const bool prepared = next_ && next_->epoch() == ring->epoch();
-  if (last_ring_ && last_ring_->epoch() < ring->epoch()) {
-    HandOver(*last_ring_, *ring);
-    TakeOver(*last_ring_, *ring, prepared);
-  }
-  last_ring_ = ring;
-  // Copies waiting for a gap that only a server now gone could fill never will: their
-  // updates were not acknowledged, so their workers resend them.
-  const auto& members = ring->servers();
-  held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
-                                    [&](const HeldCopy& h) {
-                                      const int m = h.msg.meta.master();
-                                      return std::find(members.begin(), members.end(), m) ==
-                                                 members.end() &&
-                                             !awaiting_.count(m);
-                                    }),
-                     held_copies_.end());
-  std::vector<Message> asks;
-  asks.swap(handover_asks_);
-  const auto& live = ring->servers();
-  auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
-  std::vector<uint64_t> lost;
-  for (const auto& h : hops_) {
-    bool ok = alive(h.second.msg.meta.receiver());
-    for (int c : h.second.msg.meta.chain()) ok &= alive(c);
-    if (!ok) lost.push_back(h.first);
-  }
-  std::sort(lost.begin(), lost.end());
-  for (uint64_t id : lost) {
-    Hop hop = std::move(hops_[id]);
-    hops_.erase(id);
-    for (uint64_t e : hop.entries) entries_[e].open--;
-    // Send the copy along the chains of the new ring (the heirs of the server that left).
-    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, *ring, esize)
-                                           : SplitByChain(hop.msg, *ring, esize);
-    for (auto& p : pieces) {
-      RestrictSeq(hop.msg, &p.msg);
-      SendHop(hop.entries, std::move(p));
-    }
-    for (uint64_t e : hop.entries) {
-      if (entries_.count(e) && entries_[e].open == 0) Flush(e);
-    }
-  }
+  chain_.RingChanged(ring, /*prepared=*/next_ && next_->epoch() == ring->epoch());
   Plan();
-  for (auto& a : asks) OnHandover(a);
+  chain_.AfterRing();
   // Requests that arrived before this ring: serve them now.
+  HandedOver();
+}
+
+void ServerCore::HandedOver() {
   std::vector<Message> early;
   early.swap(early_);
   for (auto& m : early) ProcessLocked(m);

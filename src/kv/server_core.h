@@ -21,8 +21,7 @@
 #include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
-#include "replication/aggregator.h"
-#include "replication/chain.h"
+#include "replication/chain_replicator.h"
 #include "replication/refill.h"
 #include "replication/seq_map.h"
 #include "ring/ring.h"
@@ -30,7 +29,7 @@
 
 namespace ps {
 
-class ServerCore {
+class ServerCore : private ChainReplicator::Host {
  public:
   using SendFn = std::function<void(Message&)>;
   /// Microseconds on any monotonic clock (wall or virtual).
@@ -81,12 +80,7 @@ class ServerCore {
   void SetAggregation(int64_t window_us);
   /// Sends the batches older than the window (call it every window or so).
   void Poll();
-  struct CopyStats {
-    uint64_t copies = 0;      // copies sent to replicas (re-sends included)
-    uint64_t bytes = 0;       // their data bytes
-    uint64_t aggregated = 0;  // pushes that travelled inside an aggregate
-    uint64_t conflicts = 0;   // aggregates that arrived partly applied (must stay 0)
-  };
+  using CopyStats = ChainReplicator::CopyStats;
   CopyStats copy_stats() const;
   /// "" or how the count of copies a request waits for differs from the copies in flight and
   /// in batches (a protocol invariant; tests check it after every step).
@@ -104,12 +98,7 @@ class ServerCore {
   SignificantFilter::Stats significant_stats() const;
   /// The step table (callers must not race with Process; the simulator is single-threaded).
   const StepTable& table() const { return gate.table(); }
-  struct OrderStats {
-    uint64_t held = 0;          // copies that arrived before their turn and waited
-    uint64_t refetched = 0;     // ranges fetched afresh: a gap nothing filled, or another history
-    size_t waiting = 0;         // copies waiting now
-    bool handing_over = false;  // requests wait for an old master's last updates
-  };
+  using OrderStats = ChainReplicator::OrderStats;
   OrderStats order_stats() const;
   /// The copies waiting for their turn (tests print it on failure).
   std::string DebugHeld() const;
@@ -117,7 +106,7 @@ class ServerCore {
   /// same slots).
   uint64_t SeqPoint(Key k) const {
     std::lock_guard<std::mutex> lk(mu);
-    return seq_.Min(Range(k, k + 1));
+    return chain_.points().Min(Range(k, k + 1));
   }
 
  private:
@@ -158,124 +147,39 @@ class ServerCore {
   bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
   mutable std::vector<bool> seen_scratch_;  // FreshPart's, kept to reuse its storage (under mu)
   void Record(int worker, const Message& m);
-  // The part of push m whose keys no message in `covering` (key frames of copies on their
-  // way) holds; an empty message when there is none.
-  Message Uncovered(const Message& m, const std::vector<SArray<Key>>& covering) const;
-
-  // Chain replication (master side): every applied piece travels to its replicas; the replies
-  // to the worker wait in the request's entry until every copy is acknowledged.
-  struct Entry {
-    int worker = -1;
-    int64_t ts = -1;
-    size_t open = 0;
-    std::vector<Message> replies;
-  };
-  struct Hop {
-    std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
-    Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
-    int64_t sent_us = 0;            // last sent
-    int tries = 0;                  // resends by timer (Tick), for the back-off
-  };
-  // A copy not acknowledged within this (doubling per resend, up to 16 times) is sent again:
-  // a replica holds the copies after a lost one until it arrives.
-  static constexpr int64_t kHopResendUs = 500000;
-  void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
-  // An update applied here long ago that a worker sends again and no copy on its way covers:
-  // the chain is asked whether it holds it (Meta.probe) instead of being sent it again, which
-  // would apply it out of its place in the order at a replica that lacks it.
-  void Probe(int worker, const Message& applied, const Ring& ring);
-  void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
-  // The entry that holds the worker's replies to request ts until its copies are acknowledged
-  // (created on first use).
-  uint64_t EntryOf(int worker, int64_t ts);
-  // Sends every aggregation batch now (before anything that must follow them on the links).
-  void FlushBatches();
-  // Applies an aggregate whole, or not at all when it was applied before; false: partly
-  // applied (counted as a conflict, not applied).
-  bool ApplyAggregate(const Message& msg);
   // The request path with mu held; requests routed under a ring this server has not seen yet
   // and for keys it does not master wait in early_ until the ring arrives.
   void ProcessLocked(Message& msg);
   std::vector<Message> early_;
-  static constexpr size_t kMaxEarly = 4096;
-  std::unique_ptr<Aggregator> agg_;
-  int64_t window_us_ = 0, batch_since_us_ = 0;
-  CopyStats copy_stats_;
-  void OnReplica(Message& msg);
-  // Order along a chain (DESIGN §8, invariant 3; src/replication/seq_map.h). A copy is applied
-  // when its sequence entries match this server's points; one that comes early waits in
-  // held_copies_ (bounded: beyond it, dropped like a lost message; the master resends it).
-  // replay: a copy taken before a range import and applied again over it (acknowledged then).
-  enum class Delivery { kApplied, kHeld, kRejected };
-  Delivery Deliver(Message& msg, bool replay);
-  // Asks the master of a held copy for the older ones it still waits for (Meta.nack).
-  void Nack(const Message& held);
-  std::map<int, int64_t> last_nack_us_;  // per master
-  // Delivers the held copies whose turn came (until none is).
-  void ReleaseHeld();
-  // The ranges a copy's sequence entries cover; the ranges being fetched now.
-  static RangeSet ProbeRanges(const Message& msg);
-  RangeSet Fetching() const;
-  // Fetches ranges afresh from their master: their history differs from it, or a gap stayed.
-  void Refetch(RangeSet rs);
-  struct HeldCopy {
-    Message msg;
-    int64_t since = 0;
-    bool replay = false;
-  };
-  std::vector<HeldCopy> held_copies_;
-  static constexpr size_t kMaxHeldCopies = 4096;
-  SeqMap seq_;
-  OrderStats order_;
-  // Hand-over at a prepared cut-over: ranges this server masters from now on, by their old
-  // master, which may still apply updates to them until it adopts the ring. Requests for them
-  // wait in early_ until this server holds the old master's last point (or a newer ring comes).
-  std::map<int, RangeSet> awaiting_;
-  std::vector<uint64_t> handover_points_;  // (begin, end, point) the old masters reported
-  uint64_t handover_epoch_ = 0;
-  int64_t handover_since_us_ = 0;
-  std::set<int> reported_;                 // old masters whose points arrived
-  std::vector<Message> handover_asks_;     // asks for a ring this server has not adopted yet
-  std::vector<Message> early_handovers_;   // reports for a ring this server has not adopted yet
-  std::shared_ptr<const Ring> last_ring_;  // the ring before the one in force
-  // The old master: tells the new masters of the ranges it gave up where it stopped.
-  void HandOver(const Ring& before, const Ring& after);
-  // The ranges an update of msg moves the points of: the segments of the current ring it
-  // touches, cut by those of the ring being prepared (a joiner gets the keys of its own part).
-  RangeSet SeqRanges(const Message& msg, const Ring& ring) const;
-  void TakeOver(const Ring& before, const Ring& after, bool prepared);
-  void AskHandover();
-  Message HandoverMessage(int to, bool request, uint64_t epoch) const;
-  void OnHandover(Message& msg);
-  // True (and the waiting requests served) when every awaited range is caught up.
-  bool CheckHandover();
-  bool Awaiting(const Message& request) const;
-  // Passes a copy on along its chain, or (the tail) acknowledges it to its master.
-  void ForwardOrAck(const Message& msg);
-  void OnReplicaAck(const Message& msg);
-  void Flush(uint64_t entry);
+  static constexpr size_t kMaxEarly = ChainReplicator::kMaxEarly;
   int self_;
   RingFn ring_;
-  std::unordered_map<uint64_t, Entry> entries_;
-  std::unordered_map<uint64_t, Hop> hops_;
-  std::map<std::pair<int, int64_t>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
-  uint64_t next_fwd_ = 1;
+
+  // ChainReplicator::Host (mu held).
+  bool ApplyCopy(const Message& copy) override;
+  // Decided key by key; a key holding some of the aggregate's pushes but not all is a
+  // protocol error (counted as a conflict, not applied).
+  bool ApplyAggregate(const Message& aggregate) override;
+  bool Lacks(int worker, const Message& part) override;
+  const RangeSet& Held() const override { return held_; }
+  RangeSet Fetching() const override;
+  void Refetch(const RangeSet& rs) override;
+  void HandedOver() override;
+  std::shared_ptr<const Ring> Prepared() const override { return next_; }
+  uint64_t Epoch() const override { return cur_epoch_; }
+  size_t NumWorkers() const override { return gate.table().size(); }
+  uint64_t conflicts_ = 0;
 
   // Refill and hand-off (server_refill.cc; mu held). held_: the ranges this server holds
-  // completely; fetches_: copies asked for, by id; buffered_: copies of updates that arrived
-  // while something was missing, applied again (deduplicated) after each imported range.
+  // completely; fetches_: copies asked for, by id.
   void Plan();
   void SendFetch(uint64_t id);
   void OnRefillRequest(Message& msg);
   void OnRefillReply(const Message& msg);
   void ServeWaiting();
-  // Applies what of a copy is new (exactly once); false when it is rejected.
-  bool ApplyCopy(const Message& msg);
   void Report();
   // True when every key of a worker request is mastered here under ring.
   bool Owns(const Message& msg, const Ring& ring) const;
-  // Copies of an applied update for the servers that join at the prepared ring.
-  std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
   struct Fetch {
     RangeSet ranges;
     int from = -1;
@@ -288,13 +192,10 @@ class ServerCore {
   RangeSet held_;
   RangeSet unwanted_;  // neither held nor being fetched
   std::map<uint64_t, Fetch> fetches_;
-  std::vector<Message> buffered_;
   std::vector<Message> waiting_;  // refill requests this server cannot serve yet
   ReportFn report_;
   uint64_t next_fetch_ = 1;
   int64_t fetch_timeout_us_ = 1000000;
-  // A gap in a replica's copies that no resend filled within this: the range is fetched afresh.
-  int64_t gap_timeout_us_ = 5000000;
 
   struct HeldRead {
     Message req;
@@ -308,6 +209,9 @@ class ServerCore {
 
   mutable std::mutex sig_mu_;  // the filter's copies; held while a coded reply is sent
   SignificantFilter sig_;
+
+  // Chain replication, order along the chains and hand-over (src/replication/; mu held).
+  ChainReplicator chain_;
 };
 
 }  // namespace ps

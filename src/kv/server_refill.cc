@@ -88,7 +88,7 @@ void ServerCore::Plan() {
     if (std::find(s.begin(), s.end(), self_) != s.end()) held_ = HeldRanges(*cur, self_);
   }
   cur_epoch_ = cur->epoch();
-  if (!last_ring_) last_ring_ = cur;
+  chain_.FirstRing(cur);
   const uint64_t target = next_ ? next_->epoch() : cur->epoch();
   RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);
   // One pass over the store for all of them (a range at a time would copy it per range).
@@ -109,7 +109,7 @@ void ServerCore::Plan() {
     fetches_[id] = Fetch{Normalize(std::move(b.second)), b.first, 0};
     SendFetch(id);
   }
-  if (fetches_.empty()) buffered_.clear();
+  if (fetches_.empty()) chain_.DropBuffered();
   if (changed || !plan.fetch.empty()) {
     LOG_IF(INFO, !plan.fetch.empty()) << "server " << self_ << " fetches " << plan.fetch.size()
                                       << " range(s) for ring epoch " << target;
@@ -150,43 +150,7 @@ void ServerCore::Tick() {
       SendFetch(f.first);
     }
   }
-  // Copies whose acknowledgement did not come (lost on the way, or held behind a lost one).
-  for (auto& h : hops_) {
-    if (now - h.second.sent_us < (kHopResendUs << std::min(h.second.tries, 4))) continue;
-    h.second.sent_us = now;
-    h.second.tries++;
-    copy_stats_.copies++;
-    copy_stats_.bytes += h.second.msg.DataBytes();
-    send(h.second.msg);
-  }
-  // A gap that no resend filled: fetch the range afresh (the copies that wait then apply).
-  RangeSet stale;
-  for (const auto& h : held_copies_) {
-    if (now - h.since < gap_timeout_us_) continue;
-    for (const Range& r : seq_.Behind(h.msg.meta.seq().data(), h.msg.meta.seq_size(), held_)) {
-      stale.push_back(r);
-    }
-  }
-  for (const auto& a : awaiting_) stale = Subtract(Normalize(std::move(stale)), a.second);
-  if (!stale.empty()) Refetch(stale);
-  ReleaseHeld();
-  if (!awaiting_.empty()) {
-    if (now - handover_since_us_ >= 3 * fetch_timeout_us_) {
-      // The old master does not answer (it left, or died before the scheduler noticed): go on
-      // without its last updates, which its workers resend here; jump past its history.
-      LOG(WARNING) << "server " << self_ << " takes over without the old master's last points";
-      for (const auto& a : awaiting_) {
-        for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(handover_epoch_));
-      }
-      reported_.clear();
-      handover_points_.clear();
-      for (auto& a : awaiting_) reported_.insert(a.first);
-      awaiting_.clear();
-      CheckHandover();
-    } else {
-      AskHandover();
-    }
-  }
+  chain_.Tick();
   ServeWaiting();
 }
 
@@ -213,7 +177,7 @@ void ServerCore::OnRefillRequest(Message& msg) {
   }
   // Aggregates of pushes applied before the snapshot leave first: whichever way they reach
   // the asker, they hold no push the snapshot lacks.
-  FlushBatches();
+  chain_.FlushBatches();
   Message reply;
   reply.meta.set_receiver(msg.meta.sender());
   reply.meta.set_app_id(app);
@@ -226,7 +190,7 @@ void ServerCore::OnRefillRequest(Message& msg) {
   SArray<uint64_t> sizes, logs;
   std::vector<uint64_t> points;  // the sequence points over the ranges, in order
   for (const Range& r : rs) {
-    seq_.Export(r, &points);
+    chain_.points().Export(r, &points);
     SArray<Key> k;
     SArray<char> v;
     SArray<uint64_t> z, clock, records;
@@ -283,7 +247,7 @@ void ServerCore::OnRefillReply(const Message& msg) {
   }
   if (err.empty() && at != logs.size()) err = "applied-log frame too long";
   // The points, checked on a scratch copy as well: triples cover each range in order.
-  SeqMap seq = seq_;
+  SeqMap seq = chain_.points();
   if (err.empty()) {
     const SArray<uint64_t> t(msg.data[5]);
     size_t i = 0;
@@ -306,49 +270,15 @@ void ServerCore::OnRefillReply(const Message& msg) {
     return;
   }
   log = std::move(scratch);
-  seq_ = std::move(seq);
+  chain_.SetPoints(std::move(seq));
   held_ = Union(held_, rs);
   fetches_.erase(it);
-  // Copies taken while the ranges were missing, again over them in the master's order: the
-  // points say which the snapshot holds, which come next, and which must wait for another.
-  std::vector<Message> again;
-  again.swap(buffered_);
-  for (auto& b : again) {
-    // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
-    // applied whole or not at all).
-    Message part = b.meta.aggregate() ? Aggregator::Within(b, rs, esize) : b;
-    if (!part.data.empty()) Deliver(part, /*replay=*/true);
-  }
-  if (!fetches_.empty()) buffered_ = std::move(again);
-  ReleaseHeld();
+  chain_.Replay(rs, fetches_.empty());
   if (fetches_.empty()) {
-    buffered_.clear();
     LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;
   }
   Report();
   ServeWaiting();
-}
-
-bool ServerCore::ApplyCopy(const Message& msg) {
-  const int origin = msg.meta.origin();
-  std::vector<Message> pieces;
-  const bool fresh_all = FreshPart(origin, msg, &pieces);
-  std::vector<const Message*> apply;
-  if (fresh_all) {
-    apply.push_back(&msg);
-  } else {
-    for (const auto& p : pieces) apply.push_back(&p);
-  }
-  for (const Message* piece : apply) {
-    Message scratch;
-    std::string err = Handle(*piece, &scratch, true, false);
-    if (!err.empty()) {
-      LOG(ERROR) << "update copy from node " << msg.meta.sender() << " rejected: " << err;
-      return false;
-    }
-    Record(origin, *piece);
-  }
-  return true;
 }
 
 bool ServerCore::Owns(const Message& msg, const Ring& ring) const {
@@ -375,29 +305,6 @@ bool ServerCore::Owns(const Message& msg, const Ring& ring) const {
     if (s.server != self_) return false;
   }
   return true;
-}
-
-std::vector<ChainPiece> ServerCore::JoinerPieces(const Message& applied, const Ring& ring) const {
-  // While a ring is prepared, the servers that will hold a key there but do not hold it now
-  // (a joiner; the heirs of a server that leaves) get a copy of every update, so that their
-  // fetched copy plus these is complete at the cut-over.
-  std::vector<ChainPiece> out;
-  if (!next_ || next_->epoch() <= ring.epoch()) return out;
-  auto next_chain = [this](size_t segment) { return next_->Chain(segment); };
-  for (auto& p : SplitByPath(applied, *next_, esize, next_chain)) {
-    auto newcomers = [&](size_t segment) {
-      auto now = ring.Chain(segment);
-      std::vector<int> to;
-      for (int s : p.path) {
-        if (s != self_ && std::find(now.begin(), now.end(), s) == now.end()) to.push_back(s);
-      }
-      return to;
-    };
-    for (auto& q : SplitByPath(p.msg, ring, esize, newcomers)) {
-      for (int to : q.path) out.push_back(ChainPiece{{to}, q.msg});  // each ends no chain yet
-    }
-  }
-  return out;
 }
 
 }  // namespace ps

@@ -1,6 +1,6 @@
-// ServerCore, third part: replication after aggregation (batches of pushes summed per chain,
-// applied whole or per key at replicas) and the consistency check of the copies a request
-// waits for. The request path is server_core.cc, range hand-off server_refill.cc.
+// ServerCore's side of chain replication (src/replication/chain_replicator.h does the
+// protocol): applying the copies it hands over, exactly once, and what it asks of this server
+// (held and fetched ranges, a refetch, the requests that waited for a hand-over).
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -11,50 +11,75 @@ namespace ps {
 
 void ServerCore::SetAggregation(int64_t window_us) {
   std::lock_guard<std::mutex> lk(mu);
-  window_us_ = window_us;
-  if (window_us > 0 && !agg_) agg_ = std::make_unique<Aggregator>(dtype);
-  if (window_us <= 0 && agg_) {
-    FlushBatches();
-    agg_.reset();
-  }
+  chain_.SetAggregation(window_us);
 }
 
 void ServerCore::Poll() {
   std::lock_guard<std::mutex> lk(mu);
-  if (agg_ && !agg_->empty() && now_us() - batch_since_us_ >= window_us_) FlushBatches();
-}
-
-void ServerCore::FlushBatches() {
-  if (!agg_ || agg_->empty()) return;
-  for (auto& c : agg_->Take()) {
-    // The entries' counts already include this copy (one per batch they are in): SendHop
-    // counts it again, so take that back.
-    for (uint64_t e : c.entries) entries_[e].open--;
-    SendHop(c.entries, ChainPiece{c.path, std::move(c.msg)});
-  }
+  chain_.Poll();
 }
 
 std::string ServerCore::CheckEntries() const {
   std::lock_guard<std::mutex> lk(mu);
-  std::unordered_map<uint64_t, size_t> refs;
-  if (agg_) agg_->CountEntries(&refs);
-  for (const auto& h : hops_) {
-    for (uint64_t x : h.second.entries) refs[x]++;
-  }
-  for (const auto& e : entries_) {
-    if (refs[e.first] != e.second.open) {
-      return "server " + std::to_string(self_) + ": request (worker " +
-             std::to_string(e.second.worker) + ", ts " + std::to_string(e.second.ts) +
-             ") waits for " + std::to_string(e.second.open) + " copies but " +
-             std::to_string(refs[e.first]) + " are on their way";
-    }
-  }
-  return "";
+  return chain_.CheckEntries();
 }
 
 ServerCore::CopyStats ServerCore::copy_stats() const {
   std::lock_guard<std::mutex> lk(mu);
-  return copy_stats_;
+  CopyStats s = chain_.copy_stats();
+  s.conflicts = conflicts_;
+  return s;
+}
+
+ServerCore::OrderStats ServerCore::order_stats() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return chain_.order_stats();
+}
+
+std::string ServerCore::DebugHeld() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return chain_.DebugHeld();
+}
+
+bool ServerCore::ApplyCopy(const Message& msg) {
+  const int origin = msg.meta.origin();
+  log.Advance(origin, msg.meta.lwm());
+  std::vector<Message> pieces;
+  const bool fresh_all = FreshPart(origin, msg, &pieces);
+  std::vector<const Message*> apply;
+  if (fresh_all) {
+    apply.push_back(&msg);
+  } else {
+    for (const auto& p : pieces) apply.push_back(&p);
+  }
+  for (const Message* piece : apply) {
+    Message scratch;
+    std::string err = Handle(*piece, &scratch, true, false);
+    if (!err.empty()) {
+      LOG(ERROR) << "update copy from node " << msg.meta.sender() << " rejected: " << err;
+      return false;
+    }
+    Record(origin, *piece);
+  }
+  return true;
+}
+
+bool ServerCore::Lacks(int worker, const Message& part) {
+  std::vector<Message> pieces;
+  return FreshPart(worker, part, &pieces) || !pieces.empty();
+}
+
+RangeSet ServerCore::Fetching() const {
+  RangeSet rs;
+  for (const auto& f : fetches_) {
+    rs.insert(rs.end(), f.second.ranges.begin(), f.second.ranges.end());
+  }
+  return Normalize(std::move(rs));
+}
+
+void ServerCore::Refetch(const RangeSet& rs) {
+  held_ = Subtract(held_, rs);
+  Plan();
 }
 
 bool ServerCore::ApplyAggregate(const Message& msg) {
@@ -102,7 +127,7 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
     }
   }
   if (mixed > 0) {
-    copy_stats_.conflicts++;
+    conflicts_++;
     LOG(ERROR) << "server " << self_ << ": aggregate from node " << msg.meta.sender() << " has "
                << mixed << " key(s) holding some of its pushes but not all; not applied";
     return false;

@@ -1,4 +1,4 @@
-// ServerCore, fourth part: the order along a chain (DESIGN §8, invariant 3).
+// ChainReplicator, replica side: the order along a chain (DESIGN §8, invariant 3).
 //
 // The master numbers each update of a key range it applies (SeqMap::Bump) and every copy
 // carries (range, prev, next) entries. A replica applies a copy only when its own points equal
@@ -20,7 +20,7 @@
 
 #include <algorithm>
 
-#include "kv/server_core.h"
+#include "replication/chain_replicator.h"
 
 namespace ps {
 namespace {
@@ -28,17 +28,7 @@ namespace {
 const uint64_t* Entries(const Message& m) { return m.meta.seq().data(); }
 size_t Words(const Message& m) { return static_cast<size_t>(m.meta.seq_size()); }
 
-}  // namespace
-
-ServerCore::OrderStats ServerCore::order_stats() const {
-  std::lock_guard<std::mutex> lk(mu);
-  OrderStats s = order_;
-  s.waiting = held_copies_.size();
-  s.handing_over = !awaiting_.empty();
-  return s;
-}
-
-RangeSet ServerCore::ProbeRanges(const Message& msg) {
+RangeSet ProbeRanges(const Message& msg) {
   RangeSet rs;
   for (int i = 0; i + 4 <= msg.meta.seq_size(); i += 4) {
     rs.emplace_back(msg.meta.seq(i), msg.meta.seq(i + 1));
@@ -46,15 +36,16 @@ RangeSet ServerCore::ProbeRanges(const Message& msg) {
   return Normalize(std::move(rs));
 }
 
-RangeSet ServerCore::Fetching() const {
-  RangeSet rs;
-  for (const auto& f : fetches_)
-    rs.insert(rs.end(), f.second.ranges.begin(), f.second.ranges.end());
-  return Normalize(std::move(rs));
+}  // namespace
+
+ChainReplicator::OrderStats ChainReplicator::order_stats() const {
+  OrderStats s = order_;
+  s.waiting = held_copies_.size();
+  s.handing_over = !awaiting_.empty();
+  return s;
 }
 
-std::string ServerCore::DebugHeld() const {
-  std::lock_guard<std::mutex> lk(mu);
+std::string ChainReplicator::DebugHeld() const {
   std::string d;
   for (const auto& h : held_copies_) {
     const Message& m = h.msg;
@@ -66,16 +57,16 @@ std::string ServerCore::DebugHeld() const {
       d += " [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") " +
            std::to_string(m.meta.seq(i + 2)) + "->" +
            std::to_string(SeqMap::Next(m.meta.seq(i + 3))) + " at " + std::to_string(seq_.Min(r)) +
-           (Subtract({r}, held_).empty() ? "" : " (not held)");
+           (Subtract({r}, host_->Held()).empty() ? "" : " (not held)");
     }
     d += "\n";
   }
   return d;
 }
 
-ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
-  auto ring = ring_ ? ring_() : nullptr;
-  if (ring && cur_epoch_ > 0) {
+ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
+  auto ring = CurrentRing();
+  if (ring && host_->Epoch() > 0) {
     // A range this server masters (and waits for no old master's last updates in) takes no
     // new update from another server: it would land after updates this server already ordered
     // and copied on. A copy of an update it holds is acknowledged (the old master's entry
@@ -89,20 +80,20 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
       return Delivery::kRejected;
     }
   }
-  const auto verdict = seq_.Check(Entries(msg), Words(msg), held_);
+  const auto verdict = seq_.Check(Entries(msg), Words(msg), host_->Held());
   if (msg.meta.probe() && verdict != SeqMap::Verdict::kGap) {
     // Caught up with the master's points: pass it on if the update is here, else this copy's
     // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
     // Ranges this server does not hold (it left their chain) are not its to answer for.
-    const RangeSet mine = Intersect(ProbeRanges(msg), held_);
-    if (!Intersect(ProbeRanges(msg), Fetching()).empty()) {
+    const RangeSet mine = Intersect(ProbeRanges(msg), host_->Held());
+    if (!Intersect(ProbeRanges(msg), host_->Fetching()).empty()) {
       for (const auto& h : held_copies_) {
         if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
           return Delivery::kHeld;
         }
       }
       if (held_copies_.size() < kMaxHeldCopies) {
-        held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+        held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
       }
       return Delivery::kHeld;
     }
@@ -116,11 +107,9 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
         for (size_t i = 0; i < keys.size(); ++i) {
           for (const Range& r : mine) keep[i] = keep[i] || r.Contains(keys[i]);
         }
-        part = KeySubset(msg, keep, esize);
+        part = KeySubset(msg, keep, esize_);
       }
-      std::vector<Message> pieces;
-      lacks =
-          !part.data.empty() && (FreshPart(msg.meta.origin(), part, &pieces) || !pieces.empty());
+      lacks = !part.data.empty() && host_->Lacks(msg.meta.origin(), part);
     }
     if (!lacks) {
       if (!replay) ForwardOrAck(msg);
@@ -128,7 +117,7 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
     }
     Refetch(mine);
     if (held_copies_.size() < kMaxHeldCopies) {
-      held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+      held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
     }
     return Delivery::kHeld;
   }
@@ -143,55 +132,54 @@ ServerCore::Delivery ServerCore::Deliver(Message& msg, bool replay) {
       }
     }
     if (held_copies_.size() >= kMaxHeldCopies) return Delivery::kHeld;  // dropped: resent later
-    held_copies_.push_back(HeldCopy{msg, now_us(), replay});
+    held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
     order_.held++;
     Nack(msg);
     return Delivery::kHeld;
   }
   if (verdict == SeqMap::Verdict::kMismatch) {
-    Refetch(seq_.Behind(Entries(msg), Words(msg), held_));
+    Refetch(seq_.Behind(Entries(msg), Words(msg), host_->Held()));
   }
   bool ok;
   if (msg.meta.aggregate()) {
-    ok = ApplyAggregate(msg);
+    ok = host_->ApplyAggregate(msg);
   } else {
-    log.Advance(msg.meta.origin(), msg.meta.lwm());
-    ok = ApplyCopy(msg);
+    ok = host_->ApplyCopy(msg);
   }
   if (!ok) return Delivery::kRejected;  // never acknowledged: the master keeps it
   seq_.Advance(Entries(msg), Words(msg));
   if (!replay) {
     // Something is still being fetched: keep the copy to apply again over the fetched range.
-    if (!fetches_.empty()) buffered_.push_back(msg);
+    if (!host_->Fetching().empty()) buffered_.push_back(msg);
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
 }
 
-void ServerCore::Nack(const Message& held) {
+void ChainReplicator::Nack(const Message& held) {
   if (held.meta.master() == self_ || held.meta.probe()) return;
   int64_t& last = last_nack_us_[held.meta.master()];
-  const int64_t now = now_us();
+  const int64_t now = now_us_();
   if (now - last < kHopResendUs / 10) return;  // one per master and interval is enough
   last = now;
   Message nack;
   nack.meta.set_receiver(held.meta.master());
-  nack.meta.set_app_id(app);
+  nack.meta.set_app_id(app_);
   nack.meta.set_replica(true);
   nack.meta.set_request(false);
   nack.meta.set_nack(true);
   nack.meta.set_fwd_id(held.meta.fwd_id());
-  send(nack);
+  send_(nack);
 }
 
-void ServerCore::ReleaseHeld() {
+void ChainReplicator::ReleaseHeld() {
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t i = 0; i < held_copies_.size(); ++i) {
       const Message& m = held_copies_[i].msg;
-      if (seq_.Check(Entries(m), Words(m), held_) == SeqMap::Verdict::kGap) continue;
+      if (seq_.Check(Entries(m), Words(m), host_->Held()) == SeqMap::Verdict::kGap) continue;
       // A probe only once no fetch of its ranges is under way.
-      if (m.meta.probe() && !Intersect(ProbeRanges(m), Fetching()).empty()) continue;
+      if (m.meta.probe() && !Intersect(ProbeRanges(m), host_->Fetching()).empty()) continue;
       HeldCopy c = std::move(held_copies_[i]);
       held_copies_.erase(held_copies_.begin() + static_cast<std::ptrdiff_t>(i));
       if (Deliver(c.msg, c.replay) == Delivery::kHeld && c.msg.meta.probe()) return;
@@ -201,20 +189,19 @@ void ServerCore::ReleaseHeld() {
   }
 }
 
-void ServerCore::Refetch(RangeSet rs) {
-  auto ring = ring_ ? ring_() : nullptr;
+void ChainReplicator::Refetch(RangeSet rs) {
+  auto ring = CurrentRing();
   if (!ring) return;
   // Never a range this server masters: there is no one to fetch it from.
-  rs = Intersect(Subtract(Normalize(std::move(rs)), MasteredRanges(*ring, self_)), held_);
+  rs = Intersect(Subtract(Normalize(std::move(rs)), MasteredRanges(*ring, self_)), host_->Held());
   if (rs.empty()) return;
   order_.refetched += rs.size();
   LOG(WARNING) << "server " << self_ << " fetches " << rs.size() << " range(s) afresh: its "
                << "copy is not a prefix of the master's history there";
-  held_ = Subtract(held_, rs);
-  Plan();
+  host_->Refetch(rs);
 }
 
-bool ServerCore::Awaiting(const Message& req) const {
+bool ChainReplicator::Awaiting(const Message& req) const {
   if (awaiting_.empty() || req.meta.op() == pb::Meta::CLOCK) return false;
   std::vector<Range> span;
   if (req.meta.op() == pb::Meta::DENSE_PUSH) {
@@ -238,7 +225,7 @@ bool ServerCore::Awaiting(const Message& req) const {
   return false;
 }
 
-void ServerCore::TakeOver(const Ring& before, const Ring& after, bool prepared) {
+void ChainReplicator::TakeOver(const Ring& before, const Ring& after, bool prepared) {
   if (!awaiting_.empty()) {
     // A newer ring before the hand-over finished (a participant died): go on from here.
     for (const auto& a : awaiting_) {
@@ -267,12 +254,12 @@ void ServerCore::TakeOver(const Ring& before, const Ring& after, bool prepared) 
   std::vector<Message> early;
   early.swap(early_handovers_);
   if (awaiting_.empty()) return;
-  handover_since_us_ = now_us();
+  handover_since_us_ = now_us_();
   for (auto& m : early) OnHandover(m);  // reports that came before this ring
   if (!awaiting_.empty()) AskHandover();
 }
 
-void ServerCore::HandOver(const Ring& before, const Ring& after) {
+void ChainReplicator::HandOver(const Ring& before, const Ring& after) {
   const RangeSet gone = Subtract(MasteredRanges(before, self_), MasteredRanges(after, self_));
   std::map<int, std::vector<uint64_t>> to;
   for (const Range& r : gone) {
@@ -285,38 +272,15 @@ void ServerCore::HandOver(const Ring& before, const Ring& after) {
   for (auto& t : to) {
     Message m = HandoverMessage(t.first, false, after.epoch());
     m.data = {SArray<char>(SArray<uint64_t>(t.second))};
-    send(m);
+    send_(m);
   }
 }
 
-void ServerCore::Probe(int worker, const Message& applied, const Ring& ring) {
-  auto pieces = SplitByChain(applied, ring, esize);
-  if (pieces.empty()) return;
-  // Where this server stands in each range the update touches (no new number: nothing new
-  // is applied).
-  std::vector<uint64_t> at;
-  for (const Range& r : SeqRanges(applied, ring)) {
-    std::vector<uint64_t> t;
-    seq_.Export(r, &t);
-    for (size_t i = 0; i + 3 <= t.size(); i += 3) {
-      const uint64_t linked = i + 3 < t.size() ? SeqMap::kLinked : 0;
-      at.insert(at.end(), {t[i], t[i + 1], t[i + 2], t[i + 2] | linked});
-    }
-  }
-  const uint64_t id = EntryOf(worker, applied.meta.timestamp());
-  if (agg_ && !agg_->empty()) FlushBatches();
-  for (auto& p : pieces) {
-    RestrictSeq(at, &p.msg);
-    p.msg.meta.set_probe(true);
-    p.msg.meta.set_origin(worker);
-    SendHop({id}, std::move(p));
-  }
-}
-
-RangeSet ServerCore::SeqRanges(const Message& msg, const Ring& ring) const {
+RangeSet ChainReplicator::SeqRanges(const Message& msg, const Ring& ring) const {
   // Units: a segment of ring, cut by the segments of the ring being prepared; only those that
   // hold a key of the update (a range between two keys may hold none).
-  const bool cut = next_ && next_->epoch() > ring.epoch();
+  const auto next = host_->Prepared();
+  const bool cut = next && next->epoch() > ring.epoch();
   RangeSet out;
   auto add = [&out](const Range& x) {
     if (x.begin < x.end && (out.empty() || out.back() != x)) out.push_back(x);
@@ -324,7 +288,7 @@ RangeSet ServerCore::SeqRanges(const Message& msg, const Ring& ring) const {
   auto unit = [&](Key k) {
     Range u = ring.segments()[ring.SegmentOf(k)].range;
     if (cut) {
-      const Range n = next_->segments()[next_->SegmentOf(k)].range;
+      const Range n = next->segments()[next->SegmentOf(k)].range;
       u = Range(std::max(u.begin, n.begin), std::min(u.end, n.end));
     }
     // Ranges still handed over are numbered by their old master: an update elsewhere in the
@@ -363,30 +327,30 @@ RangeSet ServerCore::SeqRanges(const Message& msg, const Ring& ring) const {
   return out;
 }
 
-Message ServerCore::HandoverMessage(int to, bool request, uint64_t epoch) const {
+Message ChainReplicator::HandoverMessage(int to, bool request, uint64_t epoch) const {
   Message m;
   m.meta.set_receiver(to);
-  m.meta.set_app_id(app);
+  m.meta.set_app_id(app_);
   m.meta.set_request(request);
   m.meta.set_op(pb::Meta::HANDOVER);
-  m.meta.set_dtype(static_cast<int>(dtype));
+  m.meta.set_dtype(static_cast<int>(dtype_));
   m.meta.set_epoch(epoch);
   return m;
 }
 
-void ServerCore::AskHandover() {
+void ChainReplicator::AskHandover() {
   for (const auto& a : awaiting_) {
     Message m = HandoverMessage(a.first, true, handover_epoch_);
     m.data = {EncodeRanges(a.second)};
-    send(m);
+    send_(m);
   }
 }
 
-void ServerCore::OnHandover(Message& msg) {
+void ChainReplicator::OnHandover(Message& msg) {
   if (msg.meta.request()) {
     // The old master: answered once it follows the ring that took the ranges from it (it
     // applies nothing to them from then on), after the batches that hold updates of them.
-    if (cur_epoch_ < msg.meta.epoch()) {
+    if (host_->Epoch() < msg.meta.epoch()) {
       for (const auto& w : handover_asks_) {
         if (w.meta.sender() == msg.meta.sender() && w.meta.epoch() == msg.meta.epoch()) return;
       }
@@ -400,11 +364,11 @@ void ServerCore::OnHandover(Message& msg) {
     for (const Range& r : asked) seq_.Export(r, &points);
     Message reply = HandoverMessage(msg.meta.sender(), false, msg.meta.epoch());
     reply.data = {SArray<char>(SArray<uint64_t>(points))};
-    send(reply);
+    send_(reply);
     return;
   }
   // The new master: where the old one stopped.
-  if (msg.meta.epoch() > handover_epoch_ && msg.meta.epoch() > cur_epoch_) {
+  if (msg.meta.epoch() > handover_epoch_ && msg.meta.epoch() > host_->Epoch()) {
     if (early_handovers_.size() < kMaxEarly) early_handovers_.push_back(msg);
     return;
   }
@@ -421,7 +385,7 @@ void ServerCore::OnHandover(Message& msg) {
   CheckHandover();
 }
 
-bool ServerCore::CheckHandover() {
+bool ChainReplicator::CheckHandover() {
   if (awaiting_.empty()) return true;
   for (const auto& a : awaiting_) {
     if (!reported_.count(a.first)) return false;
@@ -434,10 +398,68 @@ bool ServerCore::CheckHandover() {
   handover_points_.clear();
   reported_.clear();
   VLOG(1) << "server " << self_ << " holds every update of the ranges it took over";
-  std::vector<Message> early;
-  early.swap(early_);
-  for (auto& m : early) ProcessLocked(m);
+  host_->HandedOver();
   return true;
+}
+
+void ChainReplicator::OnCopy(Message& msg) {
+  if (host_->Epoch() > 0) {
+    // Fencing: a copy from a server that is no longer in the ring (it died; its unacknowledged
+    // pushes come again from their workers) is not applied; unless it is the old master whose
+    // last updates this server waits for (it left at the cut-over).
+    auto ring = CurrentRing();
+    const auto& s = ring->servers();
+    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end() ||
+                  awaiting_.count(msg.meta.sender());
+    const auto next = host_->Prepared();
+    if (!member && next) {
+      const auto& n = next->servers();
+      member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
+    }
+    if (!member) {
+      VLOG(1) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
+              << ", which is not in its ring";
+      return;
+    }
+  }
+  // A rejected copy is never acknowledged: the master keeps the worker waiting, and it resends.
+  if (Deliver(msg, false) != Delivery::kApplied) return;
+  ReleaseHeld();
+  CheckHandover();
+}
+
+void ChainReplicator::ForwardOrAck(const Message& msg) {
+  if (msg.meta.chain_size() > 0) {  // pass it on along the chain
+    Message next = msg;
+    next.meta.set_receiver(msg.meta.chain(0));
+    next.meta.clear_chain();
+    for (int i = 1; i < msg.meta.chain_size(); ++i) next.meta.add_chain(msg.meta.chain(i));
+    send_(next);
+    return;
+  }
+  Message ack;  // the tail holds it: tell the master
+  ack.meta.set_receiver(msg.meta.master());
+  ack.meta.set_app_id(app_);
+  ack.meta.set_replica(true);
+  ack.meta.set_request(false);
+  ack.meta.set_fwd_id(msg.meta.fwd_id());
+  send_(ack);
+}
+
+void ChainReplicator::Replay(const RangeSet& imported, bool done) {
+  // Copies taken while the ranges were missing, again over them in the master's order: the
+  // points say which the snapshot holds, which come next, and which must wait for another.
+  std::vector<Message> again;
+  again.swap(buffered_);
+  for (auto& b : again) {
+    // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
+    // applied whole or not at all).
+    Message part = b.meta.aggregate() ? Aggregator::Within(b, imported, esize_) : b;
+    if (!part.data.empty()) Deliver(part, /*replay=*/true);
+  }
+  if (!done) buffered_ = std::move(again);
+  ReleaseHeld();
+  if (done) buffered_.clear();
 }
 
 }  // namespace ps

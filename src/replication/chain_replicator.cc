@@ -1,0 +1,361 @@
+// ChainReplicator, master side: copies down the chains, the entries that hold the workers'
+// replies, batches, resends and re-routing at ring changes. The replica side and the order
+// along a chain are in chain_order.cc.
+#include "replication/chain_replicator.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+
+namespace ps {
+
+ChainReplicator::ChainReplicator(int app, DataType dtype, bool additive, int self, Host* host,
+                                 SendFn send, NowFn now_us, RingFn ring)
+    : app_(app),
+      dtype_(dtype),
+      esize_(DataTypeSize(dtype)),
+      additive_(additive),
+      self_(self),
+      host_(host),
+      send_(std::move(send)),
+      now_us_(std::move(now_us)),
+      ring_(std::move(ring)) {}
+
+void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& ring,
+                                bool may_add) {
+  auto pieces = SplitByChain(applied, ring, esize_);
+  for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
+  if (pieces.empty()) return;
+  // The update's place in the order of each range it touches; every copy carries the entries
+  // of its own keys (DESIGN §8, invariant 3).
+  std::vector<uint64_t> seq;
+  for (const Range& r : SeqRanges(applied, ring)) seq_.Bump(r, &seq);
+  for (auto& p : pieces) RestrictSeq(seq, &p.msg);
+  const uint64_t e = EntryOf(worker, applied.meta.timestamp());
+  // A copy of a push applied before never joins an aggregate: a replica holding part of an
+  // aggregate could apply it neither whole nor in part.
+  const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
+                         !applied.meta.has_lens() && applied.meta.val_total() == 0 && additive_;
+  bool in_aggregate = false;
+  for (auto& p : pieces) {
+    if (aggregate && p.msg.data.size() >= 2) {
+      const SArray<Key> keys(p.msg.data[0]);
+      const size_t n = keys.size();
+      const int width = n ? static_cast<int>(p.msg.data[1].size() / esize_ / n) : 0;
+      if (agg_->empty()) batch_since_us_ = now_us_();
+      const std::vector<uint64_t> ps(p.msg.meta.seq().begin(), p.msg.meta.seq().end());
+      const int added = agg_->Add(p.path, e, worker, applied.meta.timestamp(), keys.data(), n,
+                                  p.msg.data[1].data(), width, ps);
+      if (added >= 0) {
+        if (added == 1) entries_[e].open++;  // released by that aggregate's acknowledgement
+        in_aggregate = true;
+        continue;
+      }
+    }
+    // Batches hold earlier updates of the same ranges: they leave first.
+    FlushBatches();
+    p.msg.meta.set_origin(worker);
+    SendHop({e}, std::move(p));
+  }
+  if (in_aggregate) copy_stats_.aggregated++;
+  // Every live worker has a push in the batches (one step of all of them, typically): no
+  // point in waiting for the window to end.
+  if (aggregate && !agg_->empty() && agg_->workers() >= host_->NumWorkers()) FlushBatches();
+}
+
+Message ChainReplicator::Resend(int worker, const Message& m) {
+  const int64_t ts = m.meta.timestamp();
+  // Its aggregate leaves first, so replicas see it before any copy sent below.
+  if (agg_ && agg_->Holds(worker, ts)) FlushBatches();
+  // A copy of a push still waiting for its replicas: a copy on the way may have been lost.
+  std::vector<SArray<Key>> covering;
+  auto e = entry_of_.find({worker, ts});
+  if (e != entry_of_.end()) {
+    for (auto& h : hops_) {
+      const auto& w = h.second.entries;
+      if (std::find(w.begin(), w.end(), e->second) == w.end()) continue;
+      Send(&h.second);
+      if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
+    }
+  }
+  // What this server applied of it but has no copy on its way for may never have reached
+  // today's chain: applied as a replica of a master that left (a leaver's last copies are
+  // ignored once the ring without it is in force), or acknowledged long ago.
+  Message out;
+  if (m.meta.op() != pb::Meta::DATA || m.meta.val_total() > 0 || m.data.size() < 2 ||
+      m.data[0].size() % sizeof(Key) || m.data[1].size() % esize_) {
+    // Dense ranges and value parts: all of it, unless a copy is on its way.
+    if (covering.empty()) out = m;
+    return out;
+  }
+  const SArray<Key> keys(m.data[0]);
+  const size_t n = keys.size();
+  if (n == 0) return out;
+  std::vector<bool> keep(n, true);
+  for (const auto& c : covering) {
+    size_t i = 0, j = 0;
+    while (i < n && j < c.size()) {
+      if (keys[i] < c[j]) {
+        ++i;
+      } else if (c[j] < keys[i]) {
+        ++j;
+      } else {
+        keep[i++] = false;
+        ++j;
+      }
+    }
+  }
+  return KeySubset(m, keep, esize_);
+}
+
+void ChainReplicator::Probe(int worker, const Message& applied, const Ring& ring) {
+  auto pieces = SplitByChain(applied, ring, esize_);
+  if (pieces.empty()) return;
+  // Where this server stands in each range the update touches (no new number: nothing new
+  // is applied).
+  std::vector<uint64_t> at;
+  for (const Range& r : SeqRanges(applied, ring)) {
+    std::vector<uint64_t> t;
+    seq_.Export(r, &t);
+    for (size_t i = 0; i + 3 <= t.size(); i += 3) {
+      const uint64_t linked = i + 3 < t.size() ? SeqMap::kLinked : 0;
+      at.insert(at.end(), {t[i], t[i + 1], t[i + 2], t[i + 2] | linked});
+    }
+  }
+  const uint64_t id = EntryOf(worker, applied.meta.timestamp());
+  FlushBatches();
+  for (auto& p : pieces) {
+    RestrictSeq(at, &p.msg);
+    p.msg.meta.set_probe(true);
+    p.msg.meta.set_origin(worker);
+    SendHop({id}, std::move(p));
+  }
+}
+
+bool ChainReplicator::HoldReply(int worker, int64_t ts, Message* reply) {
+  auto it = entry_of_.find({worker, ts});
+  if (it == entry_of_.end()) return false;
+  entries_[it->second].replies.push_back(std::move(*reply));
+  return true;
+}
+
+uint64_t ChainReplicator::EntryOf(int worker, int64_t ts) {
+  auto at = entry_of_.find({worker, ts});
+  if (at != entry_of_.end()) return at->second;
+  const uint64_t e = next_fwd_++;
+  entries_[e].worker = worker;
+  entries_[e].ts = ts;
+  entry_of_[{worker, ts}] = e;
+  return e;
+}
+
+void ChainReplicator::Send(Hop* hop) {
+  hop->sent_us = now_us_();
+  copy_stats_.copies++;
+  copy_stats_.bytes += hop->msg.DataBytes();
+  send_(hop->msg);
+}
+
+void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece) {
+  const uint64_t id = next_fwd_++;
+  Message m = std::move(piece.msg);
+  m.meta.set_replica(true);
+  m.meta.set_request(true);
+  m.meta.set_pull(false);
+  m.meta.set_push(true);
+  m.meta.set_app_id(app_);
+  m.meta.set_fwd_id(id);
+  m.meta.set_master(self_);
+  m.meta.set_receiver(piece.path[0]);
+  m.meta.clear_chain();
+  for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
+  for (uint64_t e : entries) entries_[e].open++;
+  Hop& hop = hops_[id];
+  hop = Hop{entries, std::move(m), 0, 0};
+  Send(&hop);
+}
+
+void ChainReplicator::OnAck(const Message& msg) {
+  if (msg.meta.nack()) {
+    // A replica holds this copy because an older one did not arrive: send it the older ones
+    // again (not those sent a moment ago: they may be on their way).
+    const int64_t now = now_us_();
+    for (auto& h : hops_) {
+      if (h.first >= msg.meta.fwd_id() || h.second.msg.meta.receiver() != msg.meta.sender() ||
+          now - h.second.sent_us < kHopResendUs / 10) {
+        continue;
+      }
+      Send(&h.second);
+    }
+    return;
+  }
+  auto h = hops_.find(msg.meta.fwd_id());
+  if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
+  const std::vector<uint64_t> waiting = std::move(h->second.entries);
+  hops_.erase(h);
+  for (uint64_t e : waiting) {
+    auto it = entries_.find(e);
+    if (it != entries_.end() && --it->second.open == 0) Flush(e);
+  }
+}
+
+void ChainReplicator::Flush(uint64_t e) {
+  auto it = entries_.find(e);
+  if (it == entries_.end()) return;
+  Entry entry = std::move(it->second);
+  entries_.erase(it);
+  entry_of_.erase({entry.worker, entry.ts});
+  for (auto& r : entry.replies) send_(r);
+}
+
+void ChainReplicator::SetAggregation(int64_t window_us) {
+  window_us_ = window_us;
+  if (window_us > 0 && !agg_) agg_ = std::make_unique<Aggregator>(dtype_);
+  if (window_us <= 0 && agg_) {
+    FlushBatches();
+    agg_.reset();
+  }
+}
+
+void ChainReplicator::Poll() {
+  if (agg_ && !agg_->empty() && now_us_() - batch_since_us_ >= window_us_) FlushBatches();
+}
+
+void ChainReplicator::FlushBatches() {
+  if (!agg_ || agg_->empty()) return;
+  for (auto& c : agg_->Take()) {
+    // The entries' counts already include this copy (one per batch they are in): SendHop
+    // counts it again, so take that back.
+    for (uint64_t e : c.entries) entries_[e].open--;
+    SendHop(c.entries, ChainPiece{c.path, std::move(c.msg)});
+  }
+}
+
+std::string ChainReplicator::CheckEntries() const {
+  std::unordered_map<uint64_t, size_t> refs;
+  if (agg_) agg_->CountEntries(&refs);
+  for (const auto& h : hops_) {
+    for (uint64_t x : h.second.entries) refs[x]++;
+  }
+  for (const auto& e : entries_) {
+    if (refs[e.first] != e.second.open) {
+      return "server " + std::to_string(self_) + ": request (worker " +
+             std::to_string(e.second.worker) + ", ts " + std::to_string(e.second.ts) +
+             ") waits for " + std::to_string(e.second.open) + " copies but " +
+             std::to_string(refs[e.first]) + " are on their way";
+    }
+  }
+  return "";
+}
+
+void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool prepared) {
+  FlushBatches();  // built for the old chains: send them, then re-route what went to the dead
+  if (last_ring_ && last_ring_->epoch() < ring->epoch()) {
+    HandOver(*last_ring_, *ring);
+    TakeOver(*last_ring_, *ring, prepared);
+  }
+  last_ring_ = ring;
+  const auto& live = ring->servers();
+  auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
+  // Copies waiting for a gap that only a server now gone could fill never will: their
+  // updates were not acknowledged, so their workers resend them.
+  held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
+                                    [&](const HeldCopy& h) {
+                                      const int m = h.msg.meta.master();
+                                      return !alive(m) && !awaiting_.count(m);
+                                    }),
+                     held_copies_.end());
+  std::vector<uint64_t> lost;
+  for (const auto& h : hops_) {
+    bool ok = alive(h.second.msg.meta.receiver());
+    for (int c : h.second.msg.meta.chain()) ok &= alive(c);
+    if (!ok) lost.push_back(h.first);
+  }
+  std::sort(lost.begin(), lost.end());
+  for (uint64_t id : lost) {
+    Hop hop = std::move(hops_[id]);
+    hops_.erase(id);
+    for (uint64_t e : hop.entries) entries_[e].open--;
+    // Send the copy along the chains of the new ring (the heirs of the server that left).
+    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, *ring, esize_)
+                                           : SplitByChain(hop.msg, *ring, esize_);
+    for (auto& p : pieces) {
+      RestrictSeq(hop.msg, &p.msg);
+      SendHop(hop.entries, std::move(p));
+    }
+    for (uint64_t e : hop.entries) {
+      if (entries_.count(e) && entries_[e].open == 0) Flush(e);
+    }
+  }
+}
+
+void ChainReplicator::AfterRing() {
+  std::vector<Message> asks;
+  asks.swap(handover_asks_);
+  for (auto& a : asks) OnHandover(a);
+}
+
+void ChainReplicator::Tick() {
+  const int64_t now = now_us_();
+  // Copies whose acknowledgement did not come (lost on the way, or held behind a lost one).
+  for (auto& h : hops_) {
+    if (now - h.second.sent_us < (kHopResendUs << std::min(h.second.tries, 4))) continue;
+    h.second.tries++;
+    Send(&h.second);
+  }
+  // A gap that no resend filled: fetch the range afresh (the copies that wait then apply).
+  RangeSet stale;
+  for (const auto& h : held_copies_) {
+    if (now - h.since < gap_timeout_us_) continue;
+    for (const Range& r :
+         seq_.Behind(h.msg.meta.seq().data(), h.msg.meta.seq_size(), host_->Held())) {
+      stale.push_back(r);
+    }
+  }
+  for (const auto& a : awaiting_) stale = Subtract(Normalize(std::move(stale)), a.second);
+  if (!stale.empty()) Refetch(stale);
+  ReleaseHeld();
+  if (awaiting_.empty()) return;
+  if (now - handover_since_us_ < handover_timeout_us_) {
+    AskHandover();
+    return;
+  }
+  // The old master does not answer (it left, or died before the scheduler noticed): go on
+  // without its last updates, which its workers resend here; jump past its history.
+  LOG(WARNING) << "server " << self_ << " takes over without the old master's last points";
+  for (const auto& a : awaiting_) {
+    for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(handover_epoch_));
+  }
+  reported_.clear();
+  handover_points_.clear();
+  for (auto& a : awaiting_) reported_.insert(a.first);
+  awaiting_.clear();
+  CheckHandover();
+}
+
+std::vector<ChainPiece> ChainReplicator::JoinerPieces(const Message& applied,
+                                                      const Ring& ring) const {
+  // While a ring is prepared, the servers that will hold a key there but do not hold it now
+  // (a joiner; the heirs of a server that leaves) get a copy of every update, so that their
+  // fetched copy plus these is complete at the cut-over.
+  std::vector<ChainPiece> out;
+  const auto next = host_->Prepared();
+  if (!next || next->epoch() <= ring.epoch()) return out;
+  auto next_chain = [&next](size_t segment) { return next->Chain(segment); };
+  for (auto& p : SplitByPath(applied, *next, esize_, next_chain)) {
+    auto newcomers = [&](size_t segment) {
+      auto now = ring.Chain(segment);
+      std::vector<int> to;
+      for (int s : p.path) {
+        if (s != self_ && std::find(now.begin(), now.end(), s) == now.end()) to.push_back(s);
+      }
+      return to;
+    };
+    for (auto& q : SplitByPath(p.msg, ring, esize_, newcomers)) {
+      for (int to : q.path) out.push_back(ChainPiece{{to}, q.msg});  // each ends no chain yet
+    }
+  }
+  return out;
+}
+
+}  // namespace ps

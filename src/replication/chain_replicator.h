@@ -1,0 +1,257 @@
+// Chain replication for one application id on one server (DESIGN §8): the protocol that keeps
+// every member of a key range's chain holding the master's updates in the master's order.
+//
+// Master side: every update the server applies as master is cut by chain (or, with a window,
+// added to a batch per chain first) and sent down the chain as a copy that carries the update's
+// place in the order of each range it touches (SeqMap). The worker's reply waits in an entry
+// until the tail acknowledges every copy; copies are resent with back-off until then, on NACK
+// from a replica that waits for an older one, and re-routed along the new chains when a server
+// leaves the ring.
+//
+// Replica side: a copy is applied only when its sequence entries follow this server's points;
+// an early one waits (bounded), a gap nobody fills or a copy of another history makes the
+// server fetch the range afresh (the owner's refill). Then the copy goes on to the next member,
+// or the tail acknowledges it to the master.
+//
+// Hand-over at a ring change: a server that stops mastering a range tells the new master where
+// it stopped; the new master serves requests for the range only once it holds that point (or
+// jumps past it when the old master died or stays silent), so updates never interleave from
+// two masters.
+//
+// The replicator does no I/O and has no lock of its own: its owner (ServerCore) calls it under
+// its lock, gives it a send function and a clock, and applies the copies it hands back through
+// Host. The simulator drives it on virtual time through the same owner.
+#ifndef PS_REPLICATION_CHAIN_REPLICATOR_H_
+#define PS_REPLICATION_CHAIN_REPLICATOR_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "message/message.h"
+#include "replication/aggregator.h"
+#include "replication/chain.h"
+#include "replication/refill.h"
+#include "replication/seq_map.h"
+#include "ring/ring.h"
+
+namespace ps {
+
+class ChainReplicator {
+ public:
+  /// What the replicator needs of the server it runs in (called under the owner's lock).
+  class Host {
+   public:
+    virtual ~Host() = default;
+    /// Applies what of a copy of a worker's update this server lacks, exactly once; false:
+    /// rejected (never acknowledged, so its master keeps it).
+    virtual bool ApplyCopy(const Message& copy) = 0;
+    /// Applies a batch of copies whole, or not at all when it was applied before.
+    virtual bool ApplyAggregate(const Message& aggregate) = 0;
+    /// True when `part` (some keys of worker's update) holds something not applied here.
+    virtual bool Lacks(int worker, const Message& part) = 0;
+    /// The ranges this server holds completely.
+    virtual const RangeSet& Held() const = 0;
+    /// The ranges being fetched now (empty: no refill under way).
+    virtual RangeSet Fetching() const = 0;
+    /// Drop these held ranges and fetch them afresh from their master.
+    virtual void Refetch(const RangeSet& rs) = 0;
+    /// The ranges taken over are complete: requests that waited for them can be served.
+    virtual void HandedOver() = 0;
+    /// The ring being prepared (a join or a leave), or null.
+    virtual std::shared_ptr<const Ring> Prepared() const = 0;
+    /// The epoch of the ring this server follows (0: none, as in the simulator).
+    virtual uint64_t Epoch() const = 0;
+    /// Workers in the step table: a batch holding a push of each leaves at once.
+    virtual size_t NumWorkers() const = 0;
+  };
+
+  using SendFn = std::function<void(Message&)>;
+  using NowFn = std::function<int64_t()>;
+  using RingFn = std::function<std::shared_ptr<const Ring>()>;
+
+  ChainReplicator(int app, DataType dtype, bool additive, int self, Host* host, SendFn send,
+                  NowFn now_us, RingFn ring);
+
+  // ---- master side (chain_replicator.cc)
+
+  /// True when updates under `ring` need copies (replicas, or servers joining).
+  bool Active(const Ring& ring) const { return ring.replicas() > 0 || host_->Prepared(); }
+  /// An update this server applied as master: numbered and sent down its chains (or batched).
+  /// may_add: it may join a batch (never a part of a push applied before).
+  void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
+  /// A worker sent again a push this server applied before: the copies of it still on their
+  /// way are sent again. Returns the part of it that no such copy covers (empty message: none).
+  Message Resend(int worker, const Message& push);
+  /// That part: the chain is asked whether it holds it (Meta.probe). Sending it again as a copy
+  /// would apply it out of its place in the order at a replica that lacks it.
+  void Probe(int worker, const Message& applied, const Ring& ring);
+  /// True when the reply to worker's request ts waits for copies (it is sent once they are all
+  /// acknowledged); false: send it now.
+  bool HoldReply(int worker, int64_t ts, Message* reply);
+  /// A replica's acknowledgement (or NACK) of a copy.
+  void OnAck(const Message& ack);
+  /// Batches: pushes applied within window_us are added up per chain and sent once (additive
+  /// rules only; 0 = every push is copied at once).
+  void SetAggregation(int64_t window_us);
+  /// Sends the batches older than the window.
+  void Poll();
+  /// Sends every batch now (before anything that must follow them on the links).
+  void FlushBatches();
+
+  // ---- replica side and hand-over (chain_order.cc)
+
+  /// A copy from a master or a predecessor in the chain.
+  void OnCopy(Message& copy);
+  /// HANDOVER: an old master's report of where it stopped, or a new master asking for it.
+  void OnHandover(Message& msg);
+  /// True when req touches a range this server took over and still waits for.
+  bool Awaiting(const Message& req) const;
+
+  // ---- both
+
+  /// The ring changed: hand over and take over ranges, forget copies only a departed server
+  /// could complete, and send copies that went to a server gone along the new chains.
+  /// prepared: the ring is the one prepared (a cut-over, not a failure). Call AfterRing once the
+  /// owner has planned its refill for the ring.
+  void RingChanged(const std::shared_ptr<const Ring>& ring, bool prepared);
+  void AfterRing();
+  /// The first ring this server sees (the one hand-overs start from).
+  void FirstRing(const std::shared_ptr<const Ring>& ring) {
+    if (!last_ring_) last_ring_ = ring;
+  }
+  /// Periodic: resends unacknowledged copies, fetches ranges with a gap nobody filled, asks
+  /// old masters again for their points (or jumps past them after a while).
+  void Tick();
+  /// Ranges just imported by a refill: the copies that arrived meanwhile are applied again
+  /// over them in the master's order. done: nothing else is being fetched.
+  void Replay(const RangeSet& imported, bool done);
+  /// No refill is under way: the copies kept for one are dropped.
+  void DropBuffered() { buffered_.clear(); }
+
+  /// This server's sequence points (a refill snapshot carries them).
+  const SeqMap& points() const { return seq_; }
+  void SetPoints(SeqMap points) { seq_ = std::move(points); }
+
+  struct CopyStats {
+    uint64_t copies = 0;      // copies sent to replicas (re-sends included)
+    uint64_t bytes = 0;       // their data bytes
+    uint64_t aggregated = 0;  // pushes that travelled inside an aggregate
+    uint64_t conflicts = 0;   // aggregates that arrived partly applied (must stay 0)
+  };
+  const CopyStats& copy_stats() const { return copy_stats_; }
+  struct OrderStats {
+    uint64_t held = 0;          // copies that arrived before their turn and waited
+    uint64_t refetched = 0;     // ranges fetched afresh: a gap nothing filled, or another history
+    size_t waiting = 0;         // copies waiting now
+    bool handing_over = false;  // requests wait for an old master's last updates
+  };
+  OrderStats order_stats() const;
+  /// "" or how the count of copies a request waits for differs from the copies in flight and
+  /// in batches (a protocol invariant; tests check it after every step).
+  std::string CheckEntries() const;
+  /// The copies waiting for their turn (tests print it on failure).
+  std::string DebugHeld() const;
+
+  /// A copy not acknowledged within this (doubling per resend, up to 16 times) is sent again.
+  static constexpr int64_t kHopResendUs = 500000;
+  static constexpr size_t kMaxHeldCopies = 4096;
+  static constexpr size_t kMaxEarly = 4096;
+
+ private:
+  // The worker's replies to one request, waiting until every copy of it is acknowledged.
+  struct Entry {
+    int worker = -1;
+    int64_t ts = -1;
+    size_t open = 0;
+    std::vector<Message> replies;
+  };
+  struct Hop {
+    std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
+    Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
+    int64_t sent_us = 0;            // last sent
+    int tries = 0;                  // resends by timer, for the back-off
+  };
+  struct HeldCopy {
+    Message msg;
+    int64_t since = 0;
+    bool replay = false;
+  };
+  enum class Delivery { kApplied, kHeld, kRejected };
+
+  std::shared_ptr<const Ring> CurrentRing() const { return ring_ ? ring_() : nullptr; }
+  uint64_t EntryOf(int worker, int64_t ts);
+  void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
+  void Flush(uint64_t entry);
+  void Send(Hop* hop);
+  // Copies of an applied update for the servers that join at the prepared ring.
+  std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
+  // The ranges an update of msg moves the points of: the segments of the current ring it
+  // touches, cut by those of the ring being prepared and by ranges still handed over.
+  RangeSet SeqRanges(const Message& msg, const Ring& ring) const;
+
+  // A copy is applied when its sequence entries match this server's points; one that comes
+  // early waits in held_copies_. replay: a copy taken before a range import and applied again
+  // over it (acknowledged then).
+  Delivery Deliver(Message& msg, bool replay);
+  void Nack(const Message& held);
+  void ReleaseHeld();
+  void Refetch(RangeSet rs);
+  void ForwardOrAck(const Message& msg);
+  void HandOver(const Ring& before, const Ring& after);
+  void TakeOver(const Ring& before, const Ring& after, bool prepared);
+  void AskHandover();
+  Message HandoverMessage(int to, bool request, uint64_t epoch) const;
+  // True (and the owner told) when every awaited range is caught up.
+  bool CheckHandover();
+
+  const int app_;
+  const DataType dtype_;
+  const size_t esize_;
+  const bool additive_;
+  const int self_;
+  Host* const host_;
+  SendFn send_;
+  NowFn now_us_;
+  RingFn ring_;
+
+  // Master side.
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::unordered_map<uint64_t, Hop> hops_;
+  std::map<std::pair<int, int64_t>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
+  uint64_t next_fwd_ = 1;
+  std::unique_ptr<Aggregator> agg_;
+  int64_t window_us_ = 0, batch_since_us_ = 0;
+  CopyStats copy_stats_;
+
+  // Order along the chain.
+  SeqMap seq_;
+  OrderStats order_;
+  std::vector<HeldCopy> held_copies_;
+  std::map<int, int64_t> last_nack_us_;  // per master
+  // Copies applied while a refill was under way, applied again over each imported range.
+  std::vector<Message> buffered_;
+  // A gap in a replica's copies that no resend filled within this: the range is fetched afresh.
+  int64_t gap_timeout_us_ = 5000000;
+
+  // Hand-over at a prepared cut-over: ranges this server masters from now on, by their old
+  // master, which may still apply updates to them until it adopts the ring.
+  std::map<int, RangeSet> awaiting_;
+  std::vector<uint64_t> handover_points_;  // (begin, end, point) the old masters reported
+  uint64_t handover_epoch_ = 0;
+  int64_t handover_since_us_ = 0;
+  int64_t handover_timeout_us_ = 3000000;  // then the new master jumps past the old one
+  std::set<int> reported_;                 // old masters whose points arrived
+  std::vector<Message> handover_asks_;     // asks for a ring this server has not adopted yet
+  std::vector<Message> early_handovers_;   // reports for a ring this server has not adopted yet
+  std::shared_ptr<const Ring> last_ring_;  // the ring before the one in force
+};
+
+}  // namespace ps
+
+#endif  // PS_REPLICATION_CHAIN_REPLICATOR_H_
