@@ -56,6 +56,9 @@ really happened (so a pass is not vacuous).
          must go on with exact sums (before, any k+1 failures before a refill aborted).
   kill_one_chain: the same with two neighbours: the range whose chain was exactly those two
          has no copy left, and the job must stop naming exactly that range.
+  join_dies_cutover, leave_and_kill, leave_survives_kill: a joiner killed at the cut-over; a
+         leaver and another server killed in one preparation; another server killed while a
+         leave is prepared (tests/fault/handoff_runs.py).
   scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
          scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
          and exit with code 1 naming the lost scheduler; nothing may hang.
@@ -71,6 +74,7 @@ import threading
 import time
 
 from fault_checks import CAPTURED, check_chains, stream
+from handoff_runs import RUNS as HANDOFF_RUNS
 from scenarios import SCENARIOS
 
 
@@ -464,6 +468,13 @@ def run_scenario():
     cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
     print("running:", " ".join(cmd), flush=True)
     failures = []
+    if a.scenario in HANDOFF_RUNS:
+        failures, passed = HANDOFF_RUNS[a.scenario](a, sc, cmd, join_command(a, sc))
+        if failures:
+            print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
+            return 1
+        print("PASSED %s (seed %s): %s" % (a.scenario, a.seed, passed))
+        return 0
     if a.scenario == "scheduler_loss":
         rc, out, killed_at, ended = run_and_kill_scheduler(cmd, sc["workers"])
         if killed_at is None:

@@ -7,7 +7,8 @@
 //   --window N: pushes in flight per worker (0: the job never waits, the library's
 //   PS_MAX_INFLIGHT holds it back); --seconds S: stop pushing after S s (workers share how
 //   many rounds each pushed through app 1, for the reference).
-//                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job)
+//                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job;
+//                MS < 0: when it gets SIGUSR1, after printing LEAVE-READY with its pid)
 //                [--rules sum,assign,adagrad]  (the same pushes also go to app 2 under Assign
 //                and app 3 under AdaGrad, whose results depend on the order of updates;
 //                servers print a DIGEST line per chain segment and app at the end, which
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -378,6 +380,12 @@ int RunWorker(ps::Node* node, const Options& o) {
 
 int main(int argc, char** argv) {
   Options o = Parse(argc, argv);
+  sigset_t leave_signal;
+  sigemptyset(&leave_signal);
+  sigaddset(&leave_signal, SIGUSR1);
+  // Blocked before any thread starts, so every thread inherits it and only sigwait takes it
+  // (the fault test signals every server; only the leaver acts on it).
+  if (o.leave_after_ms < 0) pthread_sigmask(SIG_BLOCK, &leave_signal, nullptr);
   try {
     ps::Node node(ps::Config::FromEnv());
     node.Start();
@@ -398,7 +406,13 @@ int main(int argc, char** argv) {
             &node, 3, std::make_shared<ps::AdaGradRule<double>>(0.1));
       }
       if (node.rank() == o.leave_rank) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
+        if (o.leave_after_ms >= 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
+        } else {
+          std::cout << "LEAVE-READY server " << node.rank() << " pid " << getpid() << std::endl;
+          int sig = 0;
+          sigwait(&leave_signal, &sig);
+        }
         node.Leave();
         std::cout << "LEFT server " << node.rank() << " keys=" << server.NumKeys()
                   << " mastered=" << server.NumMasteredKeys() << std::endl;
