@@ -13,6 +13,7 @@
 
 #include "consistency/barrier_policy.h"
 #include "kv/server_core.h"
+#include "linear/rules.h"
 #include "replication/refill.h"
 #include "util/rng.h"
 
@@ -21,10 +22,13 @@ namespace {
 
 constexpr int kWorker0 = 100;  // worker ids; servers are 1..n
 
-// The update rule of a run: Sum (order-free, checked against exact sums), and two whose result
-// depends on the order of updates (Assign on integers, AdaGrad on doubles with its state), for
-// which every chain member must hold byte-identical slots.
-enum class Rule { kSum, kAssign, kAdaGrad };
+// The update rule of a run: Sum (order-free, checked against exact sums), and rules whose result
+// depends on the order of updates (Assign on integers; AdaGrad, and the linear app's FTRL and
+// DBPG, on doubles with their state), for which every chain member must hold byte-identical
+// slots.
+enum class Rule { kSum, kAssign, kAdaGrad, kFtrl, kDbpg };
+constexpr Rule kOrdered[] = {Rule::kAssign, Rule::kAdaGrad, Rule::kFtrl, Rule::kDbpg};
+constexpr Rule kAllRules[] = {Rule::kAssign, Rule::kAdaGrad, Rule::kFtrl, Rule::kDbpg, Rule::kSum};
 
 // Faults a run injects on every link: lost and duplicated messages (the FIFO interleaving
 // already delays and reorders across links).
@@ -63,6 +67,14 @@ class Net {
         break;
       case Rule::kAdaGrad:
         stores_[id] = std::make_shared<Store<double>>(std::make_shared<AdaGradRule<double>>(0.1));
+        break;
+      case Rule::kFtrl:
+        stores_[id] = std::make_shared<Store<double>>(
+            std::make_shared<linear::FtrlRule<double>>(0.1, 1.0, 0.01, 0.01));
+        break;
+      case Rule::kDbpg:
+        stores_[id] = std::make_shared<Store<double>>(
+            std::make_shared<linear::DbpgRule<double>>(0.5, 0.01, 0.01));
         break;
     }
     servers_[id] = std::make_unique<ServerCore>(
@@ -204,7 +216,9 @@ class Net {
   }
   Rng& rng() { return rng_; }
   const std::map<Key, int64_t>& ref() const { return ref_; }
-  DataType dtype() const { return rule_ == Rule::kAdaGrad ? DataType::kDouble : DataType::kInt64; }
+  DataType dtype() const {
+    return rule_ == Rule::kSum || rule_ == Rule::kAssign ? DataType::kInt64 : DataType::kDouble;
+  }
   Rule rule() const { return rule_; }
   // Stops injecting faults (the end of a run: what is left gets through).
   void Heal() { faults_ = Faults{}; }
@@ -337,11 +351,19 @@ void Net::Send(Request* r, const Ring& ring) {
     m.meta.set_push(true);
     m.meta.set_dtype(static_cast<int>(dtype()));
     m.meta.set_epoch(ring.epoch());
-    m.meta.set_width(1);
+    m.meta.set_width(rule_ == Rule::kDbpg ? 3 : 1);
     SArray<char> vals(b.second.second);
-    if (rule_ == Rule::kAdaGrad) {
+    if (dtype() == DataType::kDouble) {
       SArray<double> d;
-      for (int64_t v : b.second.second) d.push_back(static_cast<double>(v) / 16);
+      for (int64_t v : b.second.second) {
+        d.push_back(static_cast<double>(v) / 16);
+        if (rule_ == Rule::kDbpg) {
+          // DBPG's [gradient, curvature, iteration + 1]: a later iteration closes the sums,
+          // so which push comes first changes the model.
+          d.push_back(std::abs(static_cast<double>(v)) / 16 + 1);
+          d.push_back(static_cast<double>(r->ts / 3 + 1));
+        }
+      }
       vals = SArray<char>(d);
     }
     m.data = {SArray<char>(b.second.first), vals};
@@ -528,7 +550,7 @@ constexpr Faults kLossy{0.05, 0.05};
 TEST(HandoffOrderTest, EveryReplicaHoldsAPrefixOfItsPredecessorsHistory) {
   // Chains of three (k = 2) under loss and duplication with pushes in flight: checked between
   // every few deliveries, not only at the end.
-  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad}) {
+  for (Rule rule : kOrdered) {
     for (uint64_t seed = 1; seed <= 10; ++seed) {
       Net net(seed, 2, false, rule, kLossy);
       auto ring = MakeRing({1, 2, 3, 4, 5}, 2, 1);
@@ -545,7 +567,7 @@ TEST(HandoffOrderTest, EveryReplicaHoldsAPrefixOfItsPredecessorsHistory) {
 }
 
 TEST(HandoffOrderTest, ChainsStayIdenticalThroughFailuresUnderLoss) {
-  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad, Rule::kSum}) {
+  for (Rule rule : kAllRules) {
     for (uint64_t seed = 1; seed <= 30; ++seed) {
       SCOPED_TRACE("rule " + std::to_string(static_cast<int>(rule)));
       RunFailures(seed, 4, 1, 1, false, false, rule, kLossy);
@@ -556,7 +578,7 @@ TEST(HandoffOrderTest, ChainsStayIdenticalThroughFailuresUnderLoss) {
 }
 
 TEST(HandoffOrderTest, ChainsStayIdenticalThroughJoinsAndLeavesUnderLoss) {
-  for (Rule rule : {Rule::kAssign, Rule::kAdaGrad, Rule::kSum}) {
+  for (Rule rule : kAllRules) {
     for (uint64_t seed = 1; seed <= 30; ++seed) {
       SCOPED_TRACE("rule " + std::to_string(static_cast<int>(rule)));
       RunReshape(seed, false, false, rule, kLossy);
