@@ -82,6 +82,10 @@ struct Config {
   /// a node accepts, and a frame may decode to, in MB (PS_MAX_MESSAGE_MB); a peer that sends a
   /// larger frame is disconnected, a coded frame that claims more is dropped and counted.
   int max_message_mb = 4096;
+  /// Key ranges move between servers (refill, join, leave) in pieces of about this many MB
+  /// (PS_REFILL_PIECE_MB): each piece is imported before the next is asked for, so a hand-off
+  /// of a multi-GB range costs each end about a piece of memory, not the range.
+  int refill_piece_mb = 16;
   /// Messages queued per peer and direction (PS_SEND_QUEUE): beyond it a node stops reading
   /// from that peer (TCP back-pressure) and drops, and counts, what it would send to it; the
   /// protocol resends what is lost, so a stalled peer costs bounded memory.

@@ -39,6 +39,7 @@ struct KVServerBase::Impl : public Customer {
     // wait): refill retries and copy resends every tick, aggregation batches every half window.
     const int window = rt->cfg.replication_window_ms;
     if (window > 0) core.SetAggregation(int64_t{window} * 1000);
+    core.SetPieceBytes(uint64_t{static_cast<uint32_t>(rt->cfg.refill_piece_mb)} << 20);
     // At most 200 ms, whatever the heartbeat interval: copy resends (from 0.5 s) and gap and
     // refill timeouts run on this tick, and a job must not wait a long heartbeat interval for
     // them (in-process tests beat every 30 s).

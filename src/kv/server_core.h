@@ -4,6 +4,7 @@
 #ifndef PS_KV_SERVER_CORE_H_
 #define PS_KV_SERVER_CORE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -75,6 +76,12 @@ class ServerCore : private ChainReplicator::Host {
   std::vector<std::pair<Range, uint64_t>> ChainDigests() const;
   /// Ranges this server still has to fetch.
   size_t PendingRanges() const;
+  /// Range copies (refill, join, leave) travel in pieces of about this many bytes of slots
+  /// (one slot more at most), so neither end holds more than a piece of a range at once.
+  void SetPieceBytes(uint64_t bytes) {
+    std::lock_guard<std::mutex> lk(mu);
+    piece_bytes_ = std::max<uint64_t>(bytes, 1);
+  }
   /// Replication after aggregation: pushes applied within window_us are added up per chain
   /// and sent once (additive rules only; 0 = every push is copied at once).
   void SetAggregation(int64_t window_us);
@@ -160,7 +167,7 @@ class ServerCore : private ChainReplicator::Host {
   // Decided key by key; a key holding some of the aggregate's pushes but not all is a
   // protocol error (counted as a conflict, not applied).
   bool ApplyAggregate(const Message& aggregate) override;
-  bool Lacks(int worker, const Message& part) override;
+  bool Lacks(int worker, const Message& part) const override;
   const RangeSet& Held() const override { return held_; }
   RangeSet Fetching() const override;
   void Refetch(const RangeSet& rs) override;
@@ -196,6 +203,7 @@ class ServerCore : private ChainReplicator::Host {
   ReportFn report_;
   uint64_t next_fetch_ = 1;
   int64_t fetch_timeout_us_ = 1000000;
+  uint64_t piece_bytes_ = 16 << 20;  // of a range copy (SetPieceBytes)
 
   struct HeldRead {
     Message req;

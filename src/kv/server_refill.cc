@@ -189,24 +189,34 @@ void ServerCore::OnRefillRequest(Message& msg) {
   SArray<char> slots;
   SArray<uint64_t> sizes, logs;
   std::vector<uint64_t> points;  // the sequence points over the ranges, in order
+  // One piece: the ranges from the first on until piece_bytes_ is reached, the last one maybe
+  // in part; the asker imports it and asks for the rest. Each piece is a snapshot of its own
+  // ranges (slots, applied log, points), so neither side ever holds more than a piece of it.
+  RangeSet covered;
   for (const Range& r : rs) {
-    chain_.points().Export(r, &points);
+    if (keys.size() > 0 && slots.size() >= piece_bytes_) break;
     SArray<Key> k;
     SArray<char> v;
     SArray<uint64_t> z, clock, records;
-    store->ExportRange(r, &k, &v, &z);
+    Key stop = r.end;
+    const uint64_t room = piece_bytes_ > slots.size() ? piece_bytes_ - slots.size() : 1;
+    store->ExportRange(r, &k, &v, &z, room, &stop);
+    const Range part(r.begin, stop);
+    covered.push_back(part);
+    chain_.points().Export(part, &points);
     keys.append(k);
     slots.append(v);
     sizes.append(z);
-    log.Export(r, &clock, &records);
+    log.Export(part, &clock, &records);
     logs.push_back(clock.size());
     logs.append(clock);
     logs.push_back(records.size());
     logs.append(records);
+    if (stop < r.end) break;
   }
-  reply.data = {msg.data[0],         SArray<char>(keys), slots,
-                SArray<char>(sizes), SArray<char>(logs), SArray<char>(SArray<uint64_t>(points))};
-  VLOG(1) << "server " << self_ << " copies " << rs.size() << " range(s) (" << keys.size()
+  reply.data = {EncodeRanges(covered), SArray<char>(keys), slots,
+                SArray<char>(sizes),   SArray<char>(logs), SArray<char>(SArray<uint64_t>(points))};
+  VLOG(1) << "server " << self_ << " copies " << covered.size() << " range(s) (" << keys.size()
           << " keys) to node " << msg.meta.sender();
   send(reply);
 }
@@ -219,10 +229,13 @@ void ServerCore::ServeWaiting() {
 
 void ServerCore::OnRefillReply(const Message& msg) {
   auto it = fetches_.find(msg.meta.fwd_id());
-  if (it == fetches_.end()) return;       // an older plan's, or a second answer
-  const RangeSet rs = it->second.ranges;  // a copy: the entry is erased below
-  RangeSet got;
-  bool ok = msg.data.size() == 6 && ParseRanges(msg.data[0], &got) && got == rs &&
+  if (it == fetches_.end()) return;  // an older plan's, or a second answer
+  const RangeSet asked = it->second.ranges;
+  // A piece: the asked ranges from the first on, the last one maybe in part (OnRefillRequest).
+  RangeSet rs;
+  bool ok = msg.data.size() == 6 && ParseRanges(msg.data[0], &rs) && !rs.empty() &&
+            rs.front().begin == asked.front().begin && Subtract(rs, asked).empty() &&
+            (Subtract(asked, rs).empty() || Subtract(asked, rs).front().begin >= rs.back().end) &&
             msg.data[1].size() % sizeof(Key) == 0 && msg.data[3].size() % sizeof(uint64_t) == 0 &&
             msg.data[4].size() % sizeof(uint64_t) == 0 &&
             msg.data[5].size() % (3 * sizeof(uint64_t)) == 0;
@@ -272,7 +285,15 @@ void ServerCore::OnRefillReply(const Message& msg) {
   log = std::move(scratch);
   chain_.SetPoints(std::move(seq));
   held_ = Union(held_, rs);
+  const Fetch done = it->second;
   fetches_.erase(it);
+  const RangeSet rest = Subtract(asked, rs);
+  if (!rest.empty()) {
+    // The next piece, under a new id: a late copy of this answer is then ignored.
+    const uint64_t id = next_fetch_++;
+    fetches_[id] = Fetch{rest, done.from, 0};
+    SendFetch(id);
+  }
   chain_.Replay(rs, fetches_.empty());
   if (fetches_.empty()) {
     LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;

@@ -64,7 +64,7 @@ bool ServerCore::ApplyCopy(const Message& msg) {
   return true;
 }
 
-bool ServerCore::Lacks(int worker, const Message& part) {
+bool ServerCore::Lacks(int worker, const Message& part) const {
   std::vector<Message> pieces;
   return FreshPart(worker, part, &pieces) || !pieces.empty();
 }

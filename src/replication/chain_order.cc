@@ -70,11 +70,13 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     // A range this server masters (and waits for no old master's last updates in) takes no
     // new update from another server: it would land after updates this server already ordered
     // and copied on. A copy of an update it holds is acknowledged (the old master's entry
-    // completes); one it lacks is not: its worker resends it here.
+    // completes); one it lacks is not: its worker resends it here. Points alone cannot tell
+    // once they jumped past the old master's (a take-over), so the applied log decides too.
     RangeSet mine = MasteredRanges(*ring, self_);
     for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
     if (!mine.empty() &&
-        seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate) {
+        (seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate ||
+         LacksIn(msg, mine))) {
       VLOG(1) << "server " << self_ << " refuses a copy from node " << msg.meta.sender()
               << " for ranges it masters";
       return Delivery::kRejected;
@@ -97,21 +99,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
       }
       return Delivery::kHeld;
     }
-    bool lacks = false;
-    if (!mine.empty()) {
-      Message part = msg;
-      if (msg.meta.op() == pb::Meta::DATA && msg.meta.val_total() == 0 && !msg.data.empty() &&
-          msg.data[0].size() % sizeof(Key) == 0) {
-        const SArray<Key> keys(msg.data[0]);
-        std::vector<bool> keep(keys.size(), false);
-        for (size_t i = 0; i < keys.size(); ++i) {
-          for (const Range& r : mine) keep[i] = keep[i] || r.Contains(keys[i]);
-        }
-        part = KeySubset(msg, keep, esize_);
-      }
-      lacks = !part.data.empty() && host_->Lacks(msg.meta.origin(), part);
-    }
-    if (!lacks) {
+    if (!LacksIn(msg, mine)) {
       if (!replay) ForwardOrAck(msg);
       return Delivery::kApplied;
     }
@@ -139,6 +127,21 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
   }
   if (verdict == SeqMap::Verdict::kMismatch) {
     Refetch(seq_.Behind(Entries(msg), Words(msg), host_->Held()));
+  } else if (verdict == SeqMap::Verdict::kDuplicate && LacksIn(msg, host_->Held())) {
+    // The points say this server holds the update, its log says it does not: its history of
+    // these ranges is another one than the master's (two masters numbered from one base, say).
+    // Fetched afresh, the ranges hold the update; the copy waits for that, then passes.
+    order_.refetched++;
+    Refetch(Intersect(ProbeRanges(msg), host_->Held()));
+    for (const auto& h : held_copies_) {
+      if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
+        return Delivery::kHeld;
+      }
+    }
+    if (held_copies_.size() < kMaxHeldCopies) {
+      held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
+    }
+    return Delivery::kHeld;
   }
   bool ok;
   if (msg.meta.aggregate()) {
@@ -154,6 +157,34 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
+}
+
+bool ChainReplicator::LacksIn(const Message& msg, const RangeSet& rs) const {
+  if (rs.empty() || msg.meta.aggregate() || msg.data.empty()) return false;
+  auto touches = [&rs](Range x) {
+    for (const Range& r : rs) {
+      if (std::max(r.begin, x.begin) < std::min(r.end, x.end)) return true;
+    }
+    return false;
+  };
+  Message part = msg;
+  if (msg.meta.op() == pb::Meta::DENSE_PUSH) {
+    // The whole range decides (a conservative answer when it reaches beyond rs).
+    if (!touches(Range(msg.meta.range_begin(), msg.meta.range_end()))) return false;
+  } else if (msg.data[0].size() % sizeof(Key) != 0 || msg.data[0].empty()) {
+    return false;                         // malformed: rejected when applied
+  } else if (msg.meta.val_total() > 0) {  // a part of one key's value
+    const Key k = SArray<Key>(msg.data[0])[0];
+    if (!touches(Range(k, k + 1))) return false;
+  } else {
+    const SArray<Key> keys(msg.data[0]);
+    std::vector<bool> keep(keys.size(), false);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      for (const Range& r : rs) keep[i] = keep[i] || r.Contains(keys[i]);
+    }
+    part = KeySubset(msg, keep, esize_);
+  }
+  return !part.data.empty() && host_->Lacks(msg.meta.origin(), part);
 }
 
 void ChainReplicator::Nack(const Message& held) {

@@ -54,7 +54,7 @@ class ChainReplicator {
     /// Applies a batch of copies whole, or not at all when it was applied before.
     virtual bool ApplyAggregate(const Message& aggregate) = 0;
     /// True when `part` (some keys of worker's update) holds something not applied here.
-    virtual bool Lacks(int worker, const Message& part) = 0;
+    virtual bool Lacks(int worker, const Message& part) const = 0;
     /// The ranges this server holds completely.
     virtual const RangeSet& Held() const = 0;
     /// The ranges being fetched now (empty: no refill under way).
@@ -200,6 +200,9 @@ class ChainReplicator {
   // over it (acknowledged then).
   Delivery Deliver(Message& msg, bool replay);
   void Nack(const Message& held);
+  // True when the copy holds, in ranges rs, an update this server has not applied (aggregates:
+  // never; their rule is additive, so their order does not matter).
+  bool LacksIn(const Message& msg, const RangeSet& rs) const;
   void ReleaseHeld();
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);

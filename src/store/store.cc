@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace ps {
 namespace {
@@ -14,36 +15,51 @@ std::string LenError(Key k, int have, uint64_t want) {
 }  // namespace
 
 template <typename V>
-typename Store<V>::Found Store<V>::Find(Key k, size_t* cursor) {
-  const size_t n = keys_.size(), base = *cursor;
-  Found f;
-  // Fast path: a key list pushed again walks the main arrays in step.
-  if (base < n && keys_[base] == k) {
-    f.slot = data_.data() + off_[base];
-    f.len = SlotLen(off_[base + 1] - off_[base]);
-    *cursor = base + 1;
-    return f;
-  }
-  // Exponential search forward from the cursor, then binary search in the last doubling.
-  size_t bound = 1;
-  while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
-  size_t lo = base + bound / 2, hi = std::min(n, base + bound);
-  size_t i = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
-  *cursor = i;
-  if (i < n && keys_[i] == k) {
-    f.slot = data_.data() + off_[i];
-    f.len = SlotLen(off_[i + 1] - off_[i]);
-    *cursor = i + 1;
-    return f;
-  }
-  if (!side_.empty()) {
-    auto it = side_.find(k);
-    if (it != side_.end()) {
-      f.slot = it->second.data();
-      f.len = SlotLen(it->second.size());
+Store<V>::Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes)
+    : rule_(std::move(rule)),
+      sw_(rule_->StateWidth()),
+      block_bytes_(std::max<size_t>(block_bytes, 1)) {
+  blocks_.emplace(0, Block<V>(rule_.get(), sw_));
+}
+
+template <typename V>
+typename Store<V>::Blocks::iterator Store<V>::BlockOf(Key k) {
+  return std::prev(blocks_.upper_bound(k));
+}
+
+template <typename V>
+std::vector<typename Store<V>::Run> Store<V>::Runs(const Key* keys, size_t n) {
+  std::vector<Run> out;
+  for (size_t i = 0; i < n;) {
+    auto it = BlockOf(keys[i]);
+    auto next = std::next(it);
+    size_t j = n;
+    if (next != blocks_.end()) {
+      j = std::lower_bound(keys + i, keys + n, next->first) - keys;
+      j = std::max(j, i + 1);  // unsorted keys (rejected by the caller) never loop here
     }
+    out.push_back(Run{&it->second, i, j});
+    i = j;
   }
-  return f;
+  return out;
+}
+
+template <typename V>
+void Store<V>::Reshape(Key from, Key to) {
+  for (auto it = BlockOf(from); it != blocks_.end() && it->first <= to;) {
+    Block<V>& b = it->second;
+    if (b.size() == 0 && it != blocks_.begin()) {
+      it = blocks_.erase(it);  // its interval goes to the block before, which holds none of it
+      continue;
+    }
+    if (b.bytes() > block_bytes_ && b.size() >= 2) {
+      Block<V> upper(rule_.get(), sw_);
+      const Key k = b.Split(&upper);
+      blocks_.emplace_hint(std::next(it), k, std::move(upper));
+      continue;  // this block again: it may still be too large
+    }
+    ++it;
+  }
 }
 
 template <typename V>
@@ -51,47 +67,23 @@ std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t va
                            const int* lens) {
   const V* vals = reinterpret_cast<const V*>(raw);
   const int w = lens || n == 0 ? 0 : static_cast<int>(val_count / n);
-  // Validate first so a bad request changes nothing. A fixed-width push into a store whose
-  // slots all have that width cannot mismatch, so the common case skips this pass.
-  if (lens || (uniform_ != 0 && uniform_ != w)) {
-    size_t cur = 0;
-    for (size_t i = 0; i < n; ++i) {
-      Found f = Find(keys[i], &cur);
-      int want = lens ? lens[i] : w;
-      if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
-    }
+  const auto runs = Runs(keys, n);
+  // Checked first over every block, so a bad request changes nothing.
+  for (const Run& r : runs) {
+    std::string err =
+        r.block->Check(keys + r.begin, r.end - r.begin, lens ? lens + r.begin : nullptr, w);
+    if (!err.empty()) return err;
   }
-  std::vector<std::pair<Key, std::vector<V>>> fresh;
-  size_t cur = 0, pos = 0;
-  const bool spans = contiguous() && !lens && uniform_ == w;
-  for (size_t i = 0; i < n;) {
-    if (spans) {
-      // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
-      // Apply covers the whole run.
-      size_t m = RunLength(keys + i, n - i, cur);
-      if (m > 1) {
-        rule_->Apply(keys[i], vals + pos, data_.data() + off_[cur], nullptr,
-                     static_cast<int>(m * w));
-        cur += m;
-        pos += m * w;
-        i += m;
-        continue;
-      }
-    }
-    int len = lens ? lens[i] : w;
-    Found f = Find(keys[i], &cur);
-    if (f.slot) {
-      rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
+  size_t pos = 0;
+  for (const Run& r : runs) {
+    r.block->Apply(keys + r.begin, r.end - r.begin, vals + pos, lens ? lens + r.begin : nullptr, w);
+    if (lens) {
+      for (size_t i = r.begin; i < r.end; ++i) pos += lens[i];
     } else {
-      std::vector<V> slot(static_cast<size_t>(len) * (1 + sw_));
-      rule_->Init(keys[i], slot.data(), slot.data() + len, len);
-      rule_->Apply(keys[i], vals + pos, slot.data(), slot.data() + len, len);
-      fresh.emplace_back(keys[i], std::move(slot));
+      pos += (r.end - r.begin) * w;
     }
-    pos += len;
-    ++i;
   }
-  if (!fresh.empty()) Insert(fresh);
+  if (n > 0) Reshape(keys[0], keys[n - 1]);
   return "";
 }
 
@@ -100,115 +92,49 @@ std::string Store<V>::PushPart(Key key, uint64_t offset, uint64_t total, const c
                                size_t count) {
   const V* vals = reinterpret_cast<const V*>(raw);
   if (offset + count > total || total > (1ull << 31)) return "bad value part";
+  Block<V>& b = BlockOf(key)->second;
   size_t cur = 0;
-  Found f = Find(key, &cur);
+  auto f = b.Find(key, &cur);
   if (f.slot) {
     if (static_cast<uint64_t>(f.len) != total) return LenError(key, f.len, total);
     rule_->Apply(key, vals, f.slot + offset, f.slot + total + offset * sw_,
                  static_cast<int>(count));
     return "";
   }
-  std::vector<std::pair<Key, std::vector<V>>> fresh(1);
-  fresh[0].first = key;
-  auto& slot = fresh[0].second;
-  slot.resize(total * (1 + sw_));
-  rule_->Init(key, slot.data(), slot.data() + total, static_cast<int>(total));
-  rule_->Apply(key, vals, slot.data() + offset, slot.data() + total + offset * sw_,
-               static_cast<int>(count));
-  Insert(fresh);
+  b.InsertPart(key, offset, total, vals, count);
+  Reshape(key, key);
   return "";
-}
-
-template <typename V>
-void Store<V>::Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh) {
-  for (const auto& f : fresh) NoteWidth(SlotLen(f.second.size()));
-  size_t limit = std::max<size_t>(1024, keys_.size() / 8);
-  if (fresh.size() + side_.size() > limit || fresh.size() * 32 > keys_.size()) {
-    auto copy = fresh;
-    MergeSide(&copy);
-    return;
-  }
-  for (const auto& f : fresh) side_.emplace(f.first, f.second);
-}
-
-template <typename V>
-void Store<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
-  // Three sorted, disjoint sources: main arrays, side table, fresh slots.
-  for (auto& s : side_) fresh->emplace_back(s.first, std::move(s.second));
-  side_.clear();
-  std::sort(fresh->begin(), fresh->end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  size_t extra = 0;
-  for (const auto& f : *fresh) extra += f.second.size();
-  std::vector<Key> keys;
-  std::vector<uint64_t> off;
-  std::vector<V> data;
-  keys.reserve(keys_.size() + fresh->size());
-  off.reserve(keys_.size() + fresh->size() + 1);
-  data.reserve(data_.size() + extra);
-  off.push_back(0);
-  size_t i = 0, j = 0;
-  while (i < keys_.size() || j < fresh->size()) {
-    if (j == fresh->size() || (i < keys_.size() && keys_[i] < (*fresh)[j].first)) {
-      keys.push_back(keys_[i]);
-      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
-      ++i;
-    } else {
-      keys.push_back((*fresh)[j].first);
-      data.insert(data.end(), (*fresh)[j].second.begin(), (*fresh)[j].second.end());
-      ++j;
-    }
-    off.push_back(data.size());
-  }
-  keys_.swap(keys);
-  off_.swap(off);
-  data_.swap(data);
 }
 
 template <typename V>
 std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* out_vals,
                            SArray<int>* out_lens, int64_t step) {
-  size_t cur = 0;
+  const auto runs = Runs(keys, n);
   if (width > 0) {
     auto vals = SArray<V>::Uninitialized(n * static_cast<size_t>(width));
-    V* out = vals.data();
-    const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
-    for (size_t i = 0; i < n; ++i, out += width) {
-      if (spans) {
-        size_t m = RunLength(keys + i, n - i, cur);
-        if (m > 1) {
-          rule_->ReadAt(keys[i], data_.data() + off_[cur], nullptr, out,
-                        static_cast<int>(m * width), step);
-          cur += m;
-          i += m - 1;
-          out += (m - 1) * width;
-          continue;
-        }
-      }
-      Found f = Find(keys[i], &cur);
-      if (!f.slot) {
-        std::fill(out, out + width, V(0));
-      } else if (rule_->ReadWidth(f.len) != width) {
-        return LenError(keys[i], rule_->ReadWidth(f.len), width);
-      } else {
-        rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
-      }
+    for (const Run& r : runs) {
+      std::string err = r.block->Read(keys + r.begin, r.end - r.begin, width,
+                                      vals.data() + r.begin * width, step);
+      if (!err.empty()) return err;
     }
     *out_vals = SArray<char>(vals);
     return "";
   }
   // Lengths first, then values.
-  std::vector<Found> found(n);
+  std::vector<typename Block<V>::Found> found(n);
   size_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    found[i] = Find(keys[i], &cur);
-    total += found[i].slot ? rule_->ReadWidth(found[i].len) : 0;
+  for (const Run& r : runs) {
+    size_t cur = 0;
+    for (size_t i = r.begin; i < r.end; ++i) {
+      found[i] = r.block->Find(keys[i], &cur);
+      total += found[i].slot ? rule_->ReadWidth(found[i].len) : 0;
+    }
   }
   auto vals = SArray<V>::Uninitialized(total);
   V* out = vals.data();
   out_lens->resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const Found& f = found[i];
+    const auto& f = found[i];
     const int len = f.slot ? rule_->ReadWidth(f.len) : 0;
     if (f.slot) rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
     (*out_lens)[i] = len;
@@ -224,7 +150,7 @@ std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_
   if (offset + count > total) return "bad value part";
   auto vals = SArray<V>::Uninitialized(count);
   size_t cur = 0;
-  Found f = Find(key, &cur);
+  auto f = BlockOf(key)->second.Find(key, &cur);
   if (!f.slot) {
     std::fill(vals.begin(), vals.end(), V(0));
   } else if (static_cast<uint64_t>(f.len) != total) {
@@ -241,73 +167,73 @@ std::string Store<V>::PullPart(Key key, uint64_t offset, uint64_t count, uint64_
 }
 
 template <typename V>
+void Store<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const {
+  auto it = std::prev(blocks_.upper_bound(r.begin));
+  for (; it != blocks_.end() && it->first < r.end; ++it) {
+    if (!it->second.ForEach(r, f)) return;
+  }
+}
+
+template <typename V>
 void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
                          SArray<int>* out_lens, int64_t step) {
   SArray<Key> keys;
   SArray<int> lens;
   SArray<V> vals;
-  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
-  auto it = side_.lower_bound(r.begin);
-  auto emit = [&](Key k, const V* slot, int len) {
+  const int sw = sw_;
+  ForEach(r, [&](Key k, const V* slot, size_t size) {
+    const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
     const int w = rule_->ReadWidth(len);
     keys.push_back(k);
     lens.push_back(w);
     size_t at = vals.size();
     vals.resize(at + w);
     rule_->ReadAt(k, slot, slot + len, vals.data() + at, len, step);
-  };
-  for (;;) {
-    bool main_ok = i < keys_.size() && keys_[i] < r.end;
-    bool side_ok = it != side_.end() && it->first < r.end;
-    if (!main_ok && !side_ok) break;
-    if (main_ok && (!side_ok || keys_[i] < it->first)) {
-      emit(keys_[i], data_.data() + off_[i], SlotLen(off_[i + 1] - off_[i]));
-      ++i;
-    } else {
-      emit(it->first, it->second.data(), SlotLen(it->second.size()));
-      ++it;
-    }
-  }
+    return true;
+  });
   *out_keys = keys;
   *out_lens = lens;
   *out_vals = SArray<char>(vals);
 }
 
 template <typename V>
+size_t Store<V>::size() const {
+  size_t n = 0;
+  for (const auto& b : blocks_) n += b.second.size();
+  return n;
+}
+
+template <typename V>
 size_t Store<V>::CountRange(Range r) const {
-  size_t n = std::lower_bound(keys_.begin(), keys_.end(), r.end) -
-             std::lower_bound(keys_.begin(), keys_.end(), r.begin);
-  for (auto it = side_.lower_bound(r.begin); it != side_.end() && it->first < r.end; ++it) ++n;
+  size_t n = 0;
+  auto it = std::prev(blocks_.upper_bound(r.begin));
+  for (; it != blocks_.end() && it->first < r.end; ++it) n += it->second.CountRange(r);
   return n;
 }
 
 template <typename V>
 void Store<V>::ExportRange(Range r, SArray<Key>* out_keys, SArray<char>* out_slots,
-                           SArray<uint64_t>* out_sizes) const {
+                           SArray<uint64_t>* out_sizes, uint64_t max_bytes, Key* stop) const {
   SArray<Key> keys;
   SArray<V> slots;
   SArray<uint64_t> sizes;
-  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
-  auto it = side_.lower_bound(r.begin);
-  auto emit = [&](Key k, const V* slot, size_t n) {
+  uint64_t bytes = 0;
+  Key next = r.end;
+  ForEach(r, [&](Key k, const V* slot, size_t n) {
+    const uint64_t cost = n * sizeof(V) + sizeof(Key) + sizeof(uint64_t);
+    if (!keys.empty() && bytes + cost > max_bytes) {
+      next = k;
+      return false;
+    }
+    bytes += cost;
     keys.push_back(k);
     sizes.push_back(n);
     size_t at = slots.size();
     slots.resize(at + n);
     std::copy(slot, slot + n, slots.data() + at);
-  };
-  for (;;) {
-    bool main_ok = i < keys_.size() && keys_[i] < r.end;
-    bool side_ok = it != side_.end() && it->first < r.end;
-    if (!main_ok && !side_ok) break;
-    if (main_ok && (!side_ok || keys_[i] < it->first)) {
-      emit(keys_[i], data_.data() + off_[i], off_[i + 1] - off_[i]);
-      ++i;
-    } else {
-      emit(it->first, it->second.data(), it->second.size());
-      ++it;
-    }
-  }
+    return true;
+  });
+  if (stop) *stop = next;
   *out_keys = keys;
   *out_slots = SArray<char>(slots);
   *out_sizes = sizes;
@@ -333,41 +259,29 @@ std::string Store<V>::ImportRanges(const std::vector<Range>& rs, const SArray<Ke
     total += sizes[i];
   }
   if (total != raw.size() / sizeof(V)) return "range import: slots do not add up";
-  std::vector<std::pair<Key, std::vector<V>>> none;
-  MergeSide(&none);
-  // One pass: old keys outside the ranges and imported keys, merged in key order.
+  if (rs.empty()) return "";
+  // Block by block: the ranges clipped to its interval, and the imported keys that lie there.
   const V* vals = reinterpret_cast<const V*>(raw.data());
-  std::vector<Key> nk;
-  std::vector<uint64_t> off{0};
-  std::vector<V> data;
-  nk.reserve(keys_.size() + keys.size());
-  data.reserve(data_.size() + total);
-  size_t i = 0, j = 0, r = 0;
-  while (i < keys_.size() || j < keys.size()) {
-    if (i < keys_.size()) {
-      while (r < rs.size() && rs[r].end <= keys_[i]) ++r;
-      if (r < rs.size() && rs[r].Contains(keys_[i])) {  // replaced by the import
-        ++i;
-        continue;
-      }
+  size_t j = 0;
+  for (auto it = BlockOf(rs.front().begin); it != blocks_.end() && it->first < rs.back().end;
+       ++it) {
+    const auto next = std::next(it);
+    const Key lo = it->first;
+    const Key hi = next == blocks_.end() ? std::numeric_limits<Key>::max() : next->first;
+    std::vector<Range> clipped;
+    for (const Range& r : rs) {
+      const Key b = std::max(r.begin, lo), e = std::min(r.end, hi);
+      if (b < e) clipped.emplace_back(b, e);
     }
-    if (j == keys.size() || (i < keys_.size() && keys_[i] < keys[j])) {
-      nk.push_back(keys_[i]);
-      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
-      ++i;
-    } else {
-      nk.push_back(keys[j]);
-      data.insert(data.end(), vals, vals + sizes[j]);
-      vals += sizes[j];
-      ++j;
-    }
-    off.push_back(data.size());
+    if (clipped.empty()) continue;
+    size_t k = j;
+    uint64_t n = 0;
+    while (k < keys.size() && keys[k] < hi) n += sizes[k++];
+    it->second.Replace(clipped, keys.data() + j, k - j, vals, sizes.data() + j);
+    vals += n;
+    j = k;
   }
-  keys_.swap(nk);
-  off_.swap(off);
-  data_.swap(data);
-  uniform_ = 0;
-  for (size_t k = 0; k < keys_.size(); ++k) NoteWidth(SlotLen(off_[k + 1] - off_[k]));
+  Reshape(rs.front().begin, rs.back().end - 1);
   return "";
 }
 

@@ -3,6 +3,8 @@
 #define PS_STORE_STORE_H_
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 #include "ps/base.h"
 #include "ps/sarray.h"
 #include "ps/update_rule.h"
+#include "store/block.h"
 
 namespace ps {
 
@@ -49,9 +52,10 @@ class StoreBase {
   // Range hand-off (refill of a replica, a server joining): the raw slots, update-rule state
   // included, so the receiver continues exactly where the sender stands.
   /// Every stored key in r, its raw slot (values then rule state) and each slot's size in
-  /// elements.
-  virtual void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots,
-                           SArray<uint64_t>* sizes) const = 0;
+  /// elements; in pieces: keys from r.begin until their slots pass max_bytes (at least one
+  /// key), and *stop (when not null) is where the next piece starts (r.end: none is left).
+  virtual void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots, SArray<uint64_t>* sizes,
+                           uint64_t max_bytes = UINT64_MAX, Key* stop = nullptr) const = 0;
   /// Replaces everything stored in the sorted, disjoint ranges rs by an export of them (keys in
   /// order across the ranges); checked first, nothing changes when it is malformed.
   virtual std::string ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,
@@ -60,15 +64,17 @@ class StoreBase {
   virtual void EraseRange(Range r) = 0;
 };
 
-/// Sorted arrays plus a small sorted side table. Pushes arrive with sorted keys, so lookups
-/// gallop forward through the main arrays (a repeated key list costs O(keys)); new keys go to
-/// the side table, which is merged into the main arrays when it grows past 1/8 of them, so a
-/// stream of inserts costs O(1) amortised copies per key.
+/// Blocks of sorted arrays (src/store/block.h), each holding the keys of one key interval and
+/// split in two when it passes block_bytes. Every rebuild (a merge of new keys, a range import
+/// or removal, a split) copies one block, so memory beyond the slots themselves stays in
+/// proportion to a block and a range piece, never to the whole store: a server holding many GB
+/// can hand ranges off in bounded pieces.
 template <typename V>
 class Store : public StoreBase {
  public:
-  explicit Store(std::shared_ptr<const UpdateRule<V>> rule)
-      : rule_(std::move(rule)), sw_(rule_->StateWidth()) {}
+  static constexpr size_t kBlockBytes = 8 << 20;
+
+  explicit Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes = kBlockBytes);
 
   std::string Push(const Key* keys, size_t n, const char* vals, size_t val_count,
                    const int* lens) override;
@@ -80,53 +86,36 @@ class Store : public StoreBase {
                        int64_t step = kLatest) override;
   void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
                  int64_t step = kLatest) override;
-  size_t size() const override { return keys_.size() + side_.size(); }
+  size_t size() const override;
   size_t CountRange(Range r) const override;
   bool Additive() const override { return rule_->Additive(); }
-  void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots,
-                   SArray<uint64_t>* sizes) const override;
+  void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots, SArray<uint64_t>* sizes,
+                   uint64_t max_bytes = UINT64_MAX, Key* stop = nullptr) const override;
   std::string ImportRanges(const std::vector<Range>& rs, const SArray<Key>& keys,
                            const SArray<char>& slots, const SArray<uint64_t>& sizes) override;
   void EraseRange(Range r) override { ImportRanges({r}, {}, {}, {}); }
+  /// Blocks in use (tests).
+  size_t blocks() const { return blocks_.size(); }
 
  private:
-  struct Found {
-    V* slot = nullptr;
-    int len = 0;
+  using Blocks = std::map<Key, Block<V>>;  // by first key of the interval; the first is at 0
+  // A sorted key list cut into runs that fall into one block each.
+  struct Run {
+    Block<V>* block;
+    size_t begin, end;
   };
-  // Looks up k, galloping in the main arrays from *cursor (advanced past k).
-  Found Find(Key k, size_t* cursor);
-  // Creates the slot of a new key (Init, then the caller applies); merges when needed.
-  void Insert(const std::vector<std::pair<Key, std::vector<V>>>& fresh);
-  void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
-  // Values in a slot of `size` entries. A 64-bit division costs ~40 cycles, more than the rest
-  // of a lookup, so the stateless case (most rules) skips it.
-  int SlotLen(uint64_t size) const { return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_)); }
-  // Slots of neighbouring keys are adjacent and hold only values (no state, one width), and
-  // the rule allows calls that span keys.
-  bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
-  // How many of keys[0, n) equal keys_[cur, ...) one for one (capped for cache locality).
-  size_t RunLength(const Key* keys, size_t n, size_t cur) const {
-    size_t m = 0, limit = std::min(n, keys_.size() - std::min(cur, keys_.size()));
-    limit = std::min<size_t>(limit, 1 << 16);
-    while (m < limit && keys_[cur + m] == keys[m]) ++m;
-    return m;
-  }
-  void NoteWidth(int len) {
-    if (uniform_ == 0) {
-      uniform_ = len;
-    } else if (uniform_ != len) {
-      uniform_ = -1;
-    }
-  }
+  std::vector<Run> Runs(const Key* keys, size_t n);
+  typename Blocks::iterator BlockOf(Key k);
+  // Visits the keys of r over every block it overlaps; stops when f returns false.
+  void ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const;
+  // Splits the blocks that grew past the limit; drops empty ones (their interval goes to the
+  // block before).
+  void Reshape(Key from, Key to);
 
   std::shared_ptr<const UpdateRule<V>> rule_;
   const int sw_;
-  std::vector<Key> keys_;
-  std::vector<uint64_t> off_{0};  // slot i is data_[off_[i], off_[i+1])
-  std::vector<V> data_;
-  std::map<Key, std::vector<V>> side_;
-  int uniform_ = 0;  // 0: empty; >0: every slot holds this many values; -1: mixed
+  const size_t block_bytes_;
+  Blocks blocks_;
 };
 
 }  // namespace ps

@@ -134,5 +134,105 @@ TEST(StoreTest, UserDefinedRuleSeesValueAndState) {
   EXPECT_EQ(PullAll(&s, k, 1)[0], 82);
 }
 
+// Blocks (src/store/block.h) a few hundred bytes large, so every operation crosses, splits and
+// empties them: pushes of new and old keys with fixed and variable widths, value parts, range
+// imports and removals, checked after every step against a std::map of the same updates, and
+// the block count stays in proportion to the contents.
+TEST(StoreTest, SmallBlocksMatchReferenceUnderPushesImportsAndErases) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    Store<int64_t> s(std::make_shared<SumRule<int64_t>>(), 256);
+    std::map<Key, std::vector<int64_t>> ref;
+    const Key space = rng() % 3 == 0 ? 100 : 5000;
+    for (int step = 0; step < 300; ++step) {
+      const int op = static_cast<int>(rng() % 10);
+      if (op < 6) {  // a push of sorted keys, lengths 1..3 per key where new
+        std::map<Key, int> batch;
+        const size_t n = 1 + rng() % 40;
+        while (batch.size() < n) {
+          const Key k = rng() % space;
+          auto it = ref.find(k);
+          batch[k] = it != ref.end() ? static_cast<int>(it->second.size())
+                                     : 1 + static_cast<int>(rng() % 3);
+        }
+        std::vector<Key> keys;
+        std::vector<int> lens;
+        std::vector<int64_t> vals;
+        for (auto& b : batch) {
+          keys.push_back(b.first);
+          lens.push_back(b.second);
+          auto& slot = ref[b.first];
+          slot.resize(b.second, 0);
+          for (int i = 0; i < b.second; ++i) {
+            const int64_t v = static_cast<int64_t>(rng() % 100) - 50;
+            vals.push_back(v);
+            slot[i] += v;
+          }
+        }
+        ASSERT_EQ(s.Push(keys.data(), keys.size(), reinterpret_cast<char*>(vals.data()),
+                         vals.size(), lens.data()),
+                  "")
+            << "seed " << seed;
+      } else if (op < 8) {  // a range replaced by an export of a reference range (or erased)
+        Key b = rng() % space, e = rng() % space;
+        if (b > e) std::swap(b, e);
+        if (b == e) continue;
+        SArray<Key> keys;
+        SArray<int64_t> slots;
+        SArray<uint64_t> sizes;
+        const bool erase = rng() % 3 == 0;
+        for (auto it = ref.lower_bound(b); it != ref.end() && it->first < e;) {
+          if (erase) {
+            it = ref.erase(it);
+            continue;
+          }
+          for (auto& v : it->second) v += 1000;  // the import holds other values
+          keys.push_back(it->first);
+          sizes.push_back(it->second.size());
+          for (int64_t v : it->second) slots.push_back(v);
+          ++it;
+        }
+        ASSERT_EQ(s.ImportRanges({Range(b, e)}, keys, SArray<char>(slots), sizes), "")
+            << "seed " << seed;
+      } else {  // an export in pieces of at most 100 bytes covers the range exactly
+        Key b = rng() % space, e = b + 1 + rng() % space;
+        std::vector<Key> got;
+        for (Key at = b; at < e;) {
+          SArray<Key> keys;
+          SArray<char> slots;
+          SArray<uint64_t> sizes;
+          Key stop = 0;
+          s.ExportRange(Range(at, e), &keys, &slots, &sizes, 100, &stop);
+          ASSERT_GT(stop, at) << "seed " << seed;
+          ASSERT_TRUE(keys.empty() || keys.size() == 1 || slots.size() <= 100) << "seed " << seed;
+          for (Key k : keys) got.push_back(k);
+          at = stop;
+        }
+        std::vector<Key> want;
+        for (auto it = ref.lower_bound(b); it != ref.end() && it->first < e; ++it) {
+          want.push_back(it->first);
+        }
+        ASSERT_EQ(got, want) << "seed " << seed;
+      }
+      ASSERT_EQ(s.size(), ref.size()) << "seed " << seed << " step " << step;
+    }
+    std::vector<Key> all;
+    std::vector<int64_t> want;
+    for (auto& e : ref) {
+      all.push_back(e.first);
+      want.insert(want.end(), e.second.begin(), e.second.end());
+    }
+    SArray<char> vals;
+    SArray<int> lens;
+    ASSERT_EQ(s.Pull(all.data(), all.size(), 0, &vals, &lens), "");
+    EXPECT_EQ(SArray<int64_t>(vals).ToVector(), want) << "seed " << seed;
+    EXPECT_EQ(s.CountRange(Range(0, space / 2)),
+              static_cast<size_t>(std::distance(ref.begin(), ref.lower_bound(space / 2))));
+    // Each block holds at most 256 bytes plus one slot; blocks that emptied were dropped.
+    EXPECT_LE(s.blocks(), 1 + ref.size()) << "seed " << seed;
+    EXPECT_GT(s.blocks(), ref.size() / 64) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace ps

@@ -1,0 +1,289 @@
+#include "store/block.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ps {
+namespace {
+
+std::string LenError(Key k, int have, uint64_t want) {
+  return "key " + std::to_string(k) + " holds " + std::to_string(have) +
+         " values, the request has " + std::to_string(want);
+}
+
+// What a side-table entry costs besides its values (map node, vector header).
+constexpr size_t kSideOverhead = 80;
+
+}  // namespace
+
+template <typename V>
+typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
+  const size_t n = keys_.size(), base = *cursor;
+  Found f;
+  // Fast path: a key list pushed again walks the main arrays in step.
+  if (base < n && keys_[base] == k) {
+    f.slot = data_.data() + off_[base];
+    f.len = SlotLen(off_[base + 1] - off_[base]);
+    *cursor = base + 1;
+    return f;
+  }
+  // Exponential search forward from the cursor, then binary search in the last doubling.
+  size_t bound = 1;
+  while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
+  size_t lo = base + bound / 2, hi = std::min(n, base + bound);
+  size_t i = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
+  *cursor = i;
+  if (i < n && keys_[i] == k) {
+    f.slot = data_.data() + off_[i];
+    f.len = SlotLen(off_[i + 1] - off_[i]);
+    *cursor = i + 1;
+    return f;
+  }
+  if (!side_.empty()) {
+    auto it = side_.find(k);
+    if (it != side_.end()) {
+      f.slot = it->second.data();
+      f.len = SlotLen(it->second.size());
+    }
+  }
+  return f;
+}
+
+template <typename V>
+std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w) {
+  // A fixed-width push into a block whose slots all have that width cannot mismatch, so the
+  // common case skips this pass.
+  if (!lens && (uniform_ == 0 || uniform_ == w)) return "";
+  size_t cur = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Found f = Find(keys[i], &cur);
+    const int want = lens ? lens[i] : w;
+    if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
+  }
+  return "";
+}
+
+template <typename V>
+void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w) {
+  std::vector<std::pair<Key, std::vector<V>>> fresh;
+  size_t cur = 0, pos = 0;
+  const bool spans = contiguous() && !lens && uniform_ == w;
+  for (size_t i = 0; i < n;) {
+    if (spans) {
+      // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
+      // Apply covers the whole run.
+      size_t m = RunLength(keys + i, n - i, cur);
+      if (m > 1) {
+        rule_->Apply(keys[i], vals + pos, data_.data() + off_[cur], nullptr,
+                     static_cast<int>(m * w));
+        cur += m;
+        pos += m * w;
+        i += m;
+        continue;
+      }
+    }
+    const int len = lens ? lens[i] : w;
+    Found f = Find(keys[i], &cur);
+    if (f.slot) {
+      rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
+    } else {
+      std::vector<V> slot(static_cast<size_t>(len) * (1 + sw_));
+      rule_->Init(keys[i], slot.data(), slot.data() + len, len);
+      rule_->Apply(keys[i], vals + pos, slot.data(), slot.data() + len, len);
+      fresh.emplace_back(keys[i], std::move(slot));
+    }
+    pos += len;
+    ++i;
+  }
+  if (!fresh.empty()) Insert(&fresh);
+}
+
+template <typename V>
+void Block<V>::InsertPart(Key key, uint64_t offset, uint64_t total, const V* vals, size_t count) {
+  std::vector<std::pair<Key, std::vector<V>>> fresh(1);
+  fresh[0].first = key;
+  auto& slot = fresh[0].second;
+  slot.resize(total * (1 + sw_));
+  rule_->Init(key, slot.data(), slot.data() + total, static_cast<int>(total));
+  rule_->Apply(key, vals, slot.data() + offset, slot.data() + total + offset * sw_,
+               static_cast<int>(count));
+  Insert(&fresh);
+}
+
+template <typename V>
+void Block<V>::Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
+  for (const auto& f : *fresh) NoteWidth(SlotLen(f.second.size()));
+  const size_t limit = std::max<size_t>(1024, keys_.size() / 8);
+  if (fresh->size() + side_.size() > limit || fresh->size() * 32 > keys_.size()) {
+    MergeSide(fresh);
+    return;
+  }
+  for (auto& f : *fresh) {
+    bytes_ += f.second.size() * sizeof(V) + sizeof(Key) + kSideOverhead;
+    side_.emplace(f.first, std::move(f.second));
+  }
+}
+
+template <typename V>
+void Block<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
+  // Three sorted, disjoint sources: main arrays, side table, fresh slots.
+  for (auto& s : side_) fresh->emplace_back(s.first, std::move(s.second));
+  side_.clear();
+  std::sort(fresh->begin(), fresh->end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t extra = 0;
+  for (const auto& f : *fresh) extra += f.second.size();
+  std::vector<Key> keys;
+  std::vector<uint64_t> off;
+  std::vector<V> data;
+  keys.reserve(keys_.size() + fresh->size());
+  off.reserve(keys_.size() + fresh->size() + 1);
+  data.reserve(data_.size() + extra);
+  off.push_back(0);
+  size_t i = 0, j = 0;
+  while (i < keys_.size() || j < fresh->size()) {
+    if (j == fresh->size() || (i < keys_.size() && keys_[i] < (*fresh)[j].first)) {
+      keys.push_back(keys_[i]);
+      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      ++i;
+    } else {
+      keys.push_back((*fresh)[j].first);
+      data.insert(data.end(), (*fresh)[j].second.begin(), (*fresh)[j].second.end());
+      ++j;
+    }
+    off.push_back(data.size());
+  }
+  keys_.swap(keys);
+  off_.swap(off);
+  data_.swap(data);
+  bytes_ = data_.size() * sizeof(V) + keys_.size() * (sizeof(Key) + sizeof(uint64_t));
+}
+
+template <typename V>
+std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t step) {
+  size_t cur = 0;
+  const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
+  for (size_t i = 0; i < n; ++i, out += width) {
+    if (spans) {
+      size_t m = RunLength(keys + i, n - i, cur);
+      if (m > 1) {
+        rule_->ReadAt(keys[i], data_.data() + off_[cur], nullptr, out, static_cast<int>(m * width),
+                      step);
+        cur += m;
+        i += m - 1;
+        out += (m - 1) * width;
+        continue;
+      }
+    }
+    Found f = Find(keys[i], &cur);
+    if (!f.slot) {
+      std::fill(out, out + width, V(0));
+    } else if (rule_->ReadWidth(f.len) != width) {
+      return LenError(keys[i], rule_->ReadWidth(f.len), width);
+    } else {
+      rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
+    }
+  }
+  return "";
+}
+
+template <typename V>
+bool Block<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const {
+  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
+  auto it = side_.lower_bound(r.begin);
+  for (;;) {
+    const bool main_ok = i < keys_.size() && keys_[i] < r.end;
+    const bool side_ok = it != side_.end() && it->first < r.end;
+    if (!main_ok && !side_ok) return true;
+    if (main_ok && (!side_ok || keys_[i] < it->first)) {
+      if (!f(keys_[i], data_.data() + off_[i], off_[i + 1] - off_[i])) return false;
+      ++i;
+    } else {
+      if (!f(it->first, it->second.data(), it->second.size())) return false;
+      ++it;
+    }
+  }
+}
+
+template <typename V>
+size_t Block<V>::CountRange(Range r) const {
+  size_t n = std::lower_bound(keys_.begin(), keys_.end(), r.end) -
+             std::lower_bound(keys_.begin(), keys_.end(), r.begin);
+  for (auto it = side_.lower_bound(r.begin); it != side_.end() && it->first < r.end; ++it) ++n;
+  return n;
+}
+
+template <typename V>
+void Block<V>::Replace(const std::vector<Range>& rs, const Key* keys, size_t n, const V* vals,
+                       const uint64_t* sizes) {
+  std::vector<std::pair<Key, std::vector<V>>> none;
+  MergeSide(&none);
+  uint64_t total = 0;
+  for (size_t j = 0; j < n; ++j) total += sizes[j];
+  // One pass: old keys outside the ranges and imported keys, merged in key order.
+  std::vector<Key> nk;
+  std::vector<uint64_t> off{0};
+  std::vector<V> data;
+  nk.reserve(keys_.size() + n);
+  data.reserve(data_.size() + total);
+  size_t i = 0, j = 0, r = 0;
+  while (i < keys_.size() || j < n) {
+    if (i < keys_.size()) {
+      while (r < rs.size() && rs[r].end <= keys_[i]) ++r;
+      if (r < rs.size() && rs[r].Contains(keys_[i])) {  // replaced by the import
+        ++i;
+        continue;
+      }
+    }
+    if (j == n || (i < keys_.size() && keys_[i] < keys[j])) {
+      nk.push_back(keys_[i]);
+      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      ++i;
+    } else {
+      nk.push_back(keys[j]);
+      data.insert(data.end(), vals, vals + sizes[j]);
+      vals += sizes[j];
+      ++j;
+    }
+    off.push_back(data.size());
+  }
+  // Swapped in, so the old arrays' memory goes back now, not at the next growth.
+  keys_.swap(nk);
+  off_.swap(off);
+  data_.swap(data);
+  Rebuild();
+}
+
+template <typename V>
+Key Block<V>::Split(Block* upper) {
+  std::vector<std::pair<Key, std::vector<V>>> none;
+  MergeSide(&none);
+  const size_t half = keys_.size() / 2;
+  const uint64_t at = off_[half];
+  upper->keys_.assign(keys_.begin() + half, keys_.end());
+  upper->data_.assign(data_.begin() + at, data_.end());
+  upper->off_.clear();
+  for (size_t i = half; i < off_.size(); ++i) upper->off_.push_back(off_[i] - at);
+  upper->Rebuild();
+  std::vector<Key>(keys_.begin(), keys_.begin() + half).swap(keys_);
+  std::vector<V>(data_.begin(), data_.begin() + at).swap(data_);
+  std::vector<uint64_t>(off_.begin(), off_.begin() + half + 1).swap(off_);
+  Rebuild();
+  return upper->keys_.front();
+}
+
+template <typename V>
+void Block<V>::Rebuild() {
+  uniform_ = 0;
+  for (size_t k = 0; k < keys_.size(); ++k) NoteWidth(SlotLen(off_[k + 1] - off_[k]));
+  for (const auto& s : side_) NoteWidth(SlotLen(s.second.size()));
+  bytes_ = data_.size() * sizeof(V) + keys_.size() * (sizeof(Key) + sizeof(uint64_t));
+  for (const auto& s : side_) bytes_ += s.second.size() * sizeof(V) + sizeof(Key) + kSideOverhead;
+}
+
+template class Block<float>;
+template class Block<double>;
+template class Block<int32_t>;
+template class Block<int64_t>;
+
+}  // namespace ps

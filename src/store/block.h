@@ -1,0 +1,91 @@
+// One block of a Store: the slots of the keys in one key interval, as sorted arrays plus a
+// small sorted side table. Pushes arrive with sorted keys, so lookups gallop forward through
+// the main arrays (a repeated key list costs O(keys)); new keys go to the side table, which is
+// merged into the main arrays when it grows past 1/8 of them, so a stream of inserts costs
+// O(1) amortised copies per key. Every rebuild (merge, import, split) copies this block only:
+// the Store keeps blocks small, so no operation needs memory in proportion to the whole store.
+#ifndef PS_STORE_BLOCK_H_
+#define PS_STORE_BLOCK_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ps/base.h"
+#include "ps/update_rule.h"
+
+namespace ps {
+
+template <typename V>
+class Block {
+ public:
+  struct Found {
+    V* slot = nullptr;
+    int len = 0;
+  };
+
+  Block(const UpdateRule<V>* rule, int state_width) : rule_(rule), sw_(state_width) {}
+
+  /// Looks up k, galloping in the main arrays from *cursor (advanced past k).
+  Found Find(Key k, size_t* cursor);
+  /// "" or why n sorted keys with lens (or width w each) do not fit the slots they hit.
+  std::string Check(const Key* keys, size_t n, const int* lens, int w);
+  /// Applies checked values (lens or width w per key); new keys get fresh slots.
+  void Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w);
+  /// Creates the slot of key (Init) and applies vals to [offset, offset + count) of it.
+  void InsertPart(Key key, uint64_t offset, uint64_t total, const V* vals, size_t count);
+  /// Reads n sorted keys, width values each (checked by the caller's rule widths); zeros for
+  /// missing keys. "" or a width error.
+  std::string Read(const Key* keys, size_t n, int width, V* out, int64_t step);
+  /// Calls f(key, slot, slot size) for each key in r in order until f returns false; returns
+  /// false when f did.
+  bool ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const;
+  size_t CountRange(Range r) const;
+  size_t size() const { return keys_.size() + side_.size(); }
+  /// Memory held by the slots and keys (not the containers' spare capacity).
+  size_t bytes() const { return bytes_; }
+  /// Replaces every key in the sorted, disjoint ranges rs by n checked imported keys (which lie
+  /// in them) with their raw slots.
+  void Replace(const std::vector<Range>& rs, const Key* keys, size_t n, const V* slots,
+               const uint64_t* sizes);
+  /// Moves the upper half of the keys to a new block; returns its first key.
+  Key Split(Block* upper);
+  int SlotLen(uint64_t size) const { return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_)); }
+
+ private:
+  void Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh);
+  void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
+  void Rebuild();  // uniform_ and bytes_ from the arrays
+  // Slots of neighbouring keys are adjacent and hold only values (no state, one width), and
+  // the rule allows calls that span keys.
+  bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
+  // How many of keys[0, n) equal keys_[cur, ...) one for one (capped for cache locality).
+  size_t RunLength(const Key* keys, size_t n, size_t cur) const {
+    size_t m = 0, limit = std::min(n, keys_.size() - std::min(cur, keys_.size()));
+    limit = std::min<size_t>(limit, 1 << 16);
+    while (m < limit && keys_[cur + m] == keys[m]) ++m;
+    return m;
+  }
+  void NoteWidth(int len) {
+    if (uniform_ == 0) {
+      uniform_ = len;
+    } else if (uniform_ != len) {
+      uniform_ = -1;
+    }
+  }
+
+  const UpdateRule<V>* rule_;
+  int sw_;
+  std::vector<Key> keys_;
+  std::vector<uint64_t> off_{0};  // slot i is data_[off_[i], off_[i+1])
+  std::vector<V> data_;
+  std::map<Key, std::vector<V>> side_;
+  int uniform_ = 0;  // 0: empty; >0: every slot holds this many values; -1: mixed
+  size_t bytes_ = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_STORE_BLOCK_H_
