@@ -161,6 +161,8 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
 
 bool ChainReplicator::LacksIn(const Message& msg, const RangeSet& rs) const {
   if (rs.empty() || msg.meta.aggregate() || msg.data.empty()) return false;
+  // Most copies are of ranges this server does not master: their entries tell at once.
+  if (msg.meta.seq_size() > 0 && Intersect(ProbeRanges(msg), rs).empty()) return false;
   auto touches = [&rs](Range x) {
     for (const Range& r : rs) {
       if (std::max(r.begin, x.begin) < std::min(r.end, x.end)) return true;
@@ -179,8 +181,10 @@ bool ChainReplicator::LacksIn(const Message& msg, const RangeSet& rs) const {
   } else {
     const SArray<Key> keys(msg.data[0]);
     std::vector<bool> keep(keys.size(), false);
+    size_t r = 0;  // keys and ranges are sorted: one walk
     for (size_t i = 0; i < keys.size(); ++i) {
-      for (const Range& r : rs) keep[i] = keep[i] || r.Contains(keys[i]);
+      while (r < rs.size() && rs[r].end <= keys[i]) ++r;
+      keep[i] = r < rs.size() && rs[r].Contains(keys[i]);
     }
     part = KeySubset(msg, keep, esize_);
   }
