@@ -88,26 +88,13 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
     // Ranges this server does not hold (it left their chain) are not its to answer for.
     const RangeSet mine = Intersect(ProbeRanges(msg), host_->Held());
-    if (!Intersect(ProbeRanges(msg), host_->Fetching()).empty()) {
-      for (const auto& h : held_copies_) {
-        if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
-          return Delivery::kHeld;
-        }
-      }
-      if (held_copies_.size() < kMaxHeldCopies) {
-        held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
-      }
-      return Delivery::kHeld;
-    }
+    if (!Intersect(ProbeRanges(msg), host_->Fetching()).empty()) return Hold(msg, replay);
     if (!LacksIn(msg, mine)) {
       if (!replay) ForwardOrAck(msg);
       return Delivery::kApplied;
     }
     Refetch(mine);
-    if (held_copies_.size() < kMaxHeldCopies) {
-      held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
-    }
-    return Delivery::kHeld;
+    return Hold(msg, replay);
   }
   if (verdict == SeqMap::Verdict::kGap) {
     for (const auto& h : held_copies_) {
@@ -133,15 +120,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     // Fetched afresh, the ranges hold the update; the copy waits for that, then passes.
     order_.refetched++;
     Refetch(Intersect(ProbeRanges(msg), host_->Held()));
-    for (const auto& h : held_copies_) {
-      if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
-        return Delivery::kHeld;
-      }
-    }
-    if (held_copies_.size() < kMaxHeldCopies) {
-      held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
-    }
-    return Delivery::kHeld;
+    return Hold(msg, replay);
   }
   bool ok;
   if (msg.meta.aggregate()) {
@@ -152,11 +131,23 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
   if (!ok) return Delivery::kRejected;  // never acknowledged: the master keeps it
   seq_.Advance(Entries(msg), Words(msg));
   if (!replay) {
-    // Something is still being fetched: keep the copy to apply again over the fetched range.
-    if (!host_->Fetching().empty()) buffered_.push_back(msg);
+    // A copy of a range still being fetched: kept to apply again over it once it is imported
+    // (copies of other ranges are complete already, and would only grow the buffer).
+    if (Touches(msg, host_->Fetching())) buffered_.push_back(msg);
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
+}
+
+ChainReplicator::Delivery ChainReplicator::Hold(const Message& msg, bool replay) {
+  for (const auto& h : held_copies_) {
+    if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
+      return Delivery::kHeld;  // waits already
+    }
+  }
+  if (held_copies_.size() < kMaxHeldCopies)
+    held_copies_.push_back(HeldCopy{msg, now_us_(), replay});
+  return Delivery::kHeld;
 }
 
 bool ChainReplicator::LacksIn(const Message& msg, const RangeSet& rs) const {
@@ -487,14 +478,27 @@ void ChainReplicator::Replay(const RangeSet& imported, bool done) {
   std::vector<Message> again;
   again.swap(buffered_);
   for (auto& b : again) {
+    if (!Touches(b, imported)) continue;
     // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
     // applied whole or not at all).
     Message part = b.meta.aggregate() ? Aggregator::Within(b, imported, esize_) : b;
     if (!part.data.empty()) Deliver(part, /*replay=*/true);
   }
-  if (!done) buffered_ = std::move(again);
+  if (!done) {
+    // Kept only while a range they touch is still to come.
+    const RangeSet rest = host_->Fetching();
+    for (auto& b : again) {
+      if (Touches(b, rest)) buffered_.push_back(std::move(b));
+    }
+  }
   ReleaseHeld();
   if (done) buffered_.clear();
+}
+
+bool ChainReplicator::Touches(const Message& msg, const RangeSet& rs) {
+  if (rs.empty()) return false;
+  if (msg.meta.seq_size() == 0) return true;  // no entries to tell by: assume it does
+  return !Intersect(ProbeRanges(msg), rs).empty();
 }
 
 }  // namespace ps

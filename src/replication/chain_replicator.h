@@ -200,6 +200,11 @@ class ChainReplicator {
   // over it (acknowledged then).
   Delivery Deliver(Message& msg, bool replay);
   void Nack(const Message& held);
+  // True when a copy's sequence entries (the units its keys lie in) meet rs.
+  static bool Touches(const Message& msg, const RangeSet& rs);
+  // Keeps a copy until its turn (once: a copy of one that waits is not kept again; beyond
+  // kMaxHeldCopies it is dropped like a lost message).
+  Delivery Hold(const Message& msg, bool replay);
   // True when the copy holds, in ranges rs, an update this server has not applied (aggregates:
   // never; their rule is additive, so their order does not matter).
   bool LacksIn(const Message& msg, const RangeSet& rs) const;
@@ -237,7 +242,8 @@ class ChainReplicator {
   OrderStats order_;
   std::vector<HeldCopy> held_copies_;
   std::map<int, int64_t> last_nack_us_;  // per master
-  // Copies applied while a refill was under way, applied again over each imported range.
+  // Copies of ranges being fetched, applied on arrival and again over each imported piece of
+  // those ranges (kept until no range they touch is still to come).
   std::vector<Message> buffered_;
   // A gap in a replica's copies that no resend filled within this: the range is fetched afresh.
   int64_t gap_timeout_us_ = 5000000;

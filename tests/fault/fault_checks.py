@@ -49,6 +49,15 @@ def check_chains(sc):
     return failures
 
 
+def check_exact(rc, out, workers, failures):
+    """The launcher ended well and every worker checked its sums against the reference."""
+    if rc != 0:
+        failures.append("ps-launch exited with %d" % rc)
+    ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
+    if len(ok) != workers:
+        failures.append("expected exact sums from %d workers, got %d" % (workers, len(ok)))
+
+
 def stream(cmd, on_line):
     """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
     Returns the exit code and the whole output."""

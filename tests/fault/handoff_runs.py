@@ -27,7 +27,7 @@ import signal
 import subprocess
 import threading
 
-from fault_checks import CAPTURED, stream
+from fault_checks import CAPTURED, check_exact, stream
 
 # The scheduler publishes a ring: after a failure ("ring epoch N: M servers") or at a cut-over.
 PUBLISHED = re.compile(r"(?<!preparing )ring epoch (\d+)(?::| with) (\d+)")
@@ -52,11 +52,7 @@ def start_joiner(join_cmd, port, state):
 
 
 def exact(rc, out, workers, failures):
-    if rc != 0:
-        failures.append("ps-launch exited with %d" % rc)
-    ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
-    if len(ok) != workers:
-        failures.append("expected exact sums from %d workers, got %d" % (workers, len(ok)))
+    check_exact(rc, out, workers, failures)
     if "no copy left" in out:
         failures.append("the job reported a range lost although every chain kept a copy")
 

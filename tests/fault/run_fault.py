@@ -73,7 +73,7 @@ import sys
 import threading
 import time
 
-from fault_checks import CAPTURED, check_chains, stream
+from fault_checks import CAPTURED, check_chains, check_exact, stream
 from handoff_runs import RUNS as HANDOFF_RUNS
 from scenarios import SCENARIOS
 
@@ -198,15 +198,6 @@ def join_command(a, sc):
     for e in sc["env"]:
         cmd += ["--env", e]
     return cmd + ["--", a.job, "--seed", a.seed] + sc["job"]
-
-
-def check_exact(rc, out, workers, failures):
-    """The launcher ended well and every worker checked its sums against the reference."""
-    if rc != 0:
-        failures.append("ps-launch exited with %d" % rc)
-    ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
-    if len(ok) != workers:
-        failures.append("expected exact sums from %d workers, got %d" % (workers, len(ok)))
 
 
 def run_join_dies(cmd, join_cmd, workers):
