@@ -141,8 +141,11 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
 
 ChainReplicator::Delivery ChainReplicator::Hold(const Message& msg, bool replay) {
   for (const auto& h : held_copies_) {
-    if (h.msg.meta.master() == msg.meta.master() && h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
-      return Delivery::kHeld;  // waits already
+    // Waits already. A replayed copy is never acknowledged, so it does not stand for a live
+    // one (whose acknowledgement the master waits for).
+    if (h.replay == replay && h.msg.meta.master() == msg.meta.master() &&
+        h.msg.meta.fwd_id() == msg.meta.fwd_id()) {
+      return Delivery::kHeld;
     }
   }
   if (held_copies_.size() < kMaxHeldCopies)
