@@ -731,7 +731,13 @@ void KVWorkerBase::Wait(int64_t ts) {
          << " ms (" << timeout_name << "); waiting for server";
       for (size_t k = 0; k < p->got.size(); ++k) {
         if (!p->got[k]) {
-          os << " node " << p->part_server[k];
+          // How it was tried: a part resent often and never answered points at the replies
+          // (or the server), one not resent at the resend timer.
+          const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - p->sent_at[k])
+                               .count();
+          os << " node " << p->part_server[k] << " (part " << k << " sent "
+             << 1 + static_cast<int>(p->tries[k]) << " time(s), the last " << ago << " ms ago)";
           break;
         }
       }
