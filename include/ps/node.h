@@ -78,7 +78,11 @@ class Node {
   /// after Config::barrier_timeout_ms.
   void Barrier(int groups);
 
-  /// Barrier over all nodes, then stops the transport and threads. Safe to call once.
+  /// Barrier over all nodes, then stops the transport and threads. Safe to call once. Waits for
+  /// the slowest node however long the job runs (no Config::barrier_timeout_ms here: servers and
+  /// the scheduler sit in Finalize while workers train); it logs what it waits for every
+  /// barrier timeout, and throws ps::Error only when the job fails (a node dead with data lost,
+  /// the scheduler lost), which failure detection bounds.
   void Finalize();
 
   /// Servers only: leaves the running job without losing anything. The scheduler prepares a

@@ -152,6 +152,15 @@ std::vector<int> Membership::EnterBarrier(int id, int groups, uint64_t seq) {
   return members;
 }
 
+std::vector<int> Membership::Awaited(int groups, uint64_t seq) const {
+  auto it = barriers_.find({groups, seq});
+  std::vector<int> out;
+  for (int m : Members(groups)) {
+    if (it == barriers_.end() || !it->second.count(m)) out.push_back(m);
+  }
+  return out;
+}
+
 int Membership::IdOf(const std::string& host, int port) const {
   for (const auto& n : nodes_) {
     if (n.host == host && n.port == port && n.id != 0) return n.id;

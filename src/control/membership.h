@@ -59,6 +59,8 @@ class Membership {
   /// member of the groups) when this arrival completes the barrier, else nothing. Arrivals of
   /// a node that is not a member of the groups are ignored.
   std::vector<int> EnterBarrier(int id, int groups, uint64_t seq);
+  /// The live members of `groups` that have not entered barrier (groups, seq) yet.
+  std::vector<int> Awaited(int groups, uint64_t seq) const;
   /// The last released sequence number of every barrier group union: a node that joins starts
   /// counting from there, so it takes part in every barrier not released yet.
   const std::map<int, uint64_t>& released() const { return released_; }

@@ -701,7 +701,7 @@ void Node::Impl::Dispatch(Message& msg) {
   parked_count_++;
 }
 
-void Node::Impl::Barrier(int groups) {
+void Node::Impl::Barrier(int groups, bool final) {
   if (!InGroups(cfg.role, groups)) {
     throw Error("Barrier: this node's role is not in the barrier groups");
   }
@@ -726,9 +726,28 @@ void Node::Impl::Barrier(int groups) {
     SendControl(0, c);
   }
   std::unique_lock<std::mutex> lk(mu_);
-  const bool released = cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms), [&] {
-    return barrier_done_[groups] >= seq || !fatal_.empty();
-  });
+  const auto limit = std::chrono::milliseconds(cfg.barrier_timeout_ms);
+  auto done = [&] { return barrier_done_[groups] >= seq || !fatal_.empty(); };
+  bool released = cv_.wait_for(lk, limit, done);
+  // The end of the job waits for the slowest worker, however long it trains: no time limit
+  // there. It cannot hang on a dead job: the scheduler declares silent nodes dead (which
+  // releases the barrier or aborts the job), and a node that loses the scheduler stops (fatal).
+  for (int64_t waited = cfg.barrier_timeout_ms; final && !released;
+       waited += cfg.barrier_timeout_ms) {
+    std::string who = "the other nodes to finish";
+    if (cfg.role == Role::kScheduler) {
+      who.clear();
+      for (int id : membership_->Awaited(groups, seq)) {
+        for (const auto& n : nodes_) {
+          if (n.id != id) continue;
+          who += std::string(who.empty() ? "" : ", ") + RoleName(n.role) + " " +
+                 std::to_string(n.rank) + " (node " + std::to_string(id) + ")";
+        }
+      }
+    }
+    LOG(INFO) << "Finalize: waiting for " << who << " (" << waited / 1000 << " s so far)";
+    released = cv_.wait_for(lk, limit, done);
+  }
   if (!fatal_.empty()) throw Error(fatal_code_, "barrier " + std::to_string(seq) + ": " + fatal_);
   if (!released) {
     throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " (groups " +
@@ -744,7 +763,7 @@ void Node::Impl::Finalize() {
     if (finalized_) return;
     finalized_ = true;
   }
-  Barrier(kAllGroups);
+  Barrier(kAllGroups, /*final=*/true);
   Stop();
   if (filters->enabled()) {
     uint64_t raw = 0, wire = 0;

@@ -57,7 +57,8 @@ struct Node::Impl {
   ~Impl() { Stop(); }
 
   void Start();
-  void Barrier(int groups);
+  // final: the end-of-job barrier of Finalize, which waits as long as the job lives.
+  void Barrier(int groups, bool final = false);
   void Finalize();
   void Leave();
   void Stop();

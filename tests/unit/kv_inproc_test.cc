@@ -448,6 +448,59 @@ TEST(NodeTest, TheJobsConsistencyComesFromTheScheduler) {
   fv.join();
 }
 
+// The end of the job waits for the slowest worker however long it trains: Finalize is not
+// bounded by the barrier timeout (a job longer than PS_BARRIER_TIMEOUT_MS lost its scheduler
+// and servers at their Finalize), while an ordinary barrier still is.
+TEST(NodeTest, FinalizeWaitsForTheSlowestWorkerBeyondTheBarrierTimeout) {
+  Config c;
+  c.inproc = std::make_shared<InprocNetwork>();
+  c.scheduler_port = 11;
+  c.heartbeat_interval_ms = 50;
+  c.heartbeat_timeout_ms = 2000;
+  c.barrier_timeout_ms = 300;
+  c.exit_on_scheduler_loss = false;
+  Trio trio(c);
+  KVServer<int64_t> kvs(trio.server.get());
+  KVWorker<int64_t> kv(trio.worker.get());
+  std::string scheduler_error, server_error;
+  std::thread fs([&] {
+    try {
+      trio.scheduler->Finalize();
+    } catch (const Error& e) {
+      scheduler_error = e.what();
+    }
+  });
+  std::thread fv([&] {
+    try {
+      trio.server->Finalize();
+    } catch (const Error& e) {
+      server_error = e.what();
+    }
+  });
+  // Trains for several barrier timeouts while the others sit in Finalize.
+  for (int i = 0; i < 12; ++i) {
+    kv.Wait(kv.Push(SArray<Key>(1, 5), SArray<int64_t>(1, 1)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  SArray<int64_t> vals;
+  kv.Wait(kv.Pull(SArray<Key>(1, 5), &vals));
+  ASSERT_EQ(vals.size(), 1u);
+  EXPECT_EQ(vals[0], 12);
+  // A barrier the server does not enter still times out, naming the timeout.
+  try {
+    trio.worker->Barrier(kWorkerGroup | kServerGroup);
+    FAIL() << "the server never enters this barrier";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("PS_BARRIER_TIMEOUT_MS"), std::string::npos);
+  }
+  trio.worker->Finalize();
+  fs.join();
+  fv.join();
+  EXPECT_EQ(scheduler_error, "");
+  EXPECT_EQ(server_error, "");
+}
+
 TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
   Config c;
   c.role = Role::kScheduler;

@@ -65,6 +65,10 @@ TEST(MembershipTest, BarrierReleasesOnlyWhenEveryMemberArrived) {
   EXPECT_TRUE(m.EnterBarrier(1, kWorkerGroup, 1).empty()) << "a server is not a worker member";
   // The same worker entering the next barrier does not complete this one.
   EXPECT_TRUE(m.EnterBarrier(2, kWorkerGroup, 2).empty());
+  // Who each barrier still waits for (Finalize names them while it waits).
+  EXPECT_EQ(m.Awaited(kWorkerGroup, 1), (std::vector<int>{3}));
+  EXPECT_EQ(m.Awaited(kWorkerGroup, 3), (std::vector<int>{2, 3}));
+  EXPECT_EQ(m.Awaited(kAllGroups, 1), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(m.EnterBarrier(3, kWorkerGroup, 1), (std::vector<int>{2, 3}));
   EXPECT_EQ(m.EnterBarrier(3, kWorkerGroup, 2), (std::vector<int>{2, 3}));
 }
