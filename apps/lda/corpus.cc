@@ -1,0 +1,87 @@
+#include "lda/corpus.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace lda {
+
+void Corpus::Add(const uint32_t* w, size_t n) {
+  words.insert(words.end(), w, w + n);
+  offsets.push_back(words.size());
+}
+
+Corpus Corpus::Slice(size_t begin, size_t end) const {
+  Corpus c;
+  for (size_t d = begin; d < end && d < docs(); ++d) c.Add(&words[offsets[d]], length(d));
+  return c;
+}
+
+Corpus ReadCorpus(const std::string& path, uint32_t num_words) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  Corpus c;
+  std::string line;
+  std::vector<uint32_t> doc;
+  for (size_t no = 1; std::getline(in, line); ++no) {
+    doc.clear();
+    const char* p = line.c_str();
+    while (*p) {
+      while (*p == ' ' || *p == '\t' || *p == '\r') ++p;
+      if (!*p) break;
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long id = std::strtoull(p, &end, 10);
+      if (end == p || (*end && *end != ' ' && *end != '\t' && *end != '\r') || errno || *p == '-' ||
+          id > UINT32_MAX - 1 || (num_words && id >= num_words)) {
+        std::string tok(p, static_cast<size_t>(std::strcspn(p, " \t\r")));
+        throw std::runtime_error(
+            path + ":" + std::to_string(no) + ": \"" + tok + "\" is not a word id" +
+            (num_words ? " below the vocabulary size " + std::to_string(num_words) : ""));
+      }
+      doc.push_back(static_cast<uint32_t>(id));
+      p = end;
+    }
+    c.Add(doc.data(), doc.size());
+  }
+  if (in.bad()) throw std::runtime_error(path + ": read error");
+  return c;
+}
+
+Vocab ReadVocab(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  Vocab v;
+  std::string line;
+  for (size_t no = 1; std::getline(in, line); ++no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t tab = line.find('\t');
+    std::string word = line.substr(0, tab);
+    if (word.empty()) throw std::runtime_error(path + ":" + std::to_string(no) + ": empty word");
+    uint64_t f = 0;
+    if (tab != std::string::npos) {
+      char* end = nullptr;
+      const char* s = line.c_str() + tab + 1;
+      f = std::strtoull(s, &end, 10);
+      if (end == s || *end) {
+        throw std::runtime_error(path + ":" + std::to_string(no) + ": the frequency \"" +
+                                 std::string(s) + "\" is not a count");
+      }
+    }
+    v.words.push_back(std::move(word));
+    v.freq.push_back(f);
+  }
+  return v;
+}
+
+std::vector<uint64_t> CountWords(const Corpus& c, uint32_t num_words) {
+  std::vector<uint64_t> f(num_words, 0);
+  for (uint32_t w : c.words) {
+    if (w < num_words) f[w]++;
+  }
+  return f;
+}
+
+}  // namespace lda

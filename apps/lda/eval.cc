@@ -1,0 +1,160 @@
+#include "lda/eval.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace lda {
+
+double DocLogLikelihood(const Corpus& c, size_t begin, size_t end, const uint32_t* z,
+                        uint32_t topics, double alpha) {
+  std::vector<int32_t> nd(topics, 0);
+  const double lg_ka = std::lgamma(topics * alpha), lg_a = std::lgamma(alpha);
+  double ll = 0;
+  for (size_t d = begin; d < end; ++d) {
+    const size_t b = c.offsets[d], len = c.length(d);
+    for (size_t i = 0; i < len; ++i) nd[z[b + i]]++;
+    ll += lg_ka - std::lgamma(static_cast<double>(len) + topics * alpha);
+    for (size_t i = 0; i < len; ++i) {
+      int32_t& n = nd[z[b + i]];
+      if (n > 0) {
+        ll += std::lgamma(n + alpha) - lg_a;
+        n = 0;  // each topic once
+      }
+    }
+  }
+  return ll;
+}
+
+double WordRowsLogLikelihood(const WordTopicTable& table, const std::vector<uint32_t>& words,
+                             double beta) {
+  const double lg_b = std::lgamma(beta);
+  double ll = 0;
+  for (uint32_t w : words) {
+    if (!table.Has(w)) continue;
+    table.ForEach(w, [&](uint32_t, int32_t n) {
+      if (n > 0) ll += std::lgamma(n + beta) - lg_b;
+    });
+  }
+  return ll;
+}
+
+double TotalsLogLikelihood(const int64_t* totals, uint32_t topics, uint32_t vocab, double beta) {
+  const double vb = vocab * beta, lg_vb = std::lgamma(vb);
+  double ll = 0;
+  for (uint32_t t = 0; t < topics; ++t)
+    ll += lg_vb - std::lgamma(static_cast<double>(totals[t]) + vb);
+  return ll;
+}
+
+void WritePhi(const Phi& phi, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error(path + ": cannot open for writing");
+  out << "phi " << phi.topics << " " << phi.words << "\n";
+  out.write(reinterpret_cast<const char*>(phi.p.data()),
+            static_cast<std::streamsize>(phi.p.size() * sizeof(float)));
+  if (!out) throw std::runtime_error(path + ": write error");
+}
+
+Phi ReadPhi(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::string magic;
+  Phi phi;
+  if (!(in >> magic >> phi.topics >> phi.words) || magic != "phi" || in.get() != '\n' ||
+      phi.topics == 0 || phi.words == 0) {
+    throw std::runtime_error(path + ": not a phi file (expected the line \"phi K V\")");
+  }
+  phi.p.resize(static_cast<size_t>(phi.topics) * phi.words);
+  in.read(reinterpret_cast<char*>(phi.p.data()),
+          static_cast<std::streamsize>(phi.p.size() * sizeof(float)));
+  if (in.gcount() != static_cast<std::streamsize>(phi.p.size() * sizeof(float))) {
+    throw std::runtime_error(path + ": holds fewer than K*V = " + std::to_string(phi.p.size()) +
+                             " values");
+  }
+  for (size_t i = 0; i < phi.p.size(); ++i) {
+    if (!(phi.p[i] >= 0) || !std::isfinite(phi.p[i])) {
+      throw std::runtime_error(path + ": value " + std::to_string(i) + " is not a probability");
+    }
+  }
+  return phi;
+}
+
+namespace {
+
+// Word-major copy of phi: row w holds p(w | t) for every t (one cache-friendly row per token).
+std::vector<float> Transpose(const Phi& phi) {
+  std::vector<float> out(phi.p.size());
+  for (uint32_t t = 0; t < phi.topics; ++t) {
+    for (uint32_t w = 0; w < phi.words; ++w) {
+      out[static_cast<size_t>(w) * phi.topics + t] = phi.p[static_cast<size_t>(t) * phi.words + w];
+    }
+  }
+  return out;
+}
+
+// theta for the tokens at positions start, start + stride, ... of a document.
+void FoldIn(const Phi& phi, const float* by_word, const uint32_t* w, size_t len, size_t start,
+            size_t stride, double alpha, int iterations, std::vector<double>* theta,
+            std::vector<double>* acc, std::vector<double>* r) {
+  const uint32_t K = phi.topics;
+  theta->assign(K, 1.0 / K);
+  for (int it = 0; it < iterations; ++it) {
+    acc->assign(K, alpha);
+    for (size_t i = start; i < len; i += stride) {
+      if (w[i] >= phi.words) continue;
+      const float* row = by_word + static_cast<size_t>(w[i]) * K;
+      double z = 0;
+      for (uint32_t t = 0; t < K; ++t) {
+        (*r)[t] = (*theta)[t] * row[t];
+        z += (*r)[t];
+      }
+      if (z <= 0) continue;
+      for (uint32_t t = 0; t < K; ++t) (*acc)[t] += (*r)[t] / z;
+    }
+    double sum = 0;
+    for (uint32_t t = 0; t < K; ++t) sum += (*acc)[t];
+    for (uint32_t t = 0; t < K; ++t) (*theta)[t] = (*acc)[t] / sum;
+  }
+}
+
+}  // namespace
+
+Perplexity DocumentCompletion(const Phi& phi, const Corpus& test, double alpha, int iterations) {
+  Perplexity out;
+  const std::vector<float> by_word = Transpose(phi);
+  std::vector<double> theta, acc, r(phi.topics);
+  for (size_t d = 0; d < test.docs(); ++d) {
+    const uint32_t* w = test.words.data() + test.offsets[d];
+    const size_t len = test.length(d);
+    if (len < 2) continue;
+    FoldIn(phi, by_word.data(), w, len, 0, 2, alpha, iterations, &theta, &acc, &r);
+    for (size_t i = 0; i < len; i += 2) out.folded += w[i] < phi.words;
+    for (size_t i = 1; i < len; i += 2) {
+      if (w[i] >= phi.words) continue;
+      const float* row = by_word.data() + static_cast<size_t>(w[i]) * phi.topics;
+      double p = 0;
+      for (uint32_t t = 0; t < phi.topics; ++t) p += theta[t] * row[t];
+      out.log_prob += std::log(std::max(p, 1e-300));
+      out.scored++;
+    }
+  }
+  out.perplexity = out.scored ? std::exp(-out.log_prob / static_cast<double>(out.scored)) : 0;
+  return out;
+}
+
+std::vector<std::vector<double>> InferMixtures(const Phi& phi, const Corpus& docs, double alpha,
+                                               int iterations) {
+  std::vector<std::vector<double>> out(docs.docs());
+  const std::vector<float> by_word = Transpose(phi);
+  std::vector<double> acc, r(phi.topics);
+  for (size_t d = 0; d < docs.docs(); ++d) {
+    FoldIn(phi, by_word.data(), docs.words.data() + docs.offsets[d], docs.length(d), 0, 1, alpha,
+           iterations, &out[d], &acc, &r);
+  }
+  return out;
+}
+
+}  // namespace lda

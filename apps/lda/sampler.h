@@ -1,0 +1,101 @@
+// Collapsed Gibbs sampling for LDA with Metropolis-Hastings proposals whose cost per token does
+// not grow with the number of topics K (LightLDA's cycle of a word proposal and a document
+// proposal, WarpLDA's exact document-proposal acceptance).
+//
+// For token i of word w in document d, currently at topic s, the target is the collapsed
+// conditional  pi(x) ~ (n_dx' + alpha) (n_wx' + beta) / (n_x' + V beta),  where ' removes the
+// token itself. Each MH step draws a proposal t from an independent distribution q and moves
+// from c to t with probability min(1, pi(t) q(c) / (pi(c) q(t))), so pi is the chain's
+// stationary distribution whatever q is:
+//  - word proposal q_w(x) ~ (N_wx + beta) / (N_x + V beta) over the counts N pulled at the start
+//    of the pass (a snapshot: stale by design), drawn in O(1) from an alias table over the
+//    word's nonzero counts mixed with one shared alias table of the smoothing term;
+//  - document proposal q_d(x) ~ n_dx + alpha with n_d the document's counts including the token
+//    at s, drawn in O(1) by taking the topic of a random token of the document (or a uniform
+//    topic with probability K alpha / (L_d + K alpha)).
+// The counts the target reads are the live ones: the snapshot plus every change this worker
+// made since.
+#ifndef PS_APPS_LDA_SAMPLER_H_
+#define PS_APPS_LDA_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "lda/alias.h"
+#include "lda/corpus.h"
+#include "lda/rng.h"
+#include "lda/word_topic.h"
+
+namespace lda {
+
+struct Hyper {
+  uint32_t topics = 100;
+  uint32_t words = 0;  // vocabulary size V
+  double alpha = 0.5;
+  double beta = 0.01;
+};
+
+/// Live and snapshot counts a sampler works on (owned by the caller).
+struct Counts {
+  WordTopicTable* live = nullptr;
+  const WordTopicTable* snapshot = nullptr;
+  int64_t* totals = nullptr;                 // live topic totals, K
+  const int64_t* snapshot_totals = nullptr;  // K
+};
+
+class Sampler {
+ public:
+  Sampler(const Hyper& h, int mh_steps, uint64_t seed);
+
+  /// Starts a pass over a new snapshot: the word proposals are rebuilt as words are met.
+  void BeginPass(const Counts& c);
+  /// Resamples every token of documents [begin, end) of corpus (assignments z, indexed like
+  /// corpus.words), updating the live counts. Returns the number of topic changes.
+  uint64_t SampleDocs(const Corpus& corpus, size_t begin, size_t end, uint32_t* z);
+
+  /// One MH chain for a single token (tests): word w at topic s in a document whose counts
+  /// (including the token) are doc_counts and whose assignments are doc_z (length len); the
+  /// live counts include the token. Returns the chain's state after `steps` cycles; counts are
+  /// not changed.
+  uint32_t Chain(uint32_t w, uint32_t s, const int32_t* doc_counts, const uint32_t* doc_z,
+                 size_t len, int steps);
+
+ private:
+  double Target(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const;
+  double WordQ(uint32_t w, uint32_t x) const;
+  uint32_t DrawWord(uint32_t w);
+  void BuildWord(uint32_t w);
+  uint32_t Step(uint32_t w, uint32_t s, uint32_t c, const int32_t* nd, const uint32_t* dz,
+                size_t len);
+
+  Hyper h_;
+  int mh_steps_;
+  Rng rng_;
+  Counts c_;
+  double vbeta_;
+  std::vector<double> inv_snap_total_;  // 1 / (N_x + V beta)
+  AliasTable smooth_;                   // over beta / (N_x + V beta)
+  double smooth_mass_ = 0;
+  // Word proposals of this pass, built when the word is first met: cells in one pool.
+  struct WordProposal {
+    uint32_t pass = 0;  // built in this pass
+    uint32_t n = 0;
+    uint64_t at = 0;
+    double mass = 0;  // sum of N_wx / (N_x + V beta)
+  };
+  std::vector<WordProposal> word_;
+  std::vector<AliasCell> pool_;
+  uint32_t pass_ = 0;
+  std::vector<int32_t> nd_;  // the current document's counts
+  std::vector<uint32_t> scratch_t_;
+  std::vector<float> scratch_w_;
+};
+
+/// Exact conditional pi(x) of one token, normalised (tests and the serial reference).
+std::vector<double> ExactConditional(const Hyper& h, uint32_t w, uint32_t s,
+                                     const int32_t* doc_counts, const WordTopicTable& live,
+                                     const int64_t* totals);
+
+}  // namespace lda
+
+#endif  // PS_APPS_LDA_SAMPLER_H_

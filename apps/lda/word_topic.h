@@ -1,0 +1,108 @@
+// A worker's copy of the word-topic counts of the words it samples: dense rows for frequent
+// words (K counts), small open-addressing hash rows for the others, so memory follows the
+// number of nonzero counts. Two tables with one layout hold the pulled snapshot and the live
+// counts (snapshot plus this worker's changes); their difference is what the worker pushes.
+#ifndef PS_APPS_LDA_WORD_TOPIC_H_
+#define PS_APPS_LDA_WORD_TOPIC_H_
+
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+namespace lda {
+
+class WordTopicTable {
+ public:
+  explicit WordTopicTable(uint32_t num_topics = 1) : k_(num_topics) {}
+
+  /// Forgets every row; words are ids below num_words.
+  void Reset(uint32_t num_topics, uint32_t num_words);
+  /// Adds word w's row: dense (K counts) or sparse, holding up to max_distinct topics.
+  void AddDense(uint32_t w);
+  void AddSparse(uint32_t w, uint32_t max_distinct);
+
+  uint32_t topics() const { return k_; }
+  uint32_t num_words() const { return static_cast<uint32_t>(where_.size()); }
+  bool Has(uint32_t w) const { return where_[w] != kNone; }
+  bool IsDense(uint32_t w) const { return where_[w] >= 0; }
+
+  int32_t Get(uint32_t w, uint32_t t) const {
+    const int64_t at = where_[w];
+    if (at >= 0) return dense_[static_cast<size_t>(at) + t];
+    const Row& r = rows_[static_cast<size_t>(-at - 1)];
+    for (uint32_t i = t & r.mask;; i = (i + 1) & r.mask) {
+      const uint64_t c = cells_[r.at + i];
+      if (static_cast<uint32_t>(c >> 32) == t) return static_cast<int32_t>(c);
+      if (c == kEmpty) return 0;
+    }
+  }
+  /// Adds d to count (w, t). Throws std::length_error if a sparse row has no room left.
+  void Add(uint32_t w, uint32_t t, int32_t d) {
+    const int64_t at = where_[w];
+    if (at >= 0) {
+      dense_[static_cast<size_t>(at) + t] += d;
+      return;
+    }
+    Row& r = rows_[static_cast<size_t>(-at - 1)];
+    for (uint32_t i = t & r.mask, probes = 0;; i = (i + 1) & r.mask) {
+      uint64_t& c = cells_[r.at + i];
+      if (static_cast<uint32_t>(c >> 32) == t) {
+        c = (c & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<int32_t>(c) + d);
+        return;
+      }
+      if (c == kEmpty) {
+        if (++r.used * 4 > (uint64_t{r.mask} + 1) * 3) Full(w);
+        c = (uint64_t{t} << 32) | static_cast<uint32_t>(d);
+        return;
+      }
+      if (++probes > r.mask) Full(w);
+    }
+  }
+  /// Calls f(topic, count) for each topic of row w with a nonzero count (dense: in topic order).
+  template <typename F>
+  void ForEach(uint32_t w, F f) const {
+    const int64_t at = where_[w];
+    if (at >= 0) {
+      const int32_t* row = &dense_[static_cast<size_t>(at)];
+      for (uint32_t t = 0; t < k_; ++t) {
+        if (row[t]) f(t, row[t]);
+      }
+      return;
+    }
+    const Row& r = rows_[static_cast<size_t>(-at - 1)];
+    for (uint64_t i = 0; i <= r.mask; ++i) {
+      const uint64_t c = cells_[r.at + i];
+      if (c != kEmpty && static_cast<int32_t>(c) != 0) {
+        f(static_cast<uint32_t>(c >> 32), static_cast<int32_t>(c));
+      }
+    }
+  }
+  /// Becomes a copy of o: its layout and counts.
+  void CopyLayoutAndCounts(const WordTopicTable& o) { *this = o; }
+  /// Bytes held by the rows.
+  size_t bytes() const {
+    return dense_.size() * sizeof(int32_t) + cells_.size() * sizeof(uint64_t) +
+           rows_.size() * sizeof(Row) + where_.size() * sizeof(int64_t);
+  }
+
+ private:
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Row {
+    uint64_t at;
+    uint32_t mask;
+    uint32_t used;
+  };
+  [[noreturn]] void Full(uint32_t w) const;
+
+  uint32_t k_;
+  std::vector<int64_t> where_;  // per word: dense offset (>= 0), -(1 + sparse row), or kNone
+  std::vector<int32_t> dense_;
+  std::vector<Row> rows_;
+  std::vector<uint64_t> cells_;  // topic << 32 | count (as uint32); kEmpty for a free cell
+};
+
+}  // namespace lda
+
+#endif  // PS_APPS_LDA_WORD_TOPIC_H_
