@@ -55,8 +55,12 @@ uint32_t Sampler::DrawWord(uint32_t w) {
   return smooth_.Draw(&rng_);
 }
 
-double Sampler::WordQ(uint32_t w, uint32_t x) const {
-  return (c_.snapshot->Get(w, x) + h_.beta) * inv_snap_total_[x];
+void Sampler::WordTerms(uint32_t w, uint32_t x, uint32_t s, double* g, double* d) const {
+  const int self = x == s;
+  const double nw = c_.snapshot->Get(w, x) - self + h_.beta;
+  const double nt = static_cast<double>(c_.snapshot_totals[x] - self) + vbeta_;
+  *g = nw / nt;
+  *d = (nw + 1) / (nt + 1) - *g;
 }
 
 double Sampler::Target(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const {
@@ -65,23 +69,51 @@ double Sampler::Target(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) co
          (static_cast<double>(c_.totals[x] - self) + vbeta_);
 }
 
-uint32_t Sampler::Step(uint32_t w, uint32_t s, uint32_t c, const int32_t* nd, const uint32_t* dz,
-                       size_t len) {
-  // Word proposal.
-  uint32_t t = DrawWord(w);
-  if (t != c) {
-    const double a = Target(w, t, s, nd) * WordQ(w, c) / (Target(w, c, s, nd) * WordQ(w, t));
-    if (a >= 1 || rng_.Uniform() < a) c = t;
+uint32_t Sampler::Step(uint32_t w, uint32_t s, uint32_t y, size_t i, const int32_t* nd,
+                       const uint32_t* dz, size_t len) {
+  // Word proposal from y: with probability d(y) / (Z' + d(y)) y itself, else a draw from g
+  // (a draw of q(. | s) that lands on s stands for g with probability g(s) / (g(s) + d(s))).
+  double gs, ds, gy, dy;
+  WordTerms(w, s, s, &gs, &ds);
+  const double z = word_[w].mass + smooth_mass_ - ds;  // Z'
+  if (y == s) {
+    gy = gs;
+    dy = ds;
+  } else {
+    WordTerms(w, y, s, &gy, &dy);
   }
-  // Document proposal: the topic of a random token of the document, or a uniform one.
+  if (rng_.Uniform() * (z + dy) >= dy) {
+    uint32_t t = DrawWord(w);
+    while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w);
+    if (t != y) {
+      double gt, dt;
+      WordTerms(w, t, s, &gt, &dt);
+      const double a = Target(w, t, s, nd) * gy * (z + dy) / (Target(w, y, s, nd) * gt * (z + dt));
+      if (a >= 1 || rng_.Uniform() < a) {
+        y = t;
+        gy = gt;
+        dy = dt;
+      }
+    }
+  }
+  // Document proposal: the topic of a random token of the document (this one is at y), or a
+  // uniform topic. The document terms cancel.
   const double u = rng_.Uniform() * (static_cast<double>(len) + h_.topics * h_.alpha);
-  t = u < static_cast<double>(len) ? dz[static_cast<size_t>(u)] : rng_.Below(h_.topics);
-  if (t != c) {
-    const double a =
-        Target(w, t, s, nd) * (nd[c] + h_.alpha) / (Target(w, c, s, nd) * (nd[t] + h_.alpha));
-    if (a >= 1 || rng_.Uniform() < a) c = t;
+  uint32_t t;
+  if (u < static_cast<double>(len)) {
+    const size_t at = static_cast<size_t>(u);
+    t = at == i ? y : dz[at];
+  } else {
+    t = rng_.Below(h_.topics);
   }
-  return c;
+  if (t != y) {
+    const int ts = t == s, ys = y == s;
+    const double a =
+        (c_.live->Get(w, t) - ts + h_.beta) * (static_cast<double>(c_.totals[y] - ys) + vbeta_) /
+        ((c_.live->Get(w, y) - ys + h_.beta) * (static_cast<double>(c_.totals[t] - ts) + vbeta_));
+    if (a >= 1 || rng_.Uniform() < a) y = t;
+  }
+  return y;
 }
 
 uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uint32_t* z) {
@@ -96,7 +128,7 @@ uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uin
       const uint32_t w = dw[i], s = dz[i];
       if (word_[w].pass != pass_) BuildWord(w);
       uint32_t c = s;
-      for (int k = 0; k < mh_steps_; ++k) c = Step(w, s, c, nd, dz, len);
+      for (int k = 0; k < mh_steps_; ++k) c = Step(w, s, c, i, nd, dz, len);
       if (c == s) continue;
       dz[i] = c;
       nd[s]--;
@@ -112,12 +144,12 @@ uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uin
   return changed;
 }
 
-uint32_t Sampler::Chain(uint32_t w, uint32_t s, const int32_t* doc_counts, const uint32_t* doc_z,
-                        size_t len, int steps) {
+uint32_t Sampler::Chain(uint32_t w, uint32_t s, size_t i, const int32_t* doc_counts,
+                        const uint32_t* doc_z, size_t len, int steps) {
   if (word_.size() < h_.words) word_.resize(h_.words);
   if (word_[w].pass != pass_) BuildWord(w);
   uint32_t c = s;
-  for (int k = 0; k < steps; ++k) c = Step(w, s, c, doc_counts, doc_z, len);
+  for (int k = 0; k < steps; ++k) c = Step(w, s, c, i, doc_counts, doc_z, len);
   return c;
 }
 

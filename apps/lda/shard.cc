@@ -4,7 +4,11 @@
 
 namespace lda {
 
-Shard::Shard(const Hyper& h, Corpus docs) : h_(h), docs_(std::move(docs)) {
+Shard::Shard(const Hyper& h, Corpus docs, std::vector<uint64_t> doc_ids)
+    : h_(h), docs_(std::move(docs)), doc_ids_(std::move(doc_ids)) {
+  if (doc_ids_.empty()) {
+    for (size_t d = 0; d < docs_.docs(); ++d) doc_ids_.push_back(d);
+  }
   z_.assign(docs_.tokens(), 0);
   local_freq_.assign(h.words, 0);
   for (uint32_t w : docs_.words) local_freq_[w]++;
@@ -16,8 +20,11 @@ Shard::Shard(const Hyper& h, Corpus docs) : h_(h), docs_(std::move(docs)) {
 }
 
 void Shard::RandomTopics(uint64_t seed) {
-  Rng r(seed);
-  for (auto& t : z_) t = r.Below(h_.topics);
+  for (size_t d = 0; d < docs_.docs(); ++d) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (doc_ids_[d] + 1) * 0xD1B54A32D192ED03ull;
+    Rng r(Rng::SplitMix(&x));
+    for (uint64_t i = docs_.offsets[d]; i < docs_.offsets[d + 1]; ++i) z_[i] = r.Below(h_.topics);
+  }
 }
 
 void Shard::Layout(const std::function<bool(uint32_t)>& dense,
@@ -27,16 +34,26 @@ void Shard::Layout(const std::function<bool(uint32_t)>& dense,
     if (dense(w)) {
       snap_.AddDense(w);
     } else {
-      snap_.AddSparse(w, std::min<uint32_t>(h_.topics, known(w) + local_freq_[w]));
+      snap_.AddSparse(
+          w, std::min<uint32_t>(h_.topics, std::max(known(w), local_freq_[w]) + local_freq_[w]));
     }
   }
   std::fill(snap_totals_.begin(), snap_totals_.end(), 0);
 }
 
 void Shard::CountOwn() {
+  std::vector<uint64_t> cells(z_.size());
   for (size_t i = 0; i < z_.size(); ++i) {
-    snap_.Add(docs_.words[i], z_[i], 1);
+    cells[i] = uint64_t{docs_.words[i]} << 32 | z_[i];
     snap_totals_[z_[i]]++;
+  }
+  std::sort(cells.begin(), cells.end());
+  for (size_t i = 0; i < cells.size();) {
+    size_t j = i;
+    while (j < cells.size() && cells[j] == cells[i]) ++j;
+    snap_.Add(static_cast<uint32_t>(cells[i] >> 32), static_cast<uint32_t>(cells[i]),
+              static_cast<int32_t>(j - i));
+    i = j;
   }
 }
 
@@ -46,14 +63,37 @@ void Shard::StartPass() {
   totals_ = snap_totals_;
 }
 
-uint64_t Shard::Pass(Sampler* s) {
-  Counts c;
-  c.live = &live_;
-  c.snapshot = &snap_;
-  c.totals = totals_.data();
-  c.snapshot_totals = snap_totals_.data();
-  s->BeginPass(c);
-  return s->SampleDocs(docs_, 0, docs_.docs(), z_.data());
+void Shard::StartFromZero() {
+  CountOwn();
+  live_ = snap_;
+  totals_ = snap_totals_;
+  snap_.ZeroCounts();
+  std::fill(snap_totals_.begin(), snap_totals_.end(), 0);
+}
+
+uint64_t Shard::Pass(Sampler* s, int blocks) {
+  uint64_t changed = 0;
+  const size_t n = docs_.docs(), nb = static_cast<size_t>(std::max(1, blocks));
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t begin = n * b / nb, end = n * (b + 1) / nb;
+    if (begin == end) continue;
+    Counts c;
+    c.live = &live_;
+    c.totals = totals_.data();
+    if (b == 0) {
+      // The pulled counts are the freshest at the start of a pass.
+      c.snapshot = &snap_;
+      c.snapshot_totals = snap_totals_.data();
+    } else {
+      proposal_.CopyLayoutAndCounts(live_);
+      proposal_totals_ = totals_;
+      c.snapshot = &proposal_;
+      c.snapshot_totals = proposal_totals_.data();
+    }
+    s->BeginPass(c);
+    changed += s->SampleDocs(docs_, begin, end, z_.data());
+  }
+  return changed;
 }
 
 std::vector<int64_t> Shard::TotalsDelta() const {

@@ -16,9 +16,11 @@ namespace lda {
 
 class Shard {
  public:
-  Shard(const Hyper& h, Corpus docs);
+  /// doc_ids: each document's index in the whole corpus (empty: 0, 1, ...).
+  Shard(const Hyper& h, Corpus docs, std::vector<uint64_t> doc_ids = {});
 
-  /// Topics drawn uniformly from seed.
+  /// Initial topics: token i of corpus document d gets a uniform topic drawn from (seed, d, i)
+  /// alone, so a run starts from the same state however the documents are sharded.
   void RandomTopics(uint64_t seed);
   const Corpus& docs() const { return docs_; }
   std::vector<uint32_t>& z() { return z_; }
@@ -28,17 +30,27 @@ class Shard {
   uint32_t local_freq(uint32_t w) const { return local_freq_[w]; }
 
   /// Lays the tables out anew: dense rows for the words dense(w) says, sparse rows for the
-  /// others with room for known(w) topics plus one per local token. Counts start at zero.
+  /// others with room for max(known(w), local tokens) topics (known: what the snapshot will
+  /// hold) plus one per local token (each can move to a topic the row did not hold during a
+  /// pass). Counts start at zero. Fill sparse rows in ascending topic order: where a row's
+  /// counts sit, and so the order the sampler meets them in, then depends on the counts alone.
   void Layout(const std::function<bool(uint32_t)>& dense,
               const std::function<uint32_t(uint32_t)>& known);
-  /// Adds the counts of this shard's own assignments to the snapshot (a serial run's model).
+  /// Adds the counts of this shard's own assignments to the snapshot (a serial run's model),
+  /// each row in ascending topic order.
   void CountOwn();
   WordTopicTable& snapshot() { return snap_; }
   std::vector<int64_t>& snapshot_totals() { return snap_totals_; }
   /// Live = snapshot; call after the snapshot is filled.
   void StartPass();
-  /// Samples every document once.
-  uint64_t Pass(Sampler* s);
+  /// The first push of a run: live = this shard's own counts, snapshot = zero (same layout).
+  void StartFromZero();
+  /// Samples every document once, in `blocks` blocks of documents: the sampler's word
+  /// proposals are rebuilt from the live counts at the start of each block. (Proposals built
+  /// once per pass carry the old topics of the tokens updated since, which are correlated with
+  /// the tokens still to come: on a small corpus that left the chain 0.07 nats per token more
+  /// greedy than plain Gibbs with one block, within noise with ten.)
+  uint64_t Pass(Sampler* s, int blocks = 1);
   const WordTopicTable& live() const { return live_; }
   const std::vector<int64_t>& totals() const { return totals_; }
 
@@ -60,11 +72,12 @@ class Shard {
  private:
   Hyper h_;
   Corpus docs_;
+  std::vector<uint64_t> doc_ids_;
   std::vector<uint32_t> z_;
   std::vector<uint32_t> words_;
   std::vector<uint32_t> local_freq_;  // per vocabulary word
-  WordTopicTable snap_, live_;
-  std::vector<int64_t> snap_totals_, totals_;
+  WordTopicTable snap_, live_, proposal_;
+  std::vector<int64_t> snap_totals_, totals_, proposal_totals_;
 };
 
 }  // namespace lda

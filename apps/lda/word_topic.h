@@ -5,6 +5,7 @@
 #ifndef PS_APPS_LDA_WORD_TOPIC_H_
 #define PS_APPS_LDA_WORD_TOPIC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -76,6 +77,13 @@ class WordTopicTable {
       if (c != kEmpty && static_cast<int32_t>(c) != 0) {
         f(static_cast<uint32_t>(c >> 32), static_cast<int32_t>(c));
       }
+    }
+  }
+  /// Sets every count to zero, keeping the layout (and the topics sparse rows hold).
+  void ZeroCounts() {
+    std::fill(dense_.begin(), dense_.end(), 0);
+    for (auto& c : cells_) {
+      if (c != kEmpty) c &= 0xFFFFFFFF00000000ull;
     }
   }
   /// Becomes a copy of o: its layout and counts.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 
@@ -95,84 +96,118 @@ TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
       std::length_error);
 }
 
-// Counts of a small random state: one document holding the token, the word's counts.
+// The counts around one token, without it (primed) and with it at topic s: one document that
+// holds it at position i, its word's live counts and a snapshot (fresh or stale: other
+// workers' updates not seen yet) that both hold it.
 struct SmallState {
   Hyper h;
+  uint32_t w = 2;
+  size_t i = 0;
+  std::vector<int32_t> nd0, nw0, snap0;  // without the token
+  std::vector<int64_t> totals0, snap_totals0;
+  std::vector<uint32_t> dz;  // the document's topics; dz[i] is set per s
+  bool dense = false;
+  // With the token at s.
   WordTopicTable live, snap;
   std::vector<int64_t> totals, snap_totals;
   std::vector<int32_t> nd;
-  std::vector<uint32_t> dz;
-  uint32_t w = 0, s = 0;
+  void Place(uint32_t s) {
+    const uint32_t K = h.topics;
+    live.Reset(K, 5);
+    snap.Reset(K, 5);
+    if (dense) {
+      live.AddDense(w);
+      snap.AddDense(w);
+    } else {
+      live.AddSparse(w, K);
+      snap.AddSparse(w, K);
+    }
+    for (uint32_t t = 0; t < K; ++t) {
+      if (nw0[t] + (t == s)) live.Add(w, t, nw0[t] + (t == s));
+      if (snap0[t] + (t == s)) snap.Add(w, t, snap0[t] + (t == s));
+    }
+    totals = totals0;
+    snap_totals = snap_totals0;
+    totals[s]++;
+    snap_totals[s]++;
+    nd = nd0;
+    nd[s]++;
+    dz[i] = s;
+  }
 };
 
 SmallState RandomState(uint64_t seed, bool dense, bool stale) {
   Rng r(seed);
   SmallState st;
+  st.dense = dense;
   st.h.topics = 3 + r.Below(8);
   st.h.words = 5;
   st.h.alpha = 0.05 + r.Uniform();
   st.h.beta = 0.01 + r.Uniform() * 0.5;
   const uint32_t K = st.h.topics;
-  st.live.Reset(K, 5);
-  st.snap.Reset(K, 5);
-  st.w = 2;
-  if (dense) {
-    st.live.AddDense(2);
-    st.snap.AddDense(2);
-  } else {
-    st.live.AddSparse(2, K);
-    st.snap.AddSparse(2, K);
-  }
-  st.totals.assign(K, 0);
-  st.snap_totals.assign(K, 0);
-  st.nd.assign(K, 0);
-  // The document: 1 to 12 tokens, the first is the one resampled.
+  st.nd0.assign(K, 0);
   const uint32_t len = 1 + r.Below(12);
-  for (uint32_t i = 0; i < len; ++i) st.dz.push_back(r.Below(K));
-  st.s = st.dz[0];
-  for (uint32_t t : st.dz) st.nd[t]++;
-  for (uint32_t t = 0; t < K; ++t) {
-    const int32_t n = static_cast<int32_t>(r.Below(6)) * (r.Below(3) == 0);
-    if (n) st.live.Add(2, t, n);
-    st.totals[t] = n + r.Below(40);
+  st.i = r.Below(len);
+  for (uint32_t j = 0; j < len; ++j) {
+    st.dz.push_back(r.Below(K));
+    if (j != st.i) st.nd0[st.dz.back()]++;
   }
-  st.live.Add(2, st.s, 1);  // the token itself
-  st.totals[st.s] += 1;
+  st.nw0.assign(K, 0);
+  st.snap0.assign(K, 0);
+  st.totals0.assign(K, 0);
+  st.snap_totals0.assign(K, 0);
   for (uint32_t t = 0; t < K; ++t) {
-    // A stale snapshot differs from the live counts (other workers' updates not seen yet).
-    const int32_t n = stale ? static_cast<int32_t>(r.Below(5)) : st.live.Get(2, t);
-    if (n) st.snap.Add(2, t, n);
-    st.snap_totals[t] = stale ? st.totals[t] + r.Below(20) : st.totals[t];
+    st.nw0[t] = static_cast<int32_t>(r.Below(6)) * (r.Below(3) == 0);
+    st.totals0[t] = st.nw0[t] + r.Below(40);
+    st.snap0[t] = stale ? static_cast<int32_t>(r.Below(5)) : st.nw0[t];
+    st.snap_totals0[t] = stale ? st.snap0[t] + r.Below(40) : st.totals0[t];
   }
   return st;
 }
 
-// DESIGN of the sampler: whatever the proposals (fresh or stale), the MH chain's states follow
-// the collapsed conditional of the token.
-TEST(SamplerTest, ChainFollowsTheExactConditional) {
-  for (uint64_t seed = 1; seed <= 12; ++seed) {
+// One token's update leaves its conditional invariant: with its topic s drawn from the exact
+// conditional (and the counts holding it there), the topic after the update follows the same
+// distribution, for the step counts the app uses. Proposals that depend on where the token
+// stood (the snapshot and the document hold it) make this fail unless the acceptance accounts
+// for it.
+TEST(SamplerTest, AnUpdateLeavesTheExactConditionalInvariant) {
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
     const bool dense = seed % 2, stale = seed % 3 != 0;
+    const int steps = 1 + static_cast<int>(seed % 2);
     SmallState st = RandomState(seed, dense, stale);
-    Sampler sampler(st.h, 1, seed * 7919);
-    Counts c;
-    c.live = &st.live;
-    c.snapshot = &st.snap;
-    c.totals = st.totals.data();
-    c.snapshot_totals = st.snap_totals.data();
-    sampler.BeginPass(c);
+    const uint32_t K = st.h.topics;
+    st.Place(0);
     const std::vector<double> p =
-        ExactConditional(st.h, st.w, st.s, st.nd.data(), st.live, st.totals.data());
-    std::vector<uint64_t> seen(st.h.topics, 0);
-    const uint64_t n = 40000;
-    for (uint64_t i = 0; i < n; ++i) {
-      seen[sampler.Chain(st.w, st.s, st.nd.data(), st.dz.data(), st.dz.size(), 100)]++;
+        ExactConditional(st.h, st.w, 0, st.nd.data(), st.live, st.totals.data());
+    // One sampler per starting topic, over the counts that hold the token there.
+    std::vector<SmallState> at(K, st);
+    std::vector<std::unique_ptr<Sampler>> samplers;
+    for (uint32_t s = 0; s < K; ++s) {
+      at[s].Place(s);
+      samplers.emplace_back(new Sampler(st.h, steps, seed * 7919 + s));
+      Counts c;
+      c.live = &at[s].live;
+      c.snapshot = &at[s].snap;
+      c.totals = at[s].totals.data();
+      c.snapshot_totals = at[s].snap_totals.data();
+      samplers.back()->BeginPass(c);
+    }
+    Rng r(seed);
+    std::vector<uint64_t> seen(K, 0);
+    const uint64_t n = 60000;
+    for (uint64_t j = 0; j < n; ++j) {
+      double u = r.Uniform();
+      uint32_t s = 0;
+      while (s + 1 < K && u >= p[s]) u -= p[s++];
+      SmallState& a = at[s];
+      seen[samplers[s]->Chain(a.w, s, a.i, a.nd.data(), a.dz.data(), a.dz.size(), steps)]++;
     }
     int dof = 0;
     const double x2 = ChiSquare(seen, p, n, &dof);
     ASSERT_GT(dof, 0) << "seed " << seed;
     EXPECT_LT(x2, ChiSquareCritical(dof))
-        << "seed " << seed << " K " << st.h.topics << (dense ? " dense" : " sparse")
-        << (stale ? " stale" : " fresh");
+        << "seed " << seed << " K " << K << (dense ? " dense" : " sparse")
+        << (stale ? " stale" : " fresh") << " steps " << steps;
   }
 }
 
@@ -180,8 +215,9 @@ TEST(SamplerTest, ChainFollowsTheExactConditional) {
 // tell a right sampler from a wrong one.
 TEST(SamplerTest, TheChiSquareCheckRejectsAWrongDistribution) {
   SmallState st = RandomState(2, true, true);
+  st.Place(0);
   const std::vector<double> p =
-      ExactConditional(st.h, st.w, st.s, st.nd.data(), st.live, st.totals.data());
+      ExactConditional(st.h, st.w, 0, st.nd.data(), st.live, st.totals.data());
   std::vector<double> wrong(p.size());
   for (size_t i = 0; i < p.size(); ++i) wrong[i] = (p[i] + 1.0 / p.size()) / 2;
   Rng r(5);
@@ -200,7 +236,7 @@ TEST(SamplerTest, TheChiSquareCheckRejectsAWrongDistribution) {
 }
 
 // A corpus drawn from planted topics: K topics, each on its own band of words (with a little
-// mass everywhere), documents mixing two or three of them.
+// mass everywhere), documents mixing all of them.
 struct Planted {
   Corpus corpus;
   std::vector<std::vector<double>> topics;  // K x V
@@ -219,14 +255,21 @@ Planted MakePlanted(uint32_t K, uint32_t V, size_t docs, uint64_t seed) {
     }
     for (auto& x : p.topics[k]) x /= sum;
   }
+  // Each document mixes every topic by proportions drawn from a symmetric Dirichlet(1) (as
+  // normalised exponentials).
   std::vector<uint32_t> doc;
+  std::vector<double> theta(K);
   for (size_t d = 0; d < docs; ++d) {
-    const uint32_t a = r.Below(K), b = r.Below(K);
-    const size_t len = 40 + r.Below(80);
+    double tsum = 0;
+    for (auto& x : theta) tsum += (x = -std::log(1.0 - r.Uniform()));
+    const size_t len = 60 + r.Below(80);
     doc.clear();
     for (size_t i = 0; i < len; ++i) {
-      const auto& topic = p.topics[r.Uniform() < 0.7 ? a : b];
-      double u = r.Uniform();
+      double u = r.Uniform() * tsum;
+      uint32_t k = 0;
+      while (k + 1 < K && u >= theta[k]) u -= theta[k++];
+      const auto& topic = p.topics[k];
+      u = r.Uniform();
       uint32_t w = 0;
       while (w + 1 < V && u >= topic[w]) u -= topic[w++];
       doc.push_back(w);
@@ -250,7 +293,8 @@ double Cosine(const std::vector<double>& a, const float* b, size_t n) {
 struct SerialRun {
   Shard shard;
   Sampler sampler;
-  SerialRun(const Hyper& h, const Corpus& c, uint64_t seed) : shard(h, c), sampler(h, 2, seed + 1) {
+  SerialRun(const Hyper& h, const Corpus& c, uint64_t seed, int mh_steps = 2)
+      : shard(h, c), sampler(h, mh_steps, seed + 1) {
     shard.RandomTopics(seed);
     Refresh();
   }
@@ -259,12 +303,13 @@ struct SerialRun {
     Refresh();
   }
   void Refresh() {
-    shard.Layout([](uint32_t) { return false; }, [](uint32_t) { return 0u; });
+    shard.Layout([](uint32_t) { return false; }, [&](uint32_t w) { return shard.local_freq(w); });
     shard.CountOwn();
     shard.StartPass();
   }
+  int blocks = 10;
   void Pass() {
-    shard.Pass(&sampler);
+    shard.Pass(&sampler, blocks);
     Refresh();
   }
   double LogLikelihoodPerToken(const Hyper& h) const {
@@ -279,14 +324,17 @@ struct SerialRun {
 TEST(LdaTrainingTest, PlantedTopicsAreRecovered) {
   const uint64_t seed = 21;
   const uint32_t K = 8, V = 400;
-  Planted p = MakePlanted(K, V, 600, seed);
+  Planted p = MakePlanted(K, V, 1000, seed);
   Hyper h;
   h.topics = K;
   h.words = V;
   h.alpha = 0.1;
   h.beta = 0.01;
-  SerialRun run(h, p.corpus, seed);
-  for (int i = 0; i < 60; ++i) run.Pass();
+  // Collapsed Gibbs leaves a mode with two topics merged (and one split) only slowly: with two
+  // MH cycles per token seeds 21 and 23 still sat in one after 400 passes; with four, seeds 21
+  // to 26 all reached 0.95 within 100.
+  SerialRun run(h, p.corpus, seed, 4);
+  for (int i = 0; i < 100; ++i) run.Pass();
   // Learned p(w | t) from the counts.
   std::vector<float> phi(static_cast<size_t>(K) * V);
   for (uint32_t t = 0; t < K; ++t) {
@@ -300,6 +348,47 @@ TEST(LdaTrainingTest, PlantedTopicsAreRecovered) {
     double best = 0;
     for (uint32_t t = 0; t < K; ++t) best = std::max(best, Cosine(p.topics[k], &phi[t * V], V));
     EXPECT_GE(best, 0.9) << "planted topic " << k << ", seed " << seed;
+  }
+}
+
+// After every pass the live counts equal a recount of the assignments (the count invariant),
+// also for rare words whose sparse rows must take a new topic for every token that moves.
+TEST(LdaTrainingTest, LiveCountsEqualARecountAfterEveryPass) {
+  const uint64_t seed = 17;
+  Rng r(seed);
+  Corpus c;
+  std::vector<uint32_t> doc;
+  for (int d = 0; d < 200; ++d) {
+    doc.clear();
+    for (int i = 0; i < 30; ++i)
+      doc.push_back(r.Uniform() < 0.5 ? r.Below(20) : 20 + r.Below(2000));
+    c.Add(doc.data(), doc.size());
+  }
+  Hyper h;
+  h.topics = 64;
+  h.words = 2020;
+  h.alpha = 0.5;
+  h.beta = 0.01;
+  Shard s(h, c);
+  s.RandomTopics(seed);
+  Sampler sampler(h, 2, seed);
+  for (int pass = 0; pass < 6; ++pass) {
+    s.Layout([](uint32_t w) { return w < 20; }, [&s](uint32_t w) { return s.local_freq(w); });
+    s.CountOwn();
+    s.StartPass();
+    ASSERT_NO_THROW(s.Pass(&sampler)) << "pass " << pass << ", seed " << seed;
+    std::vector<std::vector<int32_t>> recount(h.words, std::vector<int32_t>(h.topics, 0));
+    std::vector<int64_t> totals(h.topics, 0);
+    for (size_t i = 0; i < c.tokens(); ++i) {
+      recount[c.words[i]][s.z()[i]]++;
+      totals[s.z()[i]]++;
+    }
+    for (uint32_t w : s.words()) {
+      for (uint32_t t = 0; t < h.topics; ++t) {
+        ASSERT_EQ(s.live().Get(w, t), recount[w][t]) << "word " << w << " topic " << t;
+      }
+    }
+    EXPECT_EQ(s.totals(), totals) << "pass " << pass;
   }
 }
 
@@ -317,7 +406,7 @@ TEST(LdaTrainingTest, MetropolisHastingsAgreesWithPlainGibbs) {
   h.beta = 0.05;
   ReferenceGibbs ref(p.corpus, h, seed);
   const double start = ref.LogLikelihoodPerToken();
-  for (int i = 0; i < 150; ++i) ref.Pass();
+  for (int i = 0; i < 400; ++i) ref.Pass();
   SerialRun mh(h, p.corpus, seed);
   mh.SetTopics(ref.z());
   double mh_ll = 0, ref_ll = 0;
@@ -345,7 +434,7 @@ TEST(LdaEvalTest, LogLikelihoodPiecesAddUpToTheWhole) {
   ref.Pass();
   Shard s(h, p.corpus);
   s.z() = ref.z();
-  s.Layout([](uint32_t w) { return w % 3 == 0; }, [](uint32_t) { return 0u; });
+  s.Layout([](uint32_t w) { return w % 3 == 0; }, [&s](uint32_t w) { return s.local_freq(w); });
   s.CountOwn();
   s.StartPass();
   const Corpus& c = s.docs();
@@ -384,7 +473,7 @@ TEST(LdaEvalTest, DocumentCompletionScoresOddTokensUnderTheFoldedInMixture) {
   const double good = DocumentCompletion(truth, p.corpus, 0.1).perplexity;
   const double bad = DocumentCompletion(flat, p.corpus, 0.1).perplexity;
   EXPECT_NEAR(bad, 200.0, 1e-3);
-  EXPECT_LT(good, 0.5 * bad) << "seed " << seed;
+  EXPECT_LT(good, 0.85 * bad) << "seed " << seed;  // every document mixes all five
 
   // The file format the baselines use round-trips, and a short file is refused.
   const std::string path = ::testing::TempDir() + "lda_phi.bin";

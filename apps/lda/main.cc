@@ -1,0 +1,184 @@
+// ps_lda: LDA topic models by collapsed Gibbs sampling on the parameter server, launched by
+// tracker/ps-launch (every role runs this program), or on one machine (--serial, --infer,
+// --score_phi).
+//
+//   tracker/ps-launch -s 1 -w 2 -- build/apps/lda/ps_lda --train data/sotu/train.txt
+//       --test data/sotu/test.txt --vocab data/sotu/vocab.txt --topics 100
+//
+// docs/apps/lda.md has the algorithm, the flags and the measured results.
+#include <gflags/gflags.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "lda/corpus.h"
+#include "lda/eval.h"
+#include "lda/lda.h"
+#include "lda/shard.h"
+#include "lda/worker.h"
+
+DEFINE_string(train, "", "training documents (one per line: word ids)");
+DEFINE_string(test, "", "held-out documents, scored by document completion");
+DEFINE_string(vocab, "", "vocabulary (word TAB frequency per line; id = line number)");
+DEFINE_int32(topics, 100, "number of topics K");
+DEFINE_double(alpha, -1, "symmetric document-topic prior (-1: 50 / K)");
+DEFINE_double(beta, 0.01, "symmetric topic-word prior");
+DEFINE_int32(iterations, 100, "passes over the training documents");
+DEFINE_int32(mh_steps, 2, "Metropolis-Hastings cycles (word + document proposal) per token");
+DEFINE_int32(blocks, 8,
+             "blocks of documents per pass; the word proposals are rebuilt from the live counts "
+             "at the start of each");
+DEFINE_uint64(seed, 1, "seed of the initial topics and the samplers");
+DEFINE_int32(eval_every, 10, "held-out perplexity every this many iterations (0: at the end)");
+DEFINE_int32(top_words, 10, "words printed per topic at the end");
+DEFINE_uint64(dense_min, 0, "words at least this frequent get dense rows (0: K / 2)");
+DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
+DEFINE_string(consistency, "ssp:1",
+              "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
+DEFINE_string(log_json, "", "write one JSON object per iteration here (worker 0)");
+DEFINE_bool(quiet, false, "no progress lines");
+DEFINE_bool(serial, false, "train in this process alone (no servers): the reference run");
+DEFINE_string(score_phi, "",
+              "score this topic-word matrix (phi file: \"phi K V\\n\" + K*V float32) on --test by "
+              "document completion and exit (how bench/lda_baselines.py scores gensim and "
+              "scikit-learn)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+lda::Options FromFlags() {
+  lda::Options o;
+  o.train = FLAGS_train;
+  o.test = FLAGS_test;
+  o.vocab = FLAGS_vocab;
+  if (FLAGS_topics < 1 || static_cast<uint32_t>(FLAGS_topics) > lda::kMaxTopics) {
+    throw std::runtime_error("--topics must be in [1, " + std::to_string(lda::kMaxTopics) + "]");
+  }
+  o.hyper.topics = static_cast<uint32_t>(FLAGS_topics);
+  o.hyper.alpha = FLAGS_alpha < 0 ? 50.0 / FLAGS_topics : FLAGS_alpha;
+  o.hyper.beta = FLAGS_beta;
+  if (!(o.hyper.alpha > 0)) throw std::runtime_error("--alpha must be positive");
+  if (!(o.hyper.beta > 0)) throw std::runtime_error("--beta must be positive");
+  o.iterations = FLAGS_iterations;
+  o.mh_steps = FLAGS_mh_steps;
+  if (FLAGS_blocks < 1) throw std::runtime_error("--blocks must be >= 1");
+  o.blocks = FLAGS_blocks;
+  o.seed = FLAGS_seed;
+  o.eval_every = FLAGS_eval_every;
+  o.top_words = FLAGS_top_words;
+  o.dense_min = FLAGS_dense_min;
+  if (FLAGS_parts_per_worker < 1) throw std::runtime_error("--parts_per_worker must be >= 1");
+  o.parts_per_worker = FLAGS_parts_per_worker;
+  o.log_json = FLAGS_log_json;
+  o.quiet = FLAGS_quiet;
+  if (o.iterations < 1) throw std::runtime_error("--iterations must be >= 1");
+  if (o.mh_steps < 1) throw std::runtime_error("--mh_steps must be >= 1");
+  return o;
+}
+
+int ScorePhi(const lda::Options& o, const std::string& path) {
+  if (o.test.empty()) throw std::runtime_error("--score_phi needs --test");
+  const lda::Phi phi = lda::ReadPhi(path);
+  const lda::Corpus test = lda::ReadCorpus(o.test, phi.words);
+  const double alpha = FLAGS_alpha < 0 ? 50.0 / phi.topics : FLAGS_alpha;
+  const lda::Perplexity p = lda::DocumentCompletion(phi, test, alpha, o.fold_in_iterations);
+  std::printf("RESULT phi %s topics %u perplexity %.4f scored %llu folded %llu\n", path.c_str(),
+              phi.topics, p.perplexity, static_cast<unsigned long long>(p.scored),
+              static_cast<unsigned long long>(p.folded));
+  return 0;
+}
+
+int RunSerial(lda::Options o) {
+  if (o.vocab.empty() || o.train.empty())
+    throw std::runtime_error("--train and --vocab are required");
+  const lda::Vocab vocab = lda::ReadVocab(o.vocab);
+  o.hyper.words = vocab.size();
+  lda::Corpus train = lda::ReadCorpus(o.train, vocab.size());
+  lda::Corpus test;
+  if (!o.test.empty()) test = lda::ReadCorpus(o.test, vocab.size());
+  const uint64_t dense_min = o.dense_min ? o.dense_min : o.hyper.topics / 2;
+  lda::Shard shard(o.hyper, std::move(train));
+  shard.RandomTopics(o.seed);
+  lda::Sampler sampler(o.hyper, o.mh_steps, lda::SamplerSeed(o.seed, 0));
+  auto refresh = [&] {
+    shard.Layout([&](uint32_t w) { return vocab.freq[w] >= dense_min; },
+                 [&](uint32_t w) { return shard.local_freq(w); });
+    shard.CountOwn();
+    shard.StartPass();
+  };
+  refresh();
+  const auto& docs = shard.docs();
+  double sample_s = 0;
+  for (int it = 1; it <= o.iterations; ++it) {
+    const auto t0 = Clock::now();
+    const uint64_t changed = shard.Pass(&sampler, o.blocks);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    sample_s += s;
+    refresh();
+    const double ll = (lda::DocLogLikelihood(docs, 0, docs.docs(), shard.z().data(), o.hyper.topics,
+                                             o.hyper.alpha) +
+                       lda::WordRowsLogLikelihood(shard.live(), shard.words(), o.hyper.beta) +
+                       lda::TotalsLogLikelihood(shard.totals().data(), o.hyper.topics,
+                                                o.hyper.words, o.hyper.beta)) /
+                      static_cast<double>(docs.tokens());
+    std::printf("iteration %d loglik/token %.5f changed %.3f tokens/s %.0f\n", it, ll,
+                static_cast<double>(changed) / docs.tokens(), docs.tokens() / s);
+    std::fflush(stdout);
+  }
+  double perplexity = 0;
+  if (test.docs()) {
+    lda::Phi phi;
+    phi.topics = o.hyper.topics;
+    phi.words = o.hyper.words;
+    phi.p.assign(static_cast<size_t>(phi.topics) * phi.words, 0);
+    for (uint32_t t = 0; t < phi.topics; ++t) {
+      const double norm = 1.0 / (shard.totals()[t] + o.hyper.words * o.hyper.beta);
+      for (uint32_t w = 0; w < phi.words; ++w) {
+        const int32_t n = shard.live().Has(w) ? shard.live().Get(w, t) : 0;
+        phi.p[static_cast<size_t>(t) * phi.words + w] =
+            static_cast<float>((n + o.hyper.beta) * norm);
+      }
+    }
+    perplexity = lda::DocumentCompletion(phi, test, o.hyper.alpha).perplexity;
+  }
+  std::printf("RESULT serial tokens/s %.0f perplexity %.2f\n",
+              docs.tokens() * o.iterations / sample_s, perplexity);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("LDA by collapsed Gibbs sampling on the parameter server");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  try {
+    const lda::Options o = FromFlags();
+    if (!FLAGS_score_phi.empty()) return ScorePhi(o, FLAGS_score_phi);
+    if (FLAGS_serial) return RunSerial(o);
+    ps::Node node(ps::Config::FromEnv());
+    node.Start();
+    int rc = 0;
+    switch (node.role()) {
+      case ps::Role::kScheduler:
+        node.SetConsistency(FLAGS_consistency);
+        node.AddTasks(o.parts_per_worker * node.num_workers());
+        node.Barrier(ps::kAllGroups);
+        node.Finalize();
+        break;
+      case ps::Role::kServer:
+        lda::RunServer(&node, o);
+        break;
+      case ps::Role::kWorker:
+        node.Barrier(ps::kAllGroups);
+        rc = lda::RunWorker(&node, o);
+        node.Finalize();
+        break;
+    }
+    return rc;
+  } catch (const std::exception& e) {
+    std::cerr << "ps_lda: " << e.what() << std::endl;
+    return 1;
+  }
+}
