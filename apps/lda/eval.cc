@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace lda {
@@ -80,6 +82,86 @@ Phi ReadPhi(const std::string& path) {
     }
   }
   return phi;
+}
+
+Phi Model::ToPhi() const {
+  Phi phi;
+  phi.topics = topics;
+  phi.words = words;
+  phi.p.assign(static_cast<size_t>(topics) * words, 0.0f);
+  for (uint32_t w = 0; w < words; ++w) {
+    for (const auto& c : rows[w]) phi.p[static_cast<size_t>(c.first) * words + w] = c.second;
+  }
+  for (uint32_t t = 0; t < topics; ++t) {
+    const double norm = 1.0 / (static_cast<double>(totals[t]) + words * beta);
+    float* row = &phi.p[static_cast<size_t>(t) * words];
+    for (uint32_t w = 0; w < words; ++w) row[w] = static_cast<float>((row[w] + beta) * norm);
+  }
+  return phi;
+}
+
+void WriteModel(const Model& m, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error(path + ": cannot open for writing");
+  out.precision(17);
+  out << "lda-model " << m.topics << " " << m.words << " " << m.alpha << " " << m.beta << "\ntotals";
+  for (int64_t n : m.totals) out << " " << n;
+  out << "\n";
+  for (uint32_t w = 0; w < m.words; ++w) {
+    if (m.rows[w].empty()) continue;
+    out << w;
+    for (const auto& c : m.rows[w]) out << " " << c.first << ":" << c.second;
+    out << "\n";
+  }
+  if (!out) throw std::runtime_error(path + ": write error");
+}
+
+Model ReadModel(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  Model m;
+  std::string line, magic;
+  auto bad = [&](size_t no, const std::string& why) {
+    return std::runtime_error(path + ":" + std::to_string(no) + ": " + why);
+  };
+  if (!std::getline(in, line)) throw bad(1, "empty file");
+  {
+    std::istringstream h(line);
+    if (!(h >> magic >> m.topics >> m.words >> m.alpha >> m.beta) || magic != "lda-model" ||
+        m.topics == 0 || m.words == 0) {
+      throw bad(1, "expected \"lda-model K V alpha beta\"");
+    }
+  }
+  if (!std::getline(in, line)) throw bad(2, "the totals line is missing");
+  {
+    std::istringstream t(line);
+    std::string word;
+    t >> word;
+    int64_t n;
+    while (t >> n) m.totals.push_back(n);
+    if (word != "totals" || m.totals.size() != m.topics) {
+      throw bad(2, "expected \"totals\" and " + std::to_string(m.topics) + " counts");
+    }
+  }
+  m.rows.resize(m.words);
+  for (size_t no = 3; std::getline(in, line); ++no) {
+    std::istringstream r(line);
+    uint64_t w;
+    if (!(r >> w) || w >= m.words) throw bad(no, "expected a word id below " + std::to_string(m.words));
+    std::string cell;
+    while (r >> cell) {
+      const size_t colon = cell.find(':');
+      char* end = nullptr;
+      const unsigned long t = std::strtoul(cell.c_str(), &end, 10);
+      if (colon == std::string::npos || end != cell.c_str() + colon || t >= m.topics) {
+        throw bad(no, "\"" + cell + "\" is not topic:count");
+      }
+      const long long n = std::strtoll(cell.c_str() + colon + 1, &end, 10);
+      if (*end || n < 0) throw bad(no, "\"" + cell + "\" is not topic:count");
+      m.rows[w].emplace_back(static_cast<uint32_t>(t), n);
+    }
+  }
+  return m;
 }
 
 namespace {

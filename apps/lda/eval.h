@@ -37,6 +37,20 @@ struct Phi {
 void WritePhi(const Phi& phi, const std::string& path);
 Phi ReadPhi(const std::string& path);
 
+/// A trained model on disk: "lda-model K V alpha beta", the line "totals n_0 ... n_K-1", then one
+/// line per word with nonzero counts: "w t:n t:n ..." (topics ascending). Read throws
+/// std::runtime_error naming the file and line.
+struct Model {
+  uint32_t topics = 0, words = 0;
+  double alpha = 0, beta = 0;
+  std::vector<int64_t> totals;
+  std::vector<std::vector<std::pair<uint32_t, int64_t>>> rows;  // per word
+  /// p(w | t) = (n_wt + beta) / (n_t + V beta).
+  Phi ToPhi() const;
+};
+void WriteModel(const Model& m, const std::string& path);
+Model ReadModel(const std::string& path);
+
 struct Perplexity {
   double perplexity = 0;
   double log_prob = 0;  // sum over scored tokens

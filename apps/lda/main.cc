@@ -36,6 +36,10 @@ DEFINE_uint64(dense_min, 0, "words at least this frequent get dense rows (0: K /
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
 DEFINE_string(consistency, "ssp:1",
               "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
+DEFINE_string(model_out, "", "write the trained model here (worker 0)");
+DEFINE_bool(infer, false,
+            "topic mixtures of the documents in --test under --model_in, one line per document");
+DEFINE_string(model_in, "", "--infer: a model written by --model_out");
 DEFINE_string(log_json, "", "write one JSON object per iteration here (worker 0)");
 DEFINE_bool(quiet, false, "no progress lines");
 DEFINE_bool(serial, false, "train in this process alone (no servers): the reference run");
@@ -72,6 +76,7 @@ lda::Options FromFlags() {
   if (FLAGS_parts_per_worker < 1) throw std::runtime_error("--parts_per_worker must be >= 1");
   o.parts_per_worker = FLAGS_parts_per_worker;
   o.log_json = FLAGS_log_json;
+  o.model_out = FLAGS_model_out;
   o.quiet = FLAGS_quiet;
   if (o.iterations < 1) throw std::runtime_error("--iterations must be >= 1");
   if (o.mh_steps < 1) throw std::runtime_error("--mh_steps must be >= 1");
@@ -87,6 +92,20 @@ int ScorePhi(const lda::Options& o, const std::string& path) {
   std::printf("RESULT phi %s topics %u perplexity %.4f scored %llu folded %llu\n", path.c_str(),
               phi.topics, p.perplexity, static_cast<unsigned long long>(p.scored),
               static_cast<unsigned long long>(p.folded));
+  return 0;
+}
+
+int Infer(const lda::Options& o) {
+  if (FLAGS_model_in.empty() || o.test.empty()) {
+    throw std::runtime_error("--infer needs --model_in and --test");
+  }
+  const lda::Model m = lda::ReadModel(FLAGS_model_in);
+  const lda::Corpus docs = lda::ReadCorpus(o.test, m.words);
+  const auto mix = lda::InferMixtures(m.ToPhi(), docs, m.alpha, o.fold_in_iterations);
+  for (const auto& row : mix) {
+    for (size_t t = 0; t < row.size(); ++t) std::printf(t ? " %.5f" : "%.5f", row[t]);
+    std::printf("\n");
+  }
   return 0;
 }
 
@@ -156,6 +175,7 @@ int main(int argc, char** argv) {
   try {
     const lda::Options o = FromFlags();
     if (!FLAGS_score_phi.empty()) return ScorePhi(o, FLAGS_score_phi);
+    if (FLAGS_infer) return Infer(o);
     if (FLAGS_serial) return RunSerial(o);
     ps::Node node(ps::Config::FromEnv());
     node.Start();

@@ -208,8 +208,8 @@ Phi PhiOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_
 // Worker 0's view of the run: progress lines, evaluation, the final topics and model.
 class Reporter {
  public:
-  Reporter(ps::Node* node, const Options& o, const Vocab& vocab)
-      : node_(node), o_(o), vocab_(vocab), stats_(node, kStatsApp) {
+  Reporter(ps::Node* node, const Options& o, const Vocab& vocab, ps::KVWorker<double>* stats)
+      : node_(node), o_(o), vocab_(vocab), stats_(*stats) {
     if (!o.test.empty()) test_ = ReadCorpus(o.test, vocab.size());
     // Row keys of every word, to read the whole sparse table.
     for (uint32_t w = 0; w < vocab.size(); ++w) row_of_key_.emplace_back(RowKey(w), w);
@@ -270,6 +270,10 @@ class Reporter {
     }
   }
   const Phi& final_phi() const { return final_phi_; }
+  template <typename F>
+  void EachCount(const Pulled& p, const std::vector<uint32_t>& dense_words, F f) const {
+    lda::ForEachCount(p, dense_words, row_of_key_, o_.hyper.topics, f);
+  }
   double final_perplexity() const { return final_perplexity_; }
   double final_ll() const { return final_ll_; }
 
@@ -313,7 +317,7 @@ class Reporter {
   ps::Node* node_;
   const Options& o_;
   const Vocab& vocab_;
-  ps::KVWorker<double> stats_;
+  ps::KVWorker<double>& stats_;
   Corpus test_;
   std::vector<std::pair<ps::Key, uint32_t>> row_of_key_;
   std::map<int, Line> lines_;
@@ -374,7 +378,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
   ModelClient mc(node, o, vocab, shard, reporter);
   ps::KVWorker<double> stats(node, kStatsApp);
   std::unique_ptr<Reporter> rep;
-  if (reporter) rep.reset(new Reporter(node, o, vocab));
+  if (reporter) rep.reset(new Reporter(node, o, vocab, &stats));
   Sampler sampler(o.hyper, o.mh_steps, SamplerSeed(o.seed, node->rank()));
   // Step 0: every worker adds the counts of its initial topics.
   shard.Layout([&](uint32_t w) { return mc.IsDense(vocab, w); },
@@ -383,6 +387,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
   for (auto& p : mc.Push(shard)) p.first->Wait(p.second);
   mc.Clock();
   Pulled pulled;
+  int rc = 0;
   for (int t = 1; t <= o.iterations; ++t) {
     const auto t0 = Clock::now();
     mc.Pull(&shard, vocab, &pulled);
@@ -415,12 +420,37 @@ int RunWorker(ps::Node* node, const Options& opts) {
     rep->ModelAfter(o.iterations, pulled, mc.dense_words());
     rep->Flush(true);
     PrintTopics(rep->final_phi(), vocab, o.top_words);
+    // The count invariant over the whole model: each topic total is its column's sum, and the
+    // totals add up to the tokens of the corpus.
+    Model m;
+    m.topics = o.hyper.topics;
+    m.words = o.hyper.words;
+    m.alpha = o.hyper.alpha;
+    m.beta = o.hyper.beta;
+    m.totals.assign(pulled.totals.begin(), pulled.totals.end());
+    m.rows.resize(m.words);
+    std::vector<int64_t> columns(m.topics, 0);
+    bool negative = false;
+    rep->EachCount(pulled, mc.dense_words(), [&](uint32_t w, uint32_t t, int32_t n) {
+      m.rows[w].emplace_back(t, n);
+      columns[t] += n;
+      negative |= n < 0;
+    });
+    int64_t sum = 0;
+    for (int64_t n : m.totals) sum += n;
+    const bool ok = !negative && columns == m.totals && sum == static_cast<int64_t>(all.tokens());
+    std::printf("INVARIANT %s tokens %zu counted %lld%s\n", ok ? "ok" : "BROKEN", all.tokens(),
+                static_cast<long long>(sum),
+                columns == m.totals ? "" : " (a topic total differs from its column's sum)");
+    for (auto& r : m.rows) std::sort(r.begin(), r.end());
+    if (!o.model_out.empty()) WriteModel(m, o.model_out);
+    if (!ok) rc = 3;
     std::printf("RESULT loglik/token %.6f perplexity %.4f\n", rep->final_ll(),
                 rep->final_perplexity());
     std::fflush(stdout);
   }
   for (int task : tasks) node->TaskDone(task);
-  return 0;
+  return rc;
 }
 
 void RunServer(ps::Node* node, const Options& o) {
@@ -431,8 +461,9 @@ void RunServer(ps::Node* node, const Options& o) {
   ps::KVServer<double> stats(node, kStatsApp);
   node->Barrier(ps::kAllGroups);
   node->Finalize();
-  std::printf("SERVER rank %d dense_keys %zu sparse_keys %zu\n", node->rank(), dense.NumKeys(),
-              sparse.NumKeys());
+  std::printf("SERVER rank %d dense_keys %zu dense_bytes %zu sparse_keys %zu sparse_bytes %zu\n",
+              node->rank(), dense.NumKeys(), dense.StoreBytes(), sparse.NumKeys(),
+              sparse.StoreBytes());
   std::fflush(stdout);
 }
 

@@ -22,6 +22,9 @@ class KVServerBase {
  public:
   /// Number of keys this server stores (the ranges it masters and its replicas).
   size_t NumKeys() const;
+  /// Memory the stored keys, values and update-rule state take (without the containers' spare
+  /// room): what a table costs on this server.
+  size_t StoreBytes() const;
   /// Number of stored keys in the ranges this server masters under the current ring.
   size_t NumMasteredKeys() const;
   /// Key ranges this server still has to copy from others (after a failure, or while it

@@ -106,6 +106,7 @@ KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
 
 KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->core.Stats(); }
 size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }
+size_t KVServerBase::StoreBytes() const { return impl_->core.StoreBytes(); }
 size_t KVServerBase::NumMasteredKeys() const { return impl_->core.NumMastered(); }
 size_t KVServerBase::PendingRanges() const { return impl_->core.PendingRanges(); }
 std::vector<std::pair<Range, uint64_t>> KVServerBase::ChainDigests() const {

@@ -98,6 +98,10 @@ class ServerCore : private ChainReplicator::Host {
     std::lock_guard<std::mutex> lk(mu);
     return store->size();
   }
+  size_t StoreBytes() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return store->bytes();
+  }
   uint64_t rejected() const { return rejected_; }
   /// Pushes recognised as copies of ones already applied (resends, duplicated messages).
   uint64_t duplicates() const { return duplicates_; }

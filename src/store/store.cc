@@ -204,6 +204,13 @@ size_t Store<V>::size() const {
 }
 
 template <typename V>
+size_t Store<V>::bytes() const {
+  size_t n = 0;
+  for (const auto& b : blocks_) n += b.second.bytes();
+  return n;
+}
+
+template <typename V>
 size_t Store<V>::CountRange(Range r) const {
   size_t n = 0;
   auto it = std::prev(blocks_.upper_bound(r.begin));

@@ -44,6 +44,8 @@ class StoreBase {
                          int64_t step = kLatest) = 0;
   /// Number of stored keys.
   virtual size_t size() const = 0;
+  /// Memory held by the stored keys, values and rule state (not the containers' spare room).
+  virtual size_t bytes() const = 0;
   /// Number of stored keys in r.
   virtual size_t CountRange(Range r) const = 0;
   /// The update rule is additive (UpdateRule::Additive).
@@ -87,6 +89,7 @@ class Store : public StoreBase {
   void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
                  int64_t step = kLatest) override;
   size_t size() const override;
+  size_t bytes() const override;
   size_t CountRange(Range r) const override;
   bool Additive() const override { return rule_->Additive(); }
   void ExportRange(Range r, SArray<Key>* keys, SArray<char>* slots, SArray<uint64_t>* sizes,

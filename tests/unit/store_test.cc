@@ -26,6 +26,23 @@ TEST(StoreTest, SumAccumulatesAndMissingKeysReadZero) {
   EXPECT_EQ(PullAll(&s, {1, 2, 5, 9}, 1), (std::vector<int64_t>{20, 0, 40, 60}));
 }
 
+// bytes() follows what is stored: keys and values, a few words per key more in the side table.
+TEST(StoreTest, BytesFollowTheStoredKeysAndValues) {
+  Store<int32_t> s(std::make_shared<SumRule<int32_t>>());
+  EXPECT_EQ(s.bytes(), 0u);
+  std::vector<Key> k;
+  for (Key i = 0; i < 20000; ++i) k.push_back(i * 7);
+  std::vector<int32_t> v(k.size() * 3, 1);
+  ASSERT_EQ(s.Push(k.data(), k.size(), reinterpret_cast<char*>(v.data()), v.size(), nullptr), "");
+  const size_t per_key = 3 * sizeof(int32_t) + sizeof(Key);
+  EXPECT_GE(s.bytes(), k.size() * per_key);
+  EXPECT_LE(s.bytes(), k.size() * (per_key + 64));
+  const size_t before = s.bytes();
+  s.EraseRange(Range(0, 70000));  // the first 10000 keys
+  EXPECT_LT(s.bytes(), before * 6 / 10);
+  EXPECT_GE(s.bytes(), 10000 * per_key);
+}
+
 // Random pushes against a std::map reference exercise the side table and its merges.
 TEST(StoreTest, MatchesReferenceUnderRandomPushes) {
   const uint64_t seed = 42;
