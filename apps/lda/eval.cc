@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -104,7 +104,8 @@ void WriteModel(const Model& m, const std::string& path) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error(path + ": cannot open for writing");
   out.precision(17);
-  out << "lda-model " << m.topics << " " << m.words << " " << m.alpha << " " << m.beta << "\ntotals";
+  out << "lda-model " << m.topics << " " << m.words << " " << m.alpha << " " << m.beta
+      << "\ntotals";
   for (int64_t n : m.totals) out << " " << n;
   out << "\n";
   for (uint32_t w = 0; w < m.words; ++w) {
@@ -147,7 +148,8 @@ Model ReadModel(const std::string& path) {
   for (size_t no = 3; std::getline(in, line); ++no) {
     std::istringstream r(line);
     uint64_t w;
-    if (!(r >> w) || w >= m.words) throw bad(no, "expected a word id below " + std::to_string(m.words));
+    if (!(r >> w) || w >= m.words)
+      throw bad(no, "expected a word id below " + std::to_string(m.words));
     std::string cell;
     while (r >> cell) {
       const size_t colon = cell.find(':');

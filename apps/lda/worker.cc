@@ -150,10 +150,15 @@ class ModelClient {
   }
 
   const std::vector<uint32_t>& dense_words() const { return dense_words_; }
-  int64_t Clock() {
-    dense_.Clock();
-    sparse_.Clock();
-    return totals_.Clock();
+  // Ends a step on every table; the clocks leave once the step's pushes are acknowledged.
+  void Clock() { clocks_ = {dense_.Clock(), sparse_.Clock(), totals_.Clock()}; }
+  // Waits until the last clocks reached the servers: a worker that stops (and destroys its
+  // KVWorkers) before that would leave the others' reads of the next step waiting for it.
+  void FlushClocks() {
+    if (clocks_.size() != 3) return;
+    dense_.Wait(clocks_[0]);
+    sparse_.Wait(clocks_[1]);
+    totals_.Wait(clocks_[2]);
   }
   ps::KVWorkerBase* dense() { return &dense_; }
 
@@ -165,6 +170,7 @@ class ModelClient {
   ps::SArray<ps::Key> dense_keys_;
   std::vector<uint32_t> dense_words_;
   std::vector<std::pair<ps::Key, uint32_t>> sparse_rows_;  // (row key, word), ascending
+  std::vector<int64_t> clocks_;
 };
 
 // The whole model as worker 0 pulls it: every count, by (word, topic).
@@ -414,6 +420,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
       rep->Flush(false);
     }
   }
+  mc.FlushClocks();
   node->Barrier(ps::kWorkerGroup);
   if (rep) {
     mc.Pull(&shard, vocab, &pulled);

@@ -357,7 +357,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     }
     open_ts.insert(ts);
     const int64_t lwm = *open_ts.begin();
-    const int64_t safe = SafeStep();
+    const int64_t safe = DoneStep(*p);
     for (auto& m : msgs) {
       m.meta.set_timestamp(ts);
       m.meta.set_lwm(lwm);
@@ -413,7 +413,7 @@ void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Messag
   p->replies.assign(msgs.size(), Message());
   p->got.assign(msgs.size(), false);
   p->received = 0;
-  const int64_t safe = SafeStep();
+  const int64_t safe = DoneStep(*p);
   for (auto& m : msgs) {
     m.meta.set_timestamp(p->ts);
     m.meta.set_lwm(lwm);

@@ -186,6 +186,12 @@ struct KVWorkerBase::Impl : public Customer {
   std::vector<Message> due;  // clock messages released by Finish, sent once mu is let go
   // Steps whose pushes are all acknowledged: what servers may count as done.
   int64_t SafeStep() { return std::min(step, OldestOpenPush()); }
+  // What a request reports as done: a clock ending step s has done s + 1 steps once no push
+  // of s or before is open (the worker's step counter moves on only after it is submitted).
+  int64_t DoneStep(const Pending& p) {
+    return p.req.op == detail::KVRequest::kClock ? std::min(p.step + 1, OldestOpenPush())
+                                                 : SafeStep();
+  }
   // Releases the held clocks whose steps' pushes are all acknowledged into `due` (mu held).
   void ReleaseClocks();
   // Hands over `due` (mu held), to be sent once mu is let go.

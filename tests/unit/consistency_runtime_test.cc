@@ -271,6 +271,29 @@ TEST(ConsistencyRuntimeTest, BoundedDelayZeroMakesClockWaitForTheStep) {
   });
 }
 
+// A worker whose last request is a Clock with no push open (it pushed nothing in that step,
+// or everything was acknowledged) must count that step as done on the servers: another
+// worker's read of the next step waits for exactly that. The clock used to report the step it
+// started (the step it ended only when it had waited for pushes), so the other read hung.
+TEST(ConsistencyRuntimeTest, AClockWithoutOpenPushesCountsTheStepItEnds) {
+  Cluster c(1, 2, "bsp");
+  c.Run([&](Node* node, KVWorker<int64_t>* kv, int rank) {
+    SArray<Key> keys = AllKeys(1);
+    if (rank == 0) {
+      kv->Wait(kv->Clock());  // step 0 done, nothing else sent
+      node->Barrier(kWorkerGroup);
+    } else {
+      kv->Wait(kv->Push(keys, SArray<int64_t>(1, 1)));
+      kv->Clock();
+      SArray<int64_t> v;
+      kv->Wait(kv->Pull(keys, &v));  // step 1: passes once worker 0 has done step 0
+      EXPECT_EQ(v[0], 1);
+      node->Barrier(kWorkerGroup);
+    }
+    return true;
+  });
+}
+
 }  // namespace
 }  // namespace ps
 

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""apps/lda with real processes over loopback, on a corpus the test makes (seeded): 12 planted
+topics over 600 words, 1500 training and 150 test documents.
+
+  exact       one worker under BSP reproduces the serial run (ps_lda --serial, same seed) line
+              for line: log-likelihood and changes of every iteration, and the final
+              perplexity; and training reached the planted topics' perplexity range.
+  invariant   2 servers (one replica each) and 2 workers under SSP(1), BSP and ASP: every run
+              ends with the count invariant (each topic total is its column's sum, the totals
+              add up to the corpus) checked twice, by the app and here from its model file.
+  kill_server 3 servers with one replica, 2 workers: SIGKILL to a server mid-training;
+              training goes on to the end with the invariant intact.
+"""
+import argparse
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+K_PLANTED, V = 12, 600
+
+
+def make_data(d, seed):
+    rng = random.Random(seed)
+    topics = []
+    for k in range(K_PLANTED):
+        weights = [(1.0 + rng.random()) if w % K_PLANTED == k else 0.002 for w in range(V)]
+        s = sum(weights)
+        topics.append([x / s for x in weights])
+    freq = [0] * V
+
+    def doc():
+        theta = [-math.log(1.0 - rng.random()) for _ in range(K_PLANTED)]
+        words = []
+        for _ in range(rng.randint(40, 120)):
+            k = rng.choices(range(K_PLANTED), weights=theta)[0]
+            words.append(rng.choices(range(V), weights=topics[k])[0])
+        return words
+
+    train = [doc() for _ in range(1500)]
+    test = [doc() for _ in range(150)]
+    for dd in train:
+        for w in dd:
+            freq[w] += 1
+    with open(os.path.join(d, "vocab.txt"), "w") as f:
+        for w in range(V):
+            f.write("w%d\t%d\n" % (w, freq[w]))
+    for name, docs in (("train", train), ("test", test)):
+        with open(os.path.join(d, name + ".txt"), "w") as f:
+            for dd in docs:
+                f.write(" ".join(map(str, dd)) + "\n")
+    return sum(len(dd) for dd in train)
+
+
+def flags(d, extra):
+    return ["--train", os.path.join(d, "train.txt"), "--test", os.path.join(d, "test.txt"),
+            "--vocab", os.path.join(d, "vocab.txt"), "--topics", str(K_PLANTED), "--alpha",
+            "0.1", "--eval_every", "0", "--top_words", "3"] + extra
+
+
+def run(cmd, on_line=None):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if on_line:
+            on_line(line)
+    p.wait()
+    return p.returncode, "".join(lines)
+
+
+def launch(a, d, servers, workers, extra, env=(), allow=(), on_line=None):
+    cmd = [sys.executable, a.launcher, "-s", str(servers), "-w", str(workers), "--timeout", "240"]
+    for e in env:
+        cmd += ["--env", e]
+    for flag in allow:
+        cmd += [flag, "1"]
+    return run(cmd + ["--", a.job] + flags(d, extra), on_line)
+
+
+def fail(why, out=""):
+    sys.stdout.write(out[-6000:])
+    print("FAILED: " + why, flush=True)
+    sys.exit(1)
+
+
+def iterations(out):
+    """(iteration, loglik/token, changed) of every progress line."""
+    return [(int(m.group(1)), m.group(2), m.group(3)) for m in
+            re.finditer(r"iteration (\d+) loglik/token (\S+) changed (\S+)", out)]
+
+
+def result(out):
+    m = re.search(r"RESULT (?:serial tokens/s \S+ )?(?:loglik/token \S+ )?perplexity (\S+)", out)
+    return float(m.group(1)) if m else None
+
+
+def check_model(path, tokens):
+    """The invariant from the model file alone."""
+    with open(path) as f:
+        head = f.readline().split()
+        K = int(head[1])
+        totals = [int(x) for x in f.readline().split()[1:]]
+        columns = [0] * K
+        for line in f:
+            for cell in line.split()[1:]:
+                t, n = cell.split(":")
+                if int(n) < 0:
+                    return "a negative count"
+                columns[int(t)] += int(n)
+    if columns != totals:
+        return "topic totals %s differ from the column sums %s" % (totals, columns)
+    if sum(totals) != tokens:
+        return "the totals add up to %d, the corpus has %d tokens" % (sum(totals), tokens)
+    return ""
+
+
+def exact(a, d, tokens):
+    it = ["--iterations", "30"]
+    rc, serial = run([a.job, "--serial"] + flags(d, it))
+    if rc != 0:
+        fail("the serial run failed (exit %d)" % rc, serial)
+    rc, one = launch(a, d, 1, 1, it + ["--consistency", "bsp"])
+    if rc != 0:
+        fail("the 1-worker run failed (exit %d)" % rc, one)
+    s, o = iterations(serial), iterations(one)
+    if len(s) != 30 or s != o:
+        for x, y in zip(s, o):
+            if x != y:
+                print("first difference: serial %s, 1 worker %s" % (x, y))
+                break
+        fail("the 1-worker BSP run does not reproduce the serial run (%d and %d lines)"
+             % (len(s), len(o)), one)
+    ps, po = result(serial), result(one)
+    print("exact: 30 iterations alike, log-likelihood %s -> %s per token; perplexity serial %.3f, "
+          "1 worker %.3f" % (s[0][1], s[-1][1], ps, po), flush=True)
+    if abs(ps - po) > 1e-3 * ps:
+        fail("perplexities differ: %.4f vs %.4f" % (ps, po), one)
+    # Learned something: the log-likelihood rose by more than a nat per token, and held-out
+    # documents score better than under a uniform model (perplexity V).
+    if float(s[-1][1]) < float(s[0][1]) + 1.0 or not ps < 0.95 * V:
+        fail("no learning: log-likelihood %s -> %s, perplexity %.1f" % (s[0][1], s[-1][1], ps),
+             serial)
+
+
+def invariant(a, d, tokens):
+    for policy in ("ssp:1", "bsp", "asp"):
+        model = os.path.join(d, "model_%s.txt" % policy.replace(":", ""))
+        rc, out = launch(a, d, 2, 2, ["--iterations", "15", "--consistency", policy,
+                                      "--model_out", model], env=("PS_REPLICAS=1",))
+        if rc != 0 or "INVARIANT ok" not in out:
+            fail("%s: exit %d, the app's invariant check: %s" % (
+                policy, rc, re.findall(r"INVARIANT.*", out)), out)
+        why = check_model(model, tokens)
+        if why:
+            fail("%s: %s" % (policy, why), out)
+        print("invariant: %s, 2 servers and 2 workers: counts exact (%d tokens), perplexity %.2f"
+              % (policy, tokens, result(out)), flush=True)
+
+
+def kill_server(a, d, tokens):
+    state = {"pids": {}, "killed": None}
+
+    def on_line(line):
+        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
+        if m and state["killed"] is None and int(m.group(1)) >= 5:
+            os.kill(state["pids"][("server", 1)], signal.SIGKILL)  # by PID, never by name
+            state["killed"] = int(m.group(1))
+            print("kill_server: SIGKILL to server 1 after iteration %s" % m.group(1), flush=True)
+
+    model = os.path.join(d, "model_kill.txt")
+    # Slow enough (one iteration takes a few ms here) that the kill lands mid-training.
+    rc, out = launch(a, d, 3, 2, ["--iterations", "400", "--consistency", "ssp:1",
+                                  "--model_out", model],
+                     env=("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+                          "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     allow=("--allow-dead-servers",), on_line=on_line)
+    if state["killed"] is None:
+        fail("nothing was killed", out)
+    last = iterations(out)
+    if rc != 0 or "INVARIANT ok" not in out or not last or last[-1][0] != 400:
+        fail("exit %d after the kill; last iteration %s; %s" % (
+            rc, last[-1][0] if last else None, re.findall(r"INVARIANT.*", out)), out)
+    why = check_model(model, tokens)
+    if why:
+        fail(why, out)
+    print("kill_server: server 1 killed after iteration %d; all 400 iterations ran, counts exact"
+          % state["killed"], flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--scenario", required=True, choices=["exact", "invariant", "kill_server"])
+    p.add_argument("--seed", type=int, default=5)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        tokens = make_data(d, a.seed)
+        print("data: seed %d, %d training tokens" % (a.seed, tokens), flush=True)
+        {"exact": exact, "invariant": invariant, "kill_server": kill_server}[a.scenario](a, d, tokens)
+    print("PASSED %s" % a.scenario)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
