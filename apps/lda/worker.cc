@@ -36,6 +36,21 @@ struct Pulled {
   ps::SArray<int64_t> totals;
 };
 
+// Calls f(w, topic, count) for each nonzero pulled cell whose row is one of `rows` ((row key,
+// word) pairs, ascending): one walk, both lists being sorted by key.
+template <typename F>
+void ForEachPulledCell(const Pulled& p, const std::vector<std::pair<ps::Key, uint32_t>>& rows,
+                       F f) {
+  size_t r = 0;
+  for (size_t i = 0; i < p.cell_keys.size(); ++i) {
+    const ps::Key row = p.cell_keys[i] & ~static_cast<ps::Key>(kMaxTopics - 1);
+    while (r < rows.size() && rows[r].first < row) ++r;
+    if (r == rows.size()) break;
+    if (rows[r].first != row || p.cell_vals[i] == 0) continue;
+    f(rows[r].second, static_cast<uint32_t>(p.cell_keys[i] - row), p.cell_vals[i]);
+  }
+}
+
 class ModelClient {
  public:
   ModelClient(ps::Node* node, const Options& o, const Vocab& vocab, const Shard& shard, bool all)
@@ -139,14 +154,7 @@ class ModelClient {
   // Calls f(w, topic, count) for each nonzero pulled cell of a sparse row this worker reads.
   template <typename F>
   void ForEachCell(const Pulled& p, F f) const {
-    size_t r = 0;
-    for (size_t i = 0; i < p.cell_keys.size(); ++i) {
-      const ps::Key row = p.cell_keys[i] & ~static_cast<ps::Key>(kMaxTopics - 1);
-      while (r < sparse_rows_.size() && sparse_rows_[r].first < row) ++r;
-      if (r == sparse_rows_.size()) break;
-      if (sparse_rows_[r].first != row || p.cell_vals[i] == 0) continue;
-      f(sparse_rows_[r].second, static_cast<uint32_t>(p.cell_keys[i] - row), p.cell_vals[i]);
-    }
+    ForEachPulledCell(p, sparse_rows_, f);
   }
 
   const std::vector<uint32_t>& dense_words() const { return dense_words_; }
@@ -182,14 +190,7 @@ void ForEachCount(const Pulled& p, const std::vector<uint32_t>& dense_words,
       if (p.dense_vals[i * K + t]) f(dense_words[i], t, p.dense_vals[i * K + t]);
     }
   }
-  size_t r = 0;
-  for (size_t i = 0; i < p.cell_keys.size(); ++i) {
-    const ps::Key row = p.cell_keys[i] & ~static_cast<ps::Key>(kMaxTopics - 1);
-    while (r < row_of_key.size() && row_of_key[r].first < row) ++r;
-    if (r == row_of_key.size()) break;
-    if (row_of_key[r].first != row || p.cell_vals[i] == 0) continue;
-    f(row_of_key[r].second, static_cast<uint32_t>(p.cell_keys[i] - row), p.cell_vals[i]);
-  }
+  ForEachPulledCell(p, row_of_key, f);
 }
 
 // p(w | t) = (n_wt + beta) / (n_t + V beta) of the whole model.
