@@ -463,9 +463,11 @@ int RunWorker(ps::Node* node, const Options& opts) {
 
 void RunServer(ps::Node* node, const Options& o) {
   (void)o;
-  ps::KVServer<int32_t> dense(node, kDenseApp);
-  ps::KVServer<int32_t> sparse(node, kSparseApp);
-  ps::KVServer<int64_t> totals(node, kTotalsApp);
+  // Counts come and go: slots that return to zero are dropped, so memory follows the nonzero
+  // counts.
+  ps::KVServer<int32_t> dense(node, kDenseApp, std::make_shared<ps::CountRule<int32_t>>());
+  ps::KVServer<int32_t> sparse(node, kSparseApp, std::make_shared<ps::CountRule<int32_t>>());
+  ps::KVServer<int64_t> totals(node, kTotalsApp, std::make_shared<ps::CountRule<int64_t>>());
   ps::KVServer<double> stats(node, kStatsApp);
   node->Barrier(ps::kAllGroups);
   node->Finalize();

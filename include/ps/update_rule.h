@@ -54,6 +54,11 @@ class UpdateRule {
   /// DBPG rule of apps/linear stores weight, gradient sum and curvature sum and returns the
   /// weight. Such a key cannot be pulled in value parts (one key larger than 1 MB).
   virtual int ReadWidth(int n) const { return n; }
+  /// True if a slot whose values and state are all zero means the same as no slot (counts):
+  /// the store may then drop such slots, so its memory follows the nonzero ones. A pull reads
+  /// zeros either way; a range pull and a hand-off skip them. Default: false (a key once
+  /// pushed stays, whatever its value).
+  virtual bool DropsZeros() const { return false; }
 };
 
 /// val += pushed (the default: aggregation of gradients or counts).
@@ -65,6 +70,15 @@ class SumRule : public UpdateRule<V> {
   void Apply(Key, const V* pushed, V* val, V*, int n) const override {
     for (int i = 0; i < n; ++i) val[i] += pushed[i];
   }
+};
+
+/// val += pushed, for counts: a slot that returns to zero is dropped (UpdateRule::DropsZeros),
+/// so a table of counts that come and go (the LDA app's word-topic counts) costs memory in
+/// proportion to its nonzero counts.
+template <typename V>
+class CountRule : public SumRule<V> {
+ public:
+  bool DropsZeros() const override { return true; }
 };
 
 /// val = pushed (last writer wins; per worker-server link the order is the push order).

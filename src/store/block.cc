@@ -76,6 +76,9 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
       if (m > 1) {
         rule_->Apply(keys[i], vals + pos, data_.data() + off_[cur], nullptr,
                      static_cast<int>(m * w));
+        for (size_t j = 0; drops_ && j < m; ++j) {
+          zeros_ += Dropped(data_.data() + off_[cur + j], static_cast<size_t>(w));
+        }
         cur += m;
         pos += m * w;
         i += m;
@@ -86,16 +89,21 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
     Found f = Find(keys[i], &cur);
     if (f.slot) {
       rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
+      zeros_ += Dropped(f.slot, static_cast<size_t>(len) * (1 + sw_));
     } else {
       std::vector<V> slot(static_cast<size_t>(len) * (1 + sw_));
       rule_->Init(keys[i], slot.data(), slot.data() + len, len);
       rule_->Apply(keys[i], vals + pos, slot.data(), slot.data() + len, len);
-      fresh.emplace_back(keys[i], std::move(slot));
+      if (!Dropped(slot.data(), slot.size())) fresh.emplace_back(keys[i], std::move(slot));
     }
     pos += len;
     ++i;
   }
-  if (!fresh.empty()) Insert(&fresh);
+  if (!fresh.empty()) {
+    Insert(&fresh);
+  } else if (zeros_ > 0 && zeros_ * 4 > size() + 64) {
+    MergeSide(&fresh);  // drops the zero slots
+  }
 }
 
 template <typename V>
@@ -126,8 +134,10 @@ void Block<V>::Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
 
 template <typename V>
 void Block<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
-  // Three sorted, disjoint sources: main arrays, side table, fresh slots.
+  // Three sorted, disjoint sources: main arrays, side table, fresh slots; zero slots of a rule
+  // that drops them are left out.
   for (auto& s : side_) fresh->emplace_back(s.first, std::move(s.second));
+  zeros_ = 0;
   side_.clear();
   std::sort(fresh->begin(), fresh->end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -143,15 +153,21 @@ void Block<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
   size_t i = 0, j = 0;
   while (i < keys_.size() || j < fresh->size()) {
     if (j == fresh->size() || (i < keys_.size() && keys_[i] < (*fresh)[j].first)) {
-      keys.push_back(keys_[i]);
-      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      if (!Dropped(data_.data() + off_[i], off_[i + 1] - off_[i])) {
+        keys.push_back(keys_[i]);
+        data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+        off.push_back(data.size());
+      }
       ++i;
     } else {
-      keys.push_back((*fresh)[j].first);
-      data.insert(data.end(), (*fresh)[j].second.begin(), (*fresh)[j].second.end());
+      const auto& f = (*fresh)[j];
+      if (!Dropped(f.second.data(), f.second.size())) {
+        keys.push_back(f.first);
+        data.insert(data.end(), f.second.begin(), f.second.end());
+        off.push_back(data.size());
+      }
       ++j;
     }
-    off.push_back(data.size());
   }
   keys_.swap(keys);
   off_.swap(off);
@@ -195,11 +211,19 @@ bool Block<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>
     const bool main_ok = i < keys_.size() && keys_[i] < r.end;
     const bool side_ok = it != side_.end() && it->first < r.end;
     if (!main_ok && !side_ok) return true;
+    // Zero slots a rule drops are as good as gone (range pulls, hand-offs and digests agree
+    // whether or not a block has merged them away yet).
     if (main_ok && (!side_ok || keys_[i] < it->first)) {
-      if (!f(keys_[i], data_.data() + off_[i], off_[i + 1] - off_[i])) return false;
+      const size_t size = off_[i + 1] - off_[i];
+      if (!Dropped(data_.data() + off_[i], size) && !f(keys_[i], data_.data() + off_[i], size)) {
+        return false;
+      }
       ++i;
     } else {
-      if (!f(it->first, it->second.data(), it->second.size())) return false;
+      if (!Dropped(it->second.data(), it->second.size()) &&
+          !f(it->first, it->second.data(), it->second.size())) {
+        return false;
+      }
       ++it;
     }
   }

@@ -26,7 +26,8 @@ class Block {
     int len = 0;
   };
 
-  Block(const UpdateRule<V>* rule, int state_width) : rule_(rule), sw_(state_width) {}
+  Block(const UpdateRule<V>* rule, int state_width)
+      : rule_(rule), sw_(state_width), drops_(rule->DropsZeros()) {}
 
   /// Looks up k, galloping in the main arrays from *cursor (advanced past k).
   Found Find(Key k, size_t* cursor);
@@ -58,6 +59,14 @@ class Block {
   void Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh);
   void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
   void Rebuild();  // uniform_ and bytes_ from the arrays
+  // The rule drops zero slots and every value and state word of this one is zero.
+  bool Dropped(const V* slot, size_t size) const {
+    if (!drops_) return false;
+    for (size_t i = 0; i < size; ++i) {
+      if (slot[i] != V(0)) return false;
+    }
+    return true;
+  }
   // Slots of neighbouring keys are adjacent and hold only values (no state, one width), and
   // the rule allows calls that span keys.
   bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
@@ -78,6 +87,10 @@ class Block {
 
   const UpdateRule<V>* rule_;
   int sw_;
+  bool drops_;
+  // Slots an Apply left at zero since the last merge (an upper bound on the zero slots held):
+  // past a quarter of the keys the block is merged without them.
+  size_t zeros_ = 0;
   std::vector<Key> keys_;
   std::vector<uint64_t> off_{0};  // slot i is data_[off_[i], off_[i+1])
   std::vector<V> data_;

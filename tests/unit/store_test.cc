@@ -43,6 +43,54 @@ TEST(StoreTest, BytesFollowTheStoredKeysAndValues) {
   EXPECT_GE(s.bytes(), 10000 * per_key);
 }
 
+// CountRule drops slots that return to zero: memory follows the nonzero counts, pulls read
+// zeros, and range pulls and exports hold the same keys whether a block has merged its zero
+// slots away yet or not (two stores with different histories export alike).
+TEST(StoreTest, CountRuleDropsSlotsThatReturnToZero) {
+  Store<int32_t> s(std::make_shared<CountRule<int32_t>>());
+  Store<int32_t> calm(std::make_shared<CountRule<int32_t>>());
+  std::vector<Key> k;
+  for (Key i = 0; i < 20000; ++i) k.push_back(i * 3);
+  std::vector<int32_t> one(k.size(), 1), minus(k.size(), -1), zero(k.size(), 0);
+  auto push = [](Store<int32_t>* st, const std::vector<Key>& keys, const std::vector<int32_t>& v) {
+    ASSERT_EQ(st->Push(keys.data(), keys.size(), reinterpret_cast<const char*>(v.data()), v.size(),
+                       nullptr),
+              "");
+  };
+  push(&s, k, zero);  // zero pushes to new keys store nothing
+  EXPECT_EQ(s.size(), 0u);
+  push(&s, k, one);
+  const size_t full = s.bytes();
+  // Every key but the last 100 back to zero, in pieces.
+  for (size_t b = 0; b + 100 < k.size(); b += 1000) {
+    const size_t e = std::min(k.size() - 100, b + 1000);
+    std::vector<Key> part(k.begin() + b, k.begin() + e);
+    push(&s, part, std::vector<int32_t>(part.size(), -1));
+  }
+  EXPECT_LT(s.bytes(), full / 3) << "zero slots are merged away";
+  std::vector<Key> tail(k.end() - 100, k.end());
+  push(&calm, tail, std::vector<int32_t>(100, 1));
+  SArray<Key> k1, k2;
+  SArray<char> s1, s2;
+  SArray<uint64_t> z1, z2;
+  s.ExportRange(Range::All(), &k1, &s1, &z1);
+  calm.ExportRange(Range::All(), &k2, &s2, &z2);
+  EXPECT_EQ(k1.size(), 100u);
+  EXPECT_EQ(std::vector<Key>(k1.begin(), k1.end()), std::vector<Key>(k2.begin(), k2.end()));
+  EXPECT_EQ(std::string(s1.data(), s1.size()), std::string(s2.data(), s2.size()));
+  SArray<Key> rk;
+  SArray<char> rv;
+  SArray<int> rl;
+  s.PullRange(Range::All(), &rk, &rv, &rl);
+  EXPECT_EQ(rk.size(), 100u);
+  EXPECT_EQ(PullAll(&s, {0, 3, k.back()}, 1), (std::vector<int32_t>{0, 0, 1}));
+  // A plain SumRule keeps its zero slots.
+  Store<int32_t> sum(std::make_shared<SumRule<int32_t>>());
+  push(&sum, k, one);
+  push(&sum, k, minus);
+  EXPECT_EQ(sum.size(), k.size());
+}
+
 // Random pushes against a std::map reference exercise the side table and its merges.
 TEST(StoreTest, MatchesReferenceUnderRandomPushes) {
   const uint64_t seed = 42;
