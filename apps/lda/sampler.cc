@@ -55,65 +55,65 @@ uint32_t Sampler::DrawWord(uint32_t w) {
   return smooth_.Draw(&rng_);
 }
 
-void Sampler::WordTerms(uint32_t w, uint32_t x, uint32_t s, double* g, double* d) const {
+Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const {
   const int self = x == s;
-  const double nw = c_.snapshot->Get(w, x) - self + h_.beta;
-  const double nt = static_cast<double>(c_.snapshot_totals[x] - self) + vbeta_;
-  *g = nw / nt;
-  *d = (nw + 1) / (nt + 1) - *g;
+  Cand c;
+  c.x = x;
+  c.phi =
+      (c_.live->Get(w, x) - self + h_.beta) / (static_cast<double>(c_.totals[x] - self) + vbeta_);
+  c.nd = nd[x] - self;
+  return c;
 }
 
-double Sampler::Target(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const {
-  const int self = x == s;
-  return (nd[x] - self + h_.alpha) * (c_.live->Get(w, x) - self + h_.beta) /
-         (static_cast<double>(c_.totals[x] - self) + vbeta_);
+void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c) const {
+  const int self = c->x == s;
+  const double nw = c_.snapshot->Get(w, c->x) - self + h_.beta;
+  const double nt = static_cast<double>(c_.snapshot_totals[c->x] - self) + vbeta_;
+  c->g = nw / nt;
+  c->d = (nw + 1) / (nt + 1) - c->g;
 }
 
-uint32_t Sampler::Step(uint32_t w, uint32_t s, uint32_t y, size_t i, const int32_t* nd,
-                       const uint32_t* dz, size_t len) {
-  // Word proposal from y: with probability d(y) / (Z' + d(y)) y itself, else a draw from g
-  // (a draw of q(. | s) that lands on s stands for g with probability g(s) / (g(s) + d(s))).
-  double gs, ds, gy, dy;
-  WordTerms(w, s, s, &gs, &ds);
-  const double z = word_[w].mass + smooth_mass_ - ds;  // Z'
-  if (y == s) {
-    gy = gs;
-    dy = ds;
-  } else {
-    WordTerms(w, y, s, &gy, &dy);
-  }
-  if (rng_.Uniform() * (z + dy) >= dy) {
-    uint32_t t = DrawWord(w);
-    while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w);
-    if (t != y) {
-      double gt, dt;
-      WordTerms(w, t, s, &gt, &dt);
-      const double a = Target(w, t, s, nd) * gy * (z + dy) / (Target(w, y, s, nd) * gt * (z + dt));
+uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, const uint32_t* dz,
+                         size_t len, int steps) {
+  Cand y = Live(w, s, s, nd);
+  WordTerms(w, s, &y);
+  const double gs = y.g, ds = y.d;
+  const double z = word_[w].mass + smooth_mass_ - ds;  // Z' = sum of g
+  const double doc_mass = static_cast<double>(len) + h_.topics * h_.alpha;
+  for (int k = 0; k < steps; ++k) {
+    // Word proposal from y: with probability d(y) / (Z' + d(y)) y itself, else a draw from g
+    // (a draw of q(. | s) that lands on s stands for g with probability g(s) / (g(s) + d(s))).
+    if (rng_.Uniform() * (z + y.d) >= y.d) {
+      uint32_t t = DrawWord(w);
+      while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w);
+      if (t != y.x) {
+        Cand c = Live(w, t, s, nd);
+        WordTerms(w, s, &c);
+        const double a = (c.nd + h_.alpha) * c.phi * y.g * (z + y.d) /
+                         ((y.nd + h_.alpha) * y.phi * c.g * (z + c.d));
+        if (a >= 1 || rng_.Uniform() < a) y = c;
+      }
+    }
+    // Document proposal: the topic of a random token of the document (this one is at y), or a
+    // uniform topic. The document terms cancel.
+    const double u = rng_.Uniform() * doc_mass;
+    uint32_t t;
+    if (u < static_cast<double>(len)) {
+      const size_t at = static_cast<size_t>(u);
+      t = at == i ? y.x : dz[at];
+    } else {
+      t = rng_.Below(h_.topics);
+    }
+    if (t != y.x) {
+      Cand c = Live(w, t, s, nd);
+      const double a = c.phi / y.phi;
       if (a >= 1 || rng_.Uniform() < a) {
-        y = t;
-        gy = gt;
-        dy = dt;
+        WordTerms(w, s, &c);
+        y = c;
       }
     }
   }
-  // Document proposal: the topic of a random token of the document (this one is at y), or a
-  // uniform topic. The document terms cancel.
-  const double u = rng_.Uniform() * (static_cast<double>(len) + h_.topics * h_.alpha);
-  uint32_t t;
-  if (u < static_cast<double>(len)) {
-    const size_t at = static_cast<size_t>(u);
-    t = at == i ? y : dz[at];
-  } else {
-    t = rng_.Below(h_.topics);
-  }
-  if (t != y) {
-    const int ts = t == s, ys = y == s;
-    const double a =
-        (c_.live->Get(w, t) - ts + h_.beta) * (static_cast<double>(c_.totals[y] - ys) + vbeta_) /
-        ((c_.live->Get(w, y) - ys + h_.beta) * (static_cast<double>(c_.totals[t] - ts) + vbeta_));
-    if (a >= 1 || rng_.Uniform() < a) y = t;
-  }
-  return y;
+  return y.x;
 }
 
 uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uint32_t* z) {
@@ -127,8 +127,7 @@ uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uin
     for (size_t i = 0; i < len; ++i) {
       const uint32_t w = dw[i], s = dz[i];
       if (word_[w].pass != pass_) BuildWord(w);
-      uint32_t c = s;
-      for (int k = 0; k < mh_steps_; ++k) c = Step(w, s, c, i, nd, dz, len);
+      const uint32_t c = Update(w, s, i, nd, dz, len, mh_steps_);
       if (c == s) continue;
       dz[i] = c;
       nd[s]--;
@@ -148,9 +147,7 @@ uint32_t Sampler::Chain(uint32_t w, uint32_t s, size_t i, const int32_t* doc_cou
                         const uint32_t* doc_z, size_t len, int steps) {
   if (word_.size() < h_.words) word_.resize(h_.words);
   if (word_[w].pass != pass_) BuildWord(w);
-  uint32_t c = s;
-  for (int k = 0; k < steps; ++k) c = Step(w, s, c, i, doc_counts, doc_z, len);
-  return c;
+  return Update(w, s, i, doc_counts, doc_z, len, steps);
 }
 
 std::vector<double> ExactConditional(const Hyper& h, uint32_t w, uint32_t s,

@@ -68,14 +68,21 @@ class Sampler {
                  size_t len, int steps);
 
  private:
-  double Target(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const;
-  // g(x) of the word proposal and its growth d(x) with the token at x (the token at s removed
-  // from the snapshot).
-  void WordTerms(uint32_t w, uint32_t x, uint32_t s, double* g, double* d) const;
+  // The terms of one candidate topic x for the token at s (' = without the token):
+  // phi = (n'_wx + beta) / (n'_x + V beta) from the live counts, nd = n'_dx, and the word
+  // proposal's g(x) and d(x) (its growth with the token at x) from the snapshot.
+  struct Cand {
+    uint32_t x;
+    double phi, nd, g, d;
+  };
+  Cand Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const;
+  void WordTerms(uint32_t w, uint32_t s, Cand* c) const;
   uint32_t DrawWord(uint32_t w);
   void BuildWord(uint32_t w);
-  uint32_t Step(uint32_t w, uint32_t s, uint32_t y, size_t i, const int32_t* nd, const uint32_t* dz,
-                size_t len);
+  // One token's chain: mh_steps cycles from s (the chain's state's terms are kept, so a step
+  // reads the counts of the proposed topic only).
+  uint32_t Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, const uint32_t* dz,
+                  size_t len, int steps);
 
   Hyper h_;
   int mh_steps_;
