@@ -2,6 +2,7 @@
 #ifndef PS_APPS_LDA_LDA_H_
 #define PS_APPS_LDA_LDA_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -51,6 +52,11 @@ inline ps::Key RowKey(uint32_t w) {
   return x << kTopicBits;
 }
 inline ps::Key CellKey(uint32_t w, uint32_t t) { return RowKey(w) | t; }
+
+/// Words at least this frequent get dense rows (--dense_min, default K / 2, at least 1).
+inline uint64_t DenseMin(const Options& o) {
+  return o.dense_min ? o.dense_min : std::max<uint64_t>(1, o.hyper.topics / 2);
+}
 
 /// The seed of worker rank's sampler (a serial run is rank 0).
 inline uint64_t SamplerSeed(uint64_t seed, int rank) {

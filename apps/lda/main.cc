@@ -117,7 +117,7 @@ int RunSerial(lda::Options o) {
   lda::Corpus train = lda::ReadCorpus(o.train, vocab.size());
   lda::Corpus test;
   if (!o.test.empty()) test = lda::ReadCorpus(o.test, vocab.size());
-  const uint64_t dense_min = o.dense_min ? o.dense_min : o.hyper.topics / 2;
+  const uint64_t dense_min = lda::DenseMin(o);
   lda::Shard shard(o.hyper, std::move(train));
   shard.RandomTopics(o.seed);
   lda::Sampler sampler(o.hyper, o.mh_steps, lda::SamplerSeed(o.seed, 0));
@@ -148,19 +148,17 @@ int RunSerial(lda::Options o) {
   }
   double perplexity = 0;
   if (test.docs()) {
-    lda::Phi phi;
-    phi.topics = o.hyper.topics;
-    phi.words = o.hyper.words;
-    phi.p.assign(static_cast<size_t>(phi.topics) * phi.words, 0);
-    for (uint32_t t = 0; t < phi.topics; ++t) {
-      const double norm = 1.0 / (shard.totals()[t] + o.hyper.words * o.hyper.beta);
-      for (uint32_t w = 0; w < phi.words; ++w) {
-        const int32_t n = shard.live().Has(w) ? shard.live().Get(w, t) : 0;
-        phi.p[static_cast<size_t>(t) * phi.words + w] =
-            static_cast<float>((n + o.hyper.beta) * norm);
-      }
+    lda::Model m;
+    m.topics = o.hyper.topics;
+    m.words = o.hyper.words;
+    m.alpha = o.hyper.alpha;
+    m.beta = o.hyper.beta;
+    m.totals = shard.totals();
+    m.rows.resize(m.words);
+    for (uint32_t w : shard.words()) {
+      shard.live().ForEach(w, [&](uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });
     }
-    perplexity = lda::DocumentCompletion(phi, test, o.hyper.alpha).perplexity;
+    perplexity = lda::DocumentCompletion(m.ToPhi(), test, o.hyper.alpha).perplexity;
   }
   std::printf("RESULT serial tokens/s %.0f perplexity %.2f\n",
               docs.tokens() * o.iterations / sample_s, perplexity);
@@ -188,7 +186,7 @@ int main(int argc, char** argv) {
         node.Finalize();
         break;
       case ps::Role::kServer:
-        lda::RunServer(&node, o);
+        lda::RunServer(&node);
         break;
       case ps::Role::kWorker:
         node.Barrier(ps::kAllGroups);

@@ -58,8 +58,7 @@ void Shard::CountOwn() {
 }
 
 void Shard::StartPass() {
-  live_ = WordTopicTable(h_.topics);
-  live_.CopyLayoutAndCounts(snap_);
+  live_ = snap_;
   totals_ = snap_totals_;
 }
 
@@ -85,7 +84,7 @@ uint64_t Shard::Pass(Sampler* s, int blocks) {
       c.snapshot = &snap_;
       c.snapshot_totals = snap_totals_.data();
     } else {
-      proposal_.CopyLayoutAndCounts(live_);
+      proposal_ = live_;
       proposal_totals_ = totals_;
       c.snapshot = &proposal_;
       c.snapshot_totals = proposal_totals_.data();

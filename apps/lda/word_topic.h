@@ -86,8 +86,6 @@ class WordTopicTable {
       if (c != kEmpty) c &= 0xFFFFFFFF00000000ull;
     }
   }
-  /// Becomes a copy of o: its layout and counts.
-  void CopyLayoutAndCounts(const WordTopicTable& o) { *this = o; }
   /// Bytes held by the rows.
   size_t bytes() const {
     return dense_.size() * sizeof(int32_t) + cells_.size() * sizeof(uint64_t) +

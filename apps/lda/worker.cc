@@ -24,11 +24,10 @@ double Since(Clock::time_point t) {
 }
 
 // Per-iteration numbers every worker adds up on the servers (kStatsApp, key = iteration).
-enum Stat { kDocLL, kTokens, kChanged, kWorkers, kSampleS, kNumStats };
+enum Stat { kDocLL, kTokens, kChanged, kWorkers, kNumStats };
 
 // The whole model as one pull returns it: dense rows, sparse cells, totals.
 struct Pulled {
-  ps::SArray<ps::Key> dense_keys;
   ps::SArray<int32_t> dense_vals;
   ps::SArray<ps::Key> cell_keys;
   ps::SArray<int32_t> cell_vals;
@@ -58,7 +57,7 @@ class ModelClient {
         dense_(node, kDenseApp),
         sparse_(node, kSparseApp),
         totals_(node, kTotalsApp),
-        dense_min_(o.dense_min ? o.dense_min : std::max<uint64_t>(1, o.hyper.topics / 2)) {
+        dense_min_(DenseMin(o)) {
     // The rows this worker reads: its own words' (all dense words on worker 0, which reports
     // the whole model's likelihood). Keys ascend: requests take sorted keys.
     std::vector<std::pair<ps::Key, uint32_t>> dense, sparse;
@@ -84,7 +83,6 @@ class ModelClient {
   // lays the shard's snapshot out from them.
   void Pull(Shard* s, const Vocab& vocab, Pulled* p) {
     const uint32_t K = o_.hyper.topics;
-    p->dense_keys = dense_keys_;
     p->dense_vals = ps::SArray<int32_t>(dense_keys_.size() * K);
     p->totals = ps::SArray<int64_t>(K);
     const int64_t a = dense_keys_.empty() ? -1 : dense_.Pull(dense_keys_, &p->dense_vals);
@@ -168,7 +166,6 @@ class ModelClient {
     sparse_.Wait(clocks_[1]);
     totals_.Wait(clocks_[2]);
   }
-  ps::KVWorkerBase* dense() { return &dense_; }
 
  private:
   const Options& o_;
@@ -193,30 +190,27 @@ void ForEachCount(const Pulled& p, const std::vector<uint32_t>& dense_words,
   ForEachPulledCell(p, row_of_key, f);
 }
 
-// p(w | t) = (n_wt + beta) / (n_t + V beta) of the whole model.
-Phi PhiOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_words,
-          const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key) {
-  const uint32_t K = o.hyper.topics, V = o.hyper.words;
-  Phi phi;
-  phi.topics = K;
-  phi.words = V;
-  phi.p.assign(static_cast<size_t>(K) * V, 0.0f);
-  ForEachCount(p, dense_words, row_of_key, K, [&](uint32_t w, uint32_t t, int32_t n) {
-    phi.p[static_cast<size_t>(t) * V + w] += static_cast<float>(n);
-  });
-  for (uint32_t t = 0; t < K; ++t) {
-    const double norm = 1.0 / (static_cast<double>(p.totals[t]) + V * o.hyper.beta);
-    float* row = &phi.p[static_cast<size_t>(t) * V];
-    for (uint32_t w = 0; w < V; ++w) row[w] = static_cast<float>((row[w] + o.hyper.beta) * norm);
-  }
-  return phi;
+// The whole model from worker 0's pull, rows in ascending topic order.
+Model ModelOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_words,
+              const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key) {
+  Model m;
+  m.topics = o.hyper.topics;
+  m.words = o.hyper.words;
+  m.alpha = o.hyper.alpha;
+  m.beta = o.hyper.beta;
+  m.totals.assign(p.totals.begin(), p.totals.end());
+  m.rows.resize(m.words);
+  // Each row comes from one table, in topic order.
+  ForEachCount(p, dense_words, row_of_key, m.topics,
+               [&](uint32_t w, uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });
+  return m;
 }
 
 // Worker 0's view of the run: progress lines, evaluation, the final topics and model.
 class Reporter {
  public:
   Reporter(ps::Node* node, const Options& o, const Vocab& vocab, ps::KVWorker<double>* stats)
-      : node_(node), o_(o), vocab_(vocab), stats_(*stats) {
+      : node_(node), o_(o), stats_(*stats) {
     if (!o.test.empty()) test_ = ReadCorpus(o.test, vocab.size());
     // Row keys of every word, to read the whole sparse table.
     for (uint32_t w = 0; w < vocab.size(); ++w) row_of_key_.emplace_back(RowKey(w), w);
@@ -244,13 +238,13 @@ class Reporter {
     l.have_model = true;
     const bool eval =
         test_.docs() && (t == o_.iterations || (o_.eval_every > 0 && t % o_.eval_every == 0));
-    if (eval) {
-      const Phi phi = PhiOf(p, o_, dense_words, row_of_key_);
-      l.perplexity =
-          DocumentCompletion(phi, test_, o_.hyper.alpha, o_.fold_in_iterations).perplexity;
-      if (t == o_.iterations) final_phi_ = phi;
-    } else if (t == o_.iterations) {
-      final_phi_ = PhiOf(p, o_, dense_words, row_of_key_);
+    if (eval || t == o_.iterations) {
+      Phi phi = lda::ModelOf(p, o_, dense_words, row_of_key_).ToPhi();
+      if (eval) {
+        l.perplexity =
+            DocumentCompletion(phi, test_, o_.hyper.alpha, o_.fold_in_iterations).perplexity;
+      }
+      if (t == o_.iterations) final_phi_ = std::move(phi);
     }
   }
   void Timing(int t, double iter_s, double pull_s, double sample_s, double push_s, double wait_s) {
@@ -277,9 +271,8 @@ class Reporter {
     }
   }
   const Phi& final_phi() const { return final_phi_; }
-  template <typename F>
-  void EachCount(const Pulled& p, const std::vector<uint32_t>& dense_words, F f) const {
-    lda::ForEachCount(p, dense_words, row_of_key_, o_.hyper.topics, f);
+  Model ModelOf(const Pulled& p, const std::vector<uint32_t>& dense_words) const {
+    return lda::ModelOf(p, o_, dense_words, row_of_key_);
   }
   double final_perplexity() const { return final_perplexity_; }
   double final_ll() const { return final_ll_; }
@@ -323,7 +316,6 @@ class Reporter {
 
   ps::Node* node_;
   const Options& o_;
-  const Vocab& vocab_;
   ps::KVWorker<double>& stats_;
   Corpus test_;
   std::vector<std::pair<ps::Key, uint32_t>> row_of_key_;
@@ -411,7 +403,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
     mc.Push(shard);
     stats.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(t)},
                ps::SArray<double>{doc_ll, static_cast<double>(d.tokens()),
-                                  static_cast<double>(changed), 1.0, sample_s});
+                                  static_cast<double>(changed), 1.0});
     const double push_s = Since(t2);
     const auto t3 = Clock::now();
     mc.Clock();
@@ -430,27 +422,21 @@ int RunWorker(ps::Node* node, const Options& opts) {
     PrintTopics(rep->final_phi(), vocab, o.top_words);
     // The count invariant over the whole model: each topic total is its column's sum, and the
     // totals add up to the tokens of the corpus.
-    Model m;
-    m.topics = o.hyper.topics;
-    m.words = o.hyper.words;
-    m.alpha = o.hyper.alpha;
-    m.beta = o.hyper.beta;
-    m.totals.assign(pulled.totals.begin(), pulled.totals.end());
-    m.rows.resize(m.words);
+    const Model m = rep->ModelOf(pulled, mc.dense_words());
     std::vector<int64_t> columns(m.topics, 0);
     bool negative = false;
-    rep->EachCount(pulled, mc.dense_words(), [&](uint32_t w, uint32_t t, int32_t n) {
-      m.rows[w].emplace_back(t, n);
-      columns[t] += n;
-      negative |= n < 0;
-    });
+    for (const auto& row : m.rows) {
+      for (const auto& c : row) {
+        columns[c.first] += c.second;
+        negative |= c.second < 0;
+      }
+    }
     int64_t sum = 0;
     for (int64_t n : m.totals) sum += n;
     const bool ok = !negative && columns == m.totals && sum == static_cast<int64_t>(all.tokens());
     std::printf("INVARIANT %s tokens %zu counted %lld%s\n", ok ? "ok" : "BROKEN", all.tokens(),
                 static_cast<long long>(sum),
                 columns == m.totals ? "" : " (a topic total differs from its column's sum)");
-    for (auto& r : m.rows) std::sort(r.begin(), r.end());
     if (!o.model_out.empty()) WriteModel(m, o.model_out);
     if (!ok) rc = 3;
     std::printf("RESULT loglik/token %.6f perplexity %.4f\n", rep->final_ll(),
@@ -461,8 +447,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
   return rc;
 }
 
-void RunServer(ps::Node* node, const Options& o) {
-  (void)o;
+void RunServer(ps::Node* node) {
   // Counts come and go: slots that return to zero are dropped, so memory follows the nonzero
   // counts.
   ps::KVServer<int32_t> dense(node, kDenseApp, std::make_shared<ps::CountRule<int32_t>>());

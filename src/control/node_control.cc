@@ -1,6 +1,6 @@
 // Node::Impl, second half: what the scheduler decides about the job's membership and what
 // every node does with it — the node table, joins, dead nodes and rings, the task pool, the
-// consistency relay, and giving up (Fatal). The runtime half is node.cc.
+// consistency relay, barriers and Finalize, and giving up (Fatal). The runtime half is node.cc.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -662,6 +662,83 @@ void Node::Impl::HeartbeatLoop() {
         lk.lock();
       }
     }
+  }
+}
+
+void Node::Impl::Barrier(int groups, bool final) {
+  if (!InGroups(cfg.role, groups)) {
+    throw Error("Barrier: this node's role is not in the barrier groups");
+  }
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!ready_) throw Error(ErrorCode::kShutDown, "Barrier called before Start");
+    seq = ++barrier_sent_[groups];
+  }
+  if (cfg.role == Role::kScheduler) {
+    std::vector<int> release;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      release = membership_->EnterBarrier(0, groups, seq);
+    }
+    ReleaseBarrier(release, groups, seq);
+  } else {
+    pb::Control c;
+    c.set_cmd(pb::Control::BARRIER);
+    c.set_barrier_groups(groups);
+    c.set_barrier_seq(seq);
+    SendControl(0, c);
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto limit = std::chrono::milliseconds(cfg.barrier_timeout_ms);
+  auto done = [&] { return barrier_done_[groups] >= seq || !fatal_.empty(); };
+  bool released = cv_.wait_for(lk, limit, done);
+  // The end of the job waits for the slowest worker, however long it trains: no time limit
+  // there. It cannot hang on a dead job: the scheduler declares silent nodes dead (which
+  // releases the barrier or aborts the job), and a node that loses the scheduler stops (fatal).
+  for (int64_t waited = cfg.barrier_timeout_ms; final && !released;
+       waited += cfg.barrier_timeout_ms) {
+    std::string who = "the other nodes to finish";
+    if (cfg.role == Role::kScheduler) {
+      who.clear();
+      for (int id : membership_->Awaited(groups, seq)) {
+        for (const auto& n : nodes_) {
+          if (n.id != id) continue;
+          who += std::string(who.empty() ? "" : ", ") + RoleName(n.role) + " " +
+                 std::to_string(n.rank) + " (node " + std::to_string(id) + ")";
+        }
+      }
+    }
+    LOG(INFO) << "Finalize: waiting for " << who << " (" << waited / 1000 << " s so far)";
+    released = cv_.wait_for(lk, limit, done);
+  }
+  if (!fatal_.empty()) throw Error(fatal_code_, "barrier " + std::to_string(seq) + ": " + fatal_);
+  if (!released) {
+    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " (groups " +
+                                         std::to_string(groups) + ") not released within " +
+                                         std::to_string(cfg.barrier_timeout_ms) +
+                                         " ms (PS_BARRIER_TIMEOUT_MS)");
+  }
+}
+
+void Node::Impl::Finalize() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (finalized_) return;
+    finalized_ = true;
+  }
+  Barrier(kAllGroups, /*final=*/true);
+  Stop();
+  if (filters->enabled()) {
+    uint64_t raw = 0, wire = 0;
+    for (const auto& t : filters->sent_by_codec()) {
+      raw += t.second.raw;
+      wire += t.second.wire;
+    }
+    LOG(INFO) << "filters (PS_COMPRESS=" << cfg.compress << ", PS_QUANTIZE=" << cfg.quantize_bits
+              << "): data frames sent " << raw << " bytes before, " << wire << " after ("
+              << (wire ? static_cast<double>(raw) / static_cast<double>(wire) : 0.0) << "x); "
+              << filters->StatsJson();
   }
 }
 
