@@ -237,6 +237,24 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
   if (!Send(m) && !quiet) LOG(WARNING) << "cannot send control message to node " << to;
 }
 
+bool Node::Impl::IsWorker(int id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const auto& n : nodes_) {
+    if (n.id == id) return n.role == Role::kWorker;
+  }
+  return false;
+}
+
+void Node::Impl::CountDeadWorkers() {
+  uint32_t n = 0;
+  for (int id : dead_) {
+    for (const auto& e : nodes_) {
+      if (e.id == id && e.role == Role::kWorker) n++;
+    }
+  }
+  dead_workers_.store(n, std::memory_order_release);
+}
+
 bool Node::Impl::Send(Message& msg) {
   msg.meta.set_magic(kMagic);
   msg.meta.set_sender(my_id_.load(std::memory_order_relaxed));
@@ -524,6 +542,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       my_id_ = c.your_id();
       dead_.assign(c.dead().begin(), c.dead().end());
+      CountDeadWorkers();
       // The job's barrier policy and bounded delay are the scheduler's, whatever this node's
       // own environment said (a node that joins later gets them as they are now).
       if (!c.policy().empty()) policy_ = c.policy();
@@ -577,7 +596,10 @@ void Node::Impl::HandleControl(const Message& msg) {
         fresh = ring_;
       }
       const bool known = std::find(dead_.begin(), dead_.end(), c.dead_id()) != dead_.end();
-      if (!known) dead_.push_back(c.dead_id());
+      if (!known) {
+        dead_.push_back(c.dead_id());
+        CountDeadWorkers();
+      }
       lk.unlock();
       if (!known) NotifyDead(c.dead_id());
       if (fresh) NotifyRing(fresh);

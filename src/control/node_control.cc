@@ -316,6 +316,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
                           task_waiters_.end());
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
+      CountDeadWorkers();
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }

@@ -69,6 +69,10 @@ struct Node::Impl {
   std::shared_ptr<const Ring> ring() const;
   /// Its epoch, without a lock (checked on every request).
   uint64_t ring_epoch() const { return ring_epoch_.load(std::memory_order_acquire); }
+  // Workers this node knows to be dead.
+  uint32_t dead_workers() const { return dead_workers_.load(std::memory_order_acquire); }
+  // Whether node `id` is (or was) a worker, by the node table.
+  bool IsWorker(int id) const;
   /// Registers the customer for app_id and hands it the messages that arrived before it.
   void AddCustomer(int app_id, Customer* c);
   void RemoveCustomer(int app_id);
@@ -184,6 +188,10 @@ struct Node::Impl {
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
+  // How many of dead_ are workers (requests carry it: Meta.dead_workers). Set by
+  // CountDeadWorkers() with mu_ held after dead_ or nodes_ change.
+  std::atomic<uint32_t> dead_workers_{0};
+  void CountDeadWorkers();
   // Elasticity. Scheduler: the ring being prepared for joining servers, the apps servers run,
   // each (server, app)'s last refill report (epoch, pending), and the server failures since
   // every range last had all its copies. Servers: the prepared ring.

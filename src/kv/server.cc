@@ -33,7 +33,7 @@ struct KVServerBase::Impl : public Customer {
             n->id(), [rt = n->impl()] { return rt->ring(); }) {
     core.SetReport(
         [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
-    for (int id : n->dead_nodes()) core.Tombstone(id);
+    for (int id : n->dead_nodes()) core.Tombstone(id, rt->IsWorker(id));
     // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the
     // core's lock, which a large range copy can hold for a while, and heartbeats must not
     // wait): refill retries and copy resends every tick, aggregation batches every half window.
@@ -76,7 +76,7 @@ struct KVServerBase::Impl : public Customer {
     if (!rt->fatal().empty()) return;
     core.Process(msg);
   }
-  void OnNodeDead(int id) override { core.WorkerDead(id); }
+  void OnNodeDead(int id) override { core.WorkerDead(id, rt->IsWorker(id)); }
   void OnRingChange(std::shared_ptr<const Ring> ring) override { core.RingChanged(ring); }
   void OnNodeJoined(const NodeInfo& n) override {
     if (n.role == Role::kWorker) core.WorkerJoined(n.id);

@@ -133,6 +133,13 @@ void ServerCore::ProcessLocked(Message& msg) {
                "cannot come back)");
     return;
   }
+  if (msg.meta.dead_workers() > dead_workers_) {
+    // The sender knew of a worker's death that this server has not heard of yet: served now,
+    // the request could be followed by that worker's last pushes (say, a recount that must see
+    // all a dead worker will ever have applied). The scheduler's notice is on its way.
+    if (after_death_.size() < kMaxEarly) after_death_.push_back(std::move(msg));
+    return;
+  }
   if (chain_.Awaiting(msg)) {
     // This server masters the keys since the cut-over, but the old master's last updates to
     // them have not all arrived: served once they have (bounded like early_ below).
@@ -314,21 +321,31 @@ void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
   }
 }
 
-void ServerCore::WorkerDead(int id) {
+bool ServerCore::Bury(int id, bool worker) {
+  if (!tombstones_.insert(id).second) return false;
+  if (!worker) return true;
+  dead_workers_++;
+  std::vector<Message> waiting;
+  waiting.swap(after_death_);
+  for (auto& m : waiting) ProcessLocked(m);
+  return true;
+}
+
+void ServerCore::WorkerDead(int id, bool worker) {
   std::vector<uint64_t> released;
   std::lock_guard<std::mutex> lk(mu);
   for (auto it = held.begin(); it != held.end();) {
     it = it->second.req.meta.sender() == id ? held.erase(it) : std::next(it);
   }
   gate.RemoveWorker(id, &released);
-  tombstones_.insert(id);
   held_ids.erase(id);
+  Bury(id, worker);
   AnswerReleased(released);
 }
 
-void ServerCore::Tombstone(int id) {
+void ServerCore::Tombstone(int id, bool worker) {
   std::lock_guard<std::mutex> lk(mu);
-  tombstones_.insert(id);
+  Bury(id, worker);
 }
 
 void ServerCore::WorkerJoined(int id) {

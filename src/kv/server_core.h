@@ -51,14 +51,16 @@ class ServerCore : private ChainReplicator::Host {
   /// Handles one request: validates it, applies its push half, answers its pull half now or
   /// when the barrier policy lets it (DESIGN §7), and sends the replies.
   void Process(Message& msg);
-  /// A worker was declared dead: it leaves the step table; reads it held back are answered.
-  void WorkerDead(int id);
+  /// A node was declared dead: a worker leaves the step table, and reads it held back are
+  /// answered; its requests are refused from now on. `worker` says whether it was a worker
+  /// (requests that wait for this server to learn of a worker's death are served then).
+  void WorkerDead(int id, bool worker = true);
   /// The ring changed (a server left): copies on their way to a server that left go to the
   /// new chain instead.
   void RingChanged(std::shared_ptr<const Ring> ring);
   /// A node was declared dead before this core existed (a server that joins late): its
   /// requests are refused like those of a worker that dies now.
-  void Tombstone(int id);
+  void Tombstone(int id, bool worker = true);
   /// Requests refused because their worker was declared dead.
   uint64_t fenced() const { return fenced_; }
   /// A worker joined the running job: it enters the step table at the current minimum step.
@@ -147,6 +149,12 @@ class ServerCore : private ChainReplicator::Host {
   // its resends applied again (the applied log of a dead worker is kept, not forgotten, so
   // copies of its pushes that masters still send are recognised).
   std::unordered_set<int> tombstones_;
+  // Workers among the tombstones, and requests whose sender knew of more (Meta.dead_workers):
+  // they wait until this server learns of those deaths (bounded like early_).
+  uint32_t dead_workers_ = 0;
+  std::vector<Message> after_death_;
+  // Records a death (mu held); true if it was news.
+  bool Bury(int id, bool worker);
 
   // Exactly-once pushes: what of each worker's requests was applied (above its low-water mark).
   AppliedLog log;

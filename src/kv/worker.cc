@@ -109,6 +109,7 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
                                               int64_t read_now) {
   const size_t n = req.keys.size();
   std::vector<Message> msgs;
+  const uint32_t dead_workers = rt->dead_workers();
   auto base_meta = [&](int server, size_t part) {
     Message m;
     m.meta.set_receiver(server);
@@ -119,6 +120,7 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
     m.meta.set_dtype(static_cast<int>(dtype));
     m.meta.set_epoch(ring->epoch());
     m.meta.set_part(static_cast<int>(part));
+    m.meta.set_dead_workers(dead_workers);
     return m;
   };
 

@@ -97,5 +97,40 @@ TEST(ServerFencingTest, AServerThatStartsLateKnowsTheDeadFromTheTable) {
   EXPECT_EQ(s.Value(42), 1);
 }
 
+// Fencing is causal: a request from a worker that knew of a death waits until the server knows
+// of it, so the dead worker's last push, if it arrives meanwhile, is either in what that
+// request reads or refused; never applied after it (the LDA app's recount relies on this).
+TEST(ServerFencingTest, ARequestThatKnowsOfADeathWaitsUntilTheServerKnowsOfIt) {
+  Server s;
+  Message recount = Request(kOther, 7000, 42);
+  recount.meta.set_pull(true);
+  recount.meta.set_dead_workers(1);
+  s.core.Process(recount);
+  EXPECT_TRUE(s.replies.empty()) << "served before the server learned of the death";
+  // The dead worker's last push was still on its way: it arrives before the scheduler's
+  // notice, is applied, and so must be in what the held pull reads.
+  Message late = Push(kWorker, 0, 42, 5);
+  s.core.Process(late);
+  ASSERT_EQ(s.replies.size(), 1u);
+  EXPECT_EQ(s.replies.back().meta.timestamp(), 0);
+  // A server's death does not count: the pull waits for a worker's.
+  s.core.WorkerDead(3, /*worker=*/false);
+  ASSERT_EQ(s.replies.size(), 1u);
+  s.core.WorkerDead(kWorker);
+  ASSERT_EQ(s.replies.size(), 2u);
+  const Message& r = s.replies.back();
+  EXPECT_EQ(r.meta.timestamp(), 7000);
+  EXPECT_EQ(r.meta.error(), "");
+  ASSERT_FALSE(r.data.empty());
+  ASSERT_EQ(r.data[0].size(), sizeof(int64_t));
+  EXPECT_EQ(SArray<int64_t>(r.data[0])[0], 5);
+  // Anything the dead worker sends now is refused, and requests that know no more than the
+  // server are served at once.
+  Message after = Push(kWorker, 1, 42, 100);
+  s.core.Process(after);
+  EXPECT_NE(s.replies.back().meta.error().find("declared dead"), std::string::npos);
+  EXPECT_EQ(s.Value(42), 5);
+}
+
 }  // namespace
 }  // namespace ps
