@@ -34,8 +34,8 @@ def main():
                     rows.append(json.loads(line))
                 except ValueError as e:
                     sys.exit("plot_lda: %s:%d: not JSON: %s" % (path, n, e))
-        t = [r["elapsed_s"] for r in rows]
-        ax1.plot(t, [r["loglik"] for r in rows], label=label)
+        ll = [(r["elapsed_s"], r["loglik"]) for r in rows if r["loglik"] is not None]
+        ax1.plot([x for x, _ in ll], [y for _, y in ll], label=label)
         pp = [(r["elapsed_s"], r["perplexity"]) for r in rows if r["perplexity"] > 0]
         if pp:
             ax2.plot([x for x, _ in pp], [y for _, y in pp], marker="o", label=label)

@@ -25,6 +25,7 @@ struct Options {
   int top_words = 10;
   std::string model_out, log_json;
   bool quiet = false;
+  int checkpoint_every = 10;  // save the assignments on the servers this often (0: never)
 };
 
 // The tables on the servers (app ids), all with the Sum rule (count deltas are pushed):
@@ -36,6 +37,10 @@ constexpr int kDenseApp = 1;
 constexpr int kSparseApp = 2;
 constexpr int kTotalsApp = 3;
 constexpr int kStatsApp = 4;
+//  - kControlApp: int64, the pause and finish protocol of worker failures (lda/recovery.h);
+//  - kTopicsApp: int32, Assign rule: each document's saved topic assignments (key DocKey(d)).
+constexpr int kControlApp = 5;
+constexpr int kTopicsApp = 6;
 
 // A word's row key: the word id scrambled by a bijection of 44 bits (so that frequent words,
 // which have small ids, spread over the ring's key ranges), shifted left by 20: the sparse
@@ -52,6 +57,8 @@ inline ps::Key RowKey(uint32_t w) {
   return x << kTopicBits;
 }
 inline ps::Key CellKey(uint32_t w, uint32_t t) { return RowKey(w) | t; }
+/// Document d's key in kTopicsApp (the same scrambling: documents spread over the servers).
+inline ps::Key DocKey(uint64_t d) { return RowKey(static_cast<uint32_t>(d)); }
 
 /// Words at least this frequent get dense rows (--dense_min, default K / 2, at least 1).
 inline uint64_t DenseMin(const Options& o) {

@@ -42,6 +42,9 @@ DEFINE_bool(infer, false,
 DEFINE_string(model_in, "", "--infer: a model written by --model_out");
 DEFINE_string(log_json, "", "write one JSON object per iteration here (worker 0)");
 DEFINE_bool(quiet, false, "no progress lines");
+DEFINE_int32(checkpoint_every, 10,
+             "save the topic assignments on the servers every this many iterations: a dead "
+             "worker's documents resume from there (0: from their initial topics)");
 DEFINE_bool(serial, false, "train in this process alone (no servers): the reference run");
 DEFINE_string(score_phi, "",
               "score this topic-word matrix (phi file: \"phi K V\\n\" + K*V float32) on --test by "
@@ -78,6 +81,7 @@ lda::Options FromFlags() {
   o.log_json = FLAGS_log_json;
   o.model_out = FLAGS_model_out;
   o.quiet = FLAGS_quiet;
+  o.checkpoint_every = FLAGS_checkpoint_every;
   if (o.iterations < 1) throw std::runtime_error("--iterations must be >= 1");
   if (o.mh_steps < 1) throw std::runtime_error("--mh_steps must be >= 1");
   return o;

@@ -23,6 +23,8 @@ class Shard {
   /// alone, so a run starts from the same state however the documents are sharded.
   void RandomTopics(uint64_t seed);
   const Corpus& docs() const { return docs_; }
+  /// Each document's index in the whole corpus, ascending.
+  const std::vector<uint64_t>& doc_ids() const { return doc_ids_; }
   std::vector<uint32_t>& z() { return z_; }
   const std::vector<uint32_t>& z() const { return z_; }
   /// The distinct words of the documents, ascending, and how often each occurs here.

@@ -14,6 +14,7 @@
 #include "lda/alias.h"
 #include "lda/corpus.h"
 #include "lda/eval.h"
+#include "lda/recovery.h"
 #include "lda/reference.h"
 #include "lda/sampler.h"
 #include "lda/shard.h"
@@ -515,6 +516,56 @@ TEST(LdaCorpusTest, ErrorsNameTheFileAndLine) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("lda_badv.txt:2"), std::string::npos) << e.what();
   }
+}
+
+// Worker 0 waits in a recount for a pull that must pass the barrier policy: the others catch
+// up only as far as the policy needs.
+TEST(LdaRecoveryTest, CatchUpFollowsTheBarrierPolicy) {
+  EXPECT_EQ(CatchUpStep("bsp", 12), 12);
+  EXPECT_EQ(CatchUpStep("ssp:1", 12), 11);
+  EXPECT_EQ(CatchUpStep("ssp:4", 3), 0);
+  EXPECT_EQ(CatchUpStep("asp", 12), 0);
+  EXPECT_EQ(CatchUpStep("psp:3:2", 12), 10);
+  EXPECT_EQ(CatchUpStep("backup:1", 12), 12);
+}
+
+// The recount's counts: those of the assignments of the documents listed, whatever the order
+// of the words, and a shard built from them holds the same assignments.
+TEST(LdaRecoveryTest, CountsOfAssignmentsAndPartsCoverTheCorpus) {
+  Corpus all;
+  const std::vector<std::vector<uint32_t>> docs = {{0, 1, 1}, {2}, {}, {1, 2, 0, 0}, {2, 2}};
+  for (const auto& d : docs) all.Add(d.data(), d.size());
+  std::vector<uint64_t> covered;
+  for (int p = 0; p < 3; ++p) {
+    for (uint64_t d : PartDocs(all, p, 3)) covered.push_back(d);
+  }
+  EXPECT_EQ(covered, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  const std::vector<uint64_t> ids = {0, 3, 4};
+  const std::vector<uint32_t> z = {0, 1, 1, /**/ 1, 0, 2, 0, /**/ 2, 2};
+  Model m;
+  m.topics = 3;
+  m.words = 3;
+  m.totals.assign(3, 0);
+  m.rows.resize(3);
+  AddCounts(all, ids, z.data(), &m);
+  using Row = std::vector<std::pair<uint32_t, int64_t>>;
+  EXPECT_EQ(m.rows[0], (Row{{0, 2}, {2, 1}}));
+  EXPECT_EQ(m.rows[1], (Row{{1, 3}}));
+  EXPECT_EQ(m.rows[2], (Row{{0, 1}, {2, 2}}));
+  EXPECT_EQ(m.totals, (std::vector<int64_t>{3, 3, 3}));
+  // Adding more documents merges into the rows in topic order.
+  const std::vector<uint64_t> one = {1};
+  const std::vector<uint32_t> z1 = {1};
+  AddCounts(all, one, z1.data(), &m);
+  EXPECT_EQ(m.rows[2], (Row{{0, 1}, {1, 1}, {2, 2}}));
+  EXPECT_EQ(m.totals, (std::vector<int64_t>{3, 4, 3}));
+  Hyper h;
+  h.topics = 3;
+  h.words = 3;
+  const Shard s = ShardOf(h, all, ids, z);
+  EXPECT_EQ(s.z(), z);
+  EXPECT_EQ(s.doc_ids(), ids);
+  EXPECT_EQ(s.docs().tokens(), 9u);
 }
 
 }  // namespace

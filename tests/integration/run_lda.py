@@ -10,6 +10,11 @@ topics over 600 words, 1500 training and 150 test documents.
               add up to the corpus) checked twice, by the app and here from its model file.
   kill_server 3 servers with one replica, 2 workers: SIGKILL to a server mid-training;
               training goes on to the end with the invariant intact.
+  kill_worker 2 servers, 3 workers under SSP(1), BSP and ASP: SIGKILL to worker 1 at a seeded
+              moment mid-training; worker 0 takes its data parts over and rebuilds the counts
+              from the saved assignments; every iteration runs and the counts equal those of
+              the final assignments of every document (checked by the app), the invariant
+              holds in the model file.
 """
 import argparse
 import math
@@ -195,17 +200,62 @@ def kill_server(a, d, tokens):
           % state["killed"], flush=True)
 
 
+def kill_worker(a, d, tokens):
+    rng = random.Random(a.seed)
+    # The last case kills worker 1 as worker 0 ends: worker 1 is in its last iterations or
+    # already done (then its counts are final and nothing is taken over).
+    for policy, late in (("ssp:1", False), ("bsp", False), ("asp", False), ("ssp:1", True)):
+        at = rng.randint(296, 300) if late else rng.randint(5, 60)
+        state = {"pids": {}, "killed": None}
+
+        def on_line(line):
+            m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+            if m:
+                state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+            m = re.match(r"\[worker 0\] iteration (\d+) ", line)
+            if m and state["killed"] is None and int(m.group(1)) >= at:
+                os.kill(state["pids"][("worker", 1)], signal.SIGKILL)  # by PID, never by name
+                state["killed"] = int(m.group(1))
+
+        model = os.path.join(d, "model_kill_worker.txt")
+        rc, out = launch(a, d, 2, 3, ["--iterations", "300", "--consistency", policy,
+                                      "--checkpoint_every", "7", "--model_out", model],
+                         env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                         allow=("--allow-dead-workers",), on_line=on_line)
+        if state["killed"] is None:
+            fail("%s: nothing was killed" % policy, out)
+        last = iterations(out)
+        inv = re.findall(r"INVARIANT.*", out)
+        if rc != 0 or not inv or "INVARIANT ok" not in inv[0] or \
+                "= the counts of the final assignments" not in inv[0]:
+            fail("%s: exit %d after the kill (seed %d); %s" % (policy, rc, a.seed, inv), out)
+        if not last or last[-1][0] != 300:
+            fail("%s: the last iteration printed is %s" % (policy, last[-1][0] if last else None),
+                 out)
+        taken = "worker 0 takes over data part" in out and "counts rebuilt" in out
+        if not taken and not late:
+            fail("%s: worker 1's parts were not taken over" % policy, out)
+        why = check_model(model, tokens)
+        if why:
+            fail("%s: %s" % (policy, why), out)
+        print("kill_worker: %s, worker 1 killed after iteration %d (seed %d): parts %s, "
+              "counts = those of the final assignments" % (
+                  policy, state["killed"], a.seed, "taken over" if taken else "were done"),
+              flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--job", required=True)
-    p.add_argument("--scenario", required=True, choices=["exact", "invariant", "kill_server"])
+    p.add_argument("--scenario", required=True, choices=["exact", "invariant", "kill_server", "kill_worker"])
     p.add_argument("--seed", type=int, default=5)
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tokens = make_data(d, a.seed)
         print("data: seed %d, %d training tokens" % (a.seed, tokens), flush=True)
-        {"exact": exact, "invariant": invariant, "kill_server": kill_server}[a.scenario](a, d, tokens)
+        {"exact": exact, "invariant": invariant, "kill_server": kill_server,
+         "kill_worker": kill_worker}[a.scenario](a, d, tokens)
     print("PASSED %s" % a.scenario)
     return 0
 
