@@ -479,12 +479,13 @@ class Trainer {
 
   int Live() const { return node_->num_workers() - static_cast<int>(rec_.DeadRanks().size()); }
 
-  void PushStats(int64_t t, uint64_t changed) {
+  double DocLL() const {
     const Corpus& d = shard_->docs();
-    const double doc_ll =
-        DocLogLikelihood(d, 0, d.docs(), shard_->z().data(), o_.hyper.topics, o_.hyper.alpha);
+    return DocLogLikelihood(d, 0, d.docs(), shard_->z().data(), o_.hyper.topics, o_.hyper.alpha);
+  }
+  void PushStats(int64_t t, uint64_t changed, double doc_ll) {
     stats_.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(t)},
-                ps::SArray<double>{doc_ll, static_cast<double>(d.tokens()),
+                ps::SArray<double>{doc_ll, static_cast<double>(shard_->docs().tokens()),
                                    static_cast<double>(changed), 1.0});
   }
 
@@ -521,9 +522,10 @@ class Trainer {
     const auto t1 = Clock::now();
     const uint64_t changed = shard_->Pass(&sampler_, o_.blocks);
     const double sample_s = Since(t1);
+    const double doc_ll = DocLL();
     const auto t2 = Clock::now();
     mc_.Push(*shard_);
-    PushStats(t, changed);
+    PushStats(t, changed, doc_ll);
     if (o_.checkpoint_every > 0 && t % o_.checkpoint_every == 0) rec_.SaveTopicsAsync(*shard_);
     const double push_s = Since(t2);
     const auto t3 = Clock::now();
@@ -541,7 +543,7 @@ class Trainer {
   void Follow(const JobState& j) {
     mc_.FlushClocks();
     while (mc_.step() < j.step) {  // iterations it skips: counted as unchanged
-      PushStats(mc_.step(), 0);
+      PushStats(mc_.step(), 0, DocLL());
       mc_.Clock();
     }
     mc_.FlushClocks();
