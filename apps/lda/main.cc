@@ -121,14 +121,11 @@ int RunSerial(lda::Options o) {
   lda::Corpus train = lda::ReadCorpus(o.train, vocab.size());
   lda::Corpus test;
   if (!o.test.empty()) test = lda::ReadCorpus(o.test, vocab.size());
-  const uint64_t dense_min = lda::DenseMin(o);
   lda::Shard shard(o.hyper, std::move(train));
   shard.RandomTopics(o.seed);
   lda::Sampler sampler(o.hyper, o.mh_steps, lda::SamplerSeed(o.seed, 0));
   auto refresh = [&] {
-    shard.Layout([&](uint32_t w) { return vocab.freq[w] >= dense_min; },
-                 [&](uint32_t w) { return shard.local_freq(w); });
-    shard.CountOwn();
+    shard.LayoutOwn();
     shard.StartPass();
   };
   refresh();

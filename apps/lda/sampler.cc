@@ -10,34 +10,47 @@ Sampler::Sampler(const Hyper& h, int mh_steps, uint64_t seed)
   nd_.assign(h.topics, 0);
 }
 
-void Sampler::BeginPass(const Counts& c) {
+void Sampler::BeginPass(const Counts& c, bool fresh) {
   c_ = c;
-  ++pass_;
-  pool_.clear();
-  if (word_.size() < h_.words) word_.resize(h_.words);
   const uint32_t K = h_.topics;
-  inv_snap_total_.resize(K);
+  if (fresh || pass_ == 0) {
+    ++pass_;
+    pool_.clear();
+    proposal_.Reset(K, h_.words);
+    gen_ = 0;
+  } else {
+    ++gen_;
+  }
+  if (word_.size() < h_.words) word_.resize(h_.words);
+  if (gens_.size() <= gen_) gens_.resize(gen_ + 1);
+  Generation& g = gens_[gen_];
+  g.totals.assign(c.snapshot_totals, c.snapshot_totals + K);
+  g.inv_total.resize(K);
   scratch_t_.resize(K);
   scratch_w_.resize(K);
-  smooth_mass_ = 0;
+  g.smooth_mass = 0;
   for (uint32_t x = 0; x < K; ++x) {
-    inv_snap_total_[x] = 1.0 / (static_cast<double>(c.snapshot_totals[x]) + vbeta_);
+    g.inv_total[x] = 1.0 / (static_cast<double>(g.totals[x]) + vbeta_);
     scratch_t_[x] = x;
-    scratch_w_[x] = static_cast<float>(h_.beta * inv_snap_total_[x]);
-    smooth_mass_ += h_.beta * inv_snap_total_[x];
+    scratch_w_[x] = static_cast<float>(h_.beta * g.inv_total[x]);
+    g.smooth_mass += h_.beta * g.inv_total[x];
   }
-  smooth_.Build(scratch_t_.data(), scratch_w_.data(), K);
+  g.smooth.Build(scratch_t_.data(), scratch_w_.data(), K);
 }
 
 void Sampler::BuildWord(uint32_t w) {
   WordProposal& p = word_[w];
   p.pass = pass_;
+  p.gen = gen_;
   p.n = 0;
+  p.since = 0;
   p.mass = 0;
   p.at = pool_.size();
-  c_.snapshot->ForEach(w, [&](uint32_t t, int32_t n) {
+  const std::vector<double>& inv = gens_[gen_].inv_total;
+  proposal_.CopyRow(w, *c_.snapshot);
+  proposal_.ForEach(w, [&](uint32_t t, int32_t n) {
     if (n <= 0) return;
-    const double m = n * inv_snap_total_[t];
+    const double m = n * inv[t];
     scratch_t_[p.n] = t;
     scratch_w_[p.n] = static_cast<float>(m);
     p.mass += m;
@@ -49,10 +62,11 @@ void Sampler::BuildWord(uint32_t w) {
 
 uint32_t Sampler::DrawWord(uint32_t w) {
   const WordProposal& p = word_[w];
-  if (p.n && rng_.Uniform() * (p.mass + smooth_mass_) < p.mass) {
+  const Generation& g = gens_[p.gen];
+  if (p.n && rng_.Uniform() * (p.mass + g.smooth_mass) < p.mass) {
     return DrawAlias(&pool_[p.at], p.n, &rng_);
   }
-  return smooth_.Draw(&rng_);
+  return g.smooth.Draw(&rng_);
 }
 
 Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const {
@@ -67,8 +81,8 @@ Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* n
 
 void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c) const {
   const int self = c->x == s;
-  const double nw = c_.snapshot->Get(w, c->x) - self + h_.beta;
-  const double nt = static_cast<double>(c_.snapshot_totals[c->x] - self) + vbeta_;
+  const double nw = proposal_.Get(w, c->x) - self + h_.beta;
+  const double nt = static_cast<double>(gens_[word_[w].gen].totals[c->x] - self) + vbeta_;
   c->g = nw / nt;
   c->d = (nw + 1) / (nt + 1) - c->g;
 }
@@ -78,7 +92,7 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, co
   Cand y = Live(w, s, s, nd);
   WordTerms(w, s, &y);
   const double gs = y.g, ds = y.d;
-  const double z = word_[w].mass + smooth_mass_ - ds;  // Z' = sum of g
+  const double z = word_[w].mass + gens_[word_[w].gen].smooth_mass - ds;  // Z' = sum of g
   const double doc_mass = static_cast<double>(len) + h_.topics * h_.alpha;
   for (int k = 0; k < steps; ++k) {
     // Word proposal from y: with probability d(y) / (Z' + d(y)) y itself, else a draw from g
@@ -126,7 +140,9 @@ uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uin
     for (size_t i = 0; i < len; ++i) nd[dz[i]]++;
     for (size_t i = 0; i < len; ++i) {
       const uint32_t w = dw[i], s = dz[i];
-      if (word_[w].pass != pass_) BuildWord(w);
+      WordProposal& p = word_[w];
+      if (p.pass != pass_ || (p.gen != gen_ && 2 * p.since >= p.n)) BuildWord(w);
+      p.since++;
       const uint32_t c = Update(w, s, i, nd, dz, len, mh_steps_);
       if (c == s) continue;
       dz[i] = c;
@@ -145,7 +161,6 @@ uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uin
 
 uint32_t Sampler::Chain(uint32_t w, uint32_t s, size_t i, const int32_t* doc_counts,
                         const uint32_t* doc_z, size_t len, int steps) {
-  if (word_.size() < h_.words) word_.resize(h_.words);
   if (word_[w].pass != pass_) BuildWord(w);
   return Update(w, s, i, doc_counts, doc_z, len, steps);
 }

@@ -45,7 +45,7 @@ struct Hyper {
 /// Live and snapshot counts a sampler works on (owned by the caller).
 struct Counts {
   WordTopicTable* live = nullptr;
-  const WordTopicTable* snapshot = nullptr;
+  const WordTopicTable* snapshot = nullptr;  // what word proposals are built from (may be live)
   int64_t* totals = nullptr;                 // live topic totals, K
   const int64_t* snapshot_totals = nullptr;  // K
 };
@@ -54,8 +54,12 @@ class Sampler {
  public:
   Sampler(const Hyper& h, int mh_steps, uint64_t seed);
 
-  /// Starts a pass over a new snapshot: the word proposals are rebuilt as words are met.
-  void BeginPass(const Counts& c);
+  /// Starts a pass over a new snapshot (fresh: every word's proposal is built from it when the
+  /// word is first met) or a later block of one (the snapshot is usually the live counts: a
+  /// word's proposal is built anew from it once the word has met half as many tokens since its
+  /// last build as the proposal has topics, so builds cost at most two cells per token and a
+  /// word met rarely keeps an older proposal, which stays exact: it carries its own counts).
+  void BeginPass(const Counts& c, bool fresh = true);
   /// Resamples every token of documents [begin, end) of corpus (assignments z, indexed like
   /// corpus.words), updating the live counts. Returns the number of topic changes.
   uint64_t SampleDocs(const Corpus& corpus, size_t begin, size_t end, uint32_t* z);
@@ -89,18 +93,28 @@ class Sampler {
   Rng rng_;
   Counts c_;
   double vbeta_;
-  std::vector<double> inv_snap_total_;  // 1 / (N_x + V beta)
-  AliasTable smooth_;                   // over beta / (N_x + V beta)
-  double smooth_mass_ = 0;
-  // Word proposals of this pass, built when the word is first met: cells in one pool.
+  // The topic totals a word proposal was built with, per block of the pass.
+  struct Generation {
+    std::vector<int64_t> totals;
+    std::vector<double> inv_total;  // 1 / (N_x + V beta)
+    AliasTable smooth;              // over beta / (N_x + V beta)
+    double smooth_mass = 0;
+  };
+  std::vector<Generation> gens_;
+  uint32_t gen_ = 0;  // this block's
+  // Word proposals of this pass, built when the word is first met: cells in one pool, and the
+  // counts they were built from in proposal_ (rows copied from the snapshot).
   struct WordProposal {
     uint32_t pass = 0;  // built in this pass
+    uint32_t gen = 0;
     uint32_t n = 0;
+    uint32_t since = 0;  // tokens met since the build
     uint64_t at = 0;
     double mass = 0;  // sum of N_wx / (N_x + V beta)
   };
   std::vector<WordProposal> word_;
   std::vector<AliasCell> pool_;
+  WordTopicTable proposal_;
   uint32_t pass_ = 0;
   std::vector<int32_t> nd_;  // the current document's counts
   std::vector<uint32_t> scratch_t_;

@@ -27,27 +27,22 @@ void Shard::RandomTopics(uint64_t seed) {
   }
 }
 
-void Shard::Layout(const std::function<bool(uint32_t)>& dense,
-                   const std::function<uint32_t(uint32_t)>& known) {
+void Shard::Layout(const std::function<uint32_t(uint32_t)>& known) {
   snap_.Reset(h_.topics, h_.words);
-  for (uint32_t w : words_) {
-    if (dense(w)) {
-      snap_.AddDense(w);
-    } else {
-      snap_.AddSparse(
-          w, std::min<uint32_t>(h_.topics, std::max(known(w), local_freq_[w]) + local_freq_[w]));
-    }
-  }
+  for (uint32_t w : words_) snap_.AddRow(w, known(w));
   std::fill(snap_totals_.begin(), snap_totals_.end(), 0);
 }
 
-void Shard::CountOwn() {
+void Shard::LayoutOwn() {
   std::vector<uint64_t> cells(z_.size());
-  for (size_t i = 0; i < z_.size(); ++i) {
-    cells[i] = uint64_t{docs_.words[i]} << 32 | z_[i];
-    snap_totals_[z_[i]]++;
-  }
+  for (size_t i = 0; i < z_.size(); ++i) cells[i] = uint64_t{docs_.words[i]} << 32 | z_[i];
   std::sort(cells.begin(), cells.end());
+  std::vector<uint32_t> distinct(h_.words, 0);
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i == 0 || cells[i] != cells[i - 1]) distinct[cells[i] >> 32]++;
+  }
+  Layout([&](uint32_t w) { return distinct[w]; });
+  for (uint32_t t : z_) snap_totals_[t]++;
   for (size_t i = 0; i < cells.size();) {
     size_t j = i;
     while (j < cells.size() && cells[j] == cells[i]) ++j;
@@ -63,7 +58,7 @@ void Shard::StartPass() {
 }
 
 void Shard::StartFromZero() {
-  CountOwn();
+  LayoutOwn();
   live_ = snap_;
   totals_ = snap_totals_;
   snap_.ZeroCounts();
@@ -79,17 +74,11 @@ uint64_t Shard::Pass(Sampler* s, int blocks) {
     Counts c;
     c.live = &live_;
     c.totals = totals_.data();
-    if (b == 0) {
-      // The pulled counts are the freshest at the start of a pass.
-      c.snapshot = &snap_;
-      c.snapshot_totals = snap_totals_.data();
-    } else {
-      proposal_ = live_;
-      proposal_totals_ = totals_;
-      c.snapshot = &proposal_;
-      c.snapshot_totals = proposal_totals_.data();
-    }
-    s->BeginPass(c);
+    // The pulled counts are the freshest at the start of a pass; later blocks build their
+    // proposals from the live counts.
+    c.snapshot = b == 0 ? &snap_ : &live_;
+    c.snapshot_totals = b == 0 ? snap_totals_.data() : totals_.data();
+    s->BeginPass(c, b == 0);
     changed += s->SampleDocs(docs_, begin, end, z_.data());
   }
   return changed;

@@ -31,21 +31,19 @@ class Shard {
   const std::vector<uint32_t>& words() const { return words_; }
   uint32_t local_freq(uint32_t w) const { return local_freq_[w]; }
 
-  /// Lays the tables out anew: dense rows for the words dense(w) says, sparse rows for the
-  /// others with room for max(known(w), local tokens) topics (known: what the snapshot will
-  /// hold) plus one per local token (each can move to a topic the row did not hold during a
-  /// pass). Counts start at zero. Fill sparse rows in ascending topic order: where a row's
-  /// counts sit, and so the order the sampler meets them in, then depends on the counts alone.
-  void Layout(const std::function<bool(uint32_t)>& dense,
-              const std::function<uint32_t(uint32_t)>& known);
-  /// Adds the counts of this shard's own assignments to the snapshot (a serial run's model),
-  /// each row in ascending topic order.
-  void CountOwn();
+  /// Lays the tables out anew, each row with room for the distinct topics known(w) says the
+  /// snapshot will hold and as many again (WordTopicTable::AddRow). Counts start at zero. Fill
+  /// rows in ascending topic order: where a row's counts sit, and so the order the sampler
+  /// meets them in, then depends on the counts alone.
+  void Layout(const std::function<uint32_t(uint32_t)>& known);
+  /// Lays the tables out for this shard's own assignments and puts their counts in the
+  /// snapshot (a serial run's model, a worker's first push).
+  void LayoutOwn();
   WordTopicTable& snapshot() { return snap_; }
   std::vector<int64_t>& snapshot_totals() { return snap_totals_; }
   /// Live = snapshot; call after the snapshot is filled.
   void StartPass();
-  /// The first push of a run: live = this shard's own counts, snapshot = zero (same layout).
+  /// The first push of a run: live = this shard's own counts, snapshot = zero.
   void StartFromZero();
   /// Samples every document once, in `blocks` blocks of documents: the sampler's word
   /// proposals are rebuilt from the live counts at the start of each block. (Proposals built
@@ -78,8 +76,8 @@ class Shard {
   std::vector<uint32_t> z_;
   std::vector<uint32_t> words_;
   std::vector<uint32_t> local_freq_;  // per vocabulary word
-  WordTopicTable snap_, live_, proposal_;
-  std::vector<int64_t> snap_totals_, totals_, proposal_totals_;
+  WordTopicTable snap_, live_;
+  std::vector<int64_t> snap_totals_, totals_;
 };
 
 }  // namespace lda

@@ -1,6 +1,7 @@
 #include "lda/word_topic.h"
 
-#include <string>
+#include <algorithm>
+#include <cstddef>
 
 namespace lda {
 
@@ -17,18 +18,64 @@ void WordTopicTable::AddDense(uint32_t w) {
   dense_.resize(dense_.size() + k_, 0);
 }
 
-void WordTopicTable::AddSparse(uint32_t w, uint32_t max_distinct) {
-  // Load at most 3/4 (linear probing stays short), never more cells than topics need.
+uint64_t WordTopicTable::HashCells(uint32_t distinct) {
   uint64_t cap = 4;
-  while (cap * 3 < uint64_t{max_distinct} * 4 + 4) cap <<= 1;
+  while (cap < 2 * (uint64_t{distinct} + 1)) cap <<= 1;
+  return cap;
+}
+
+void WordTopicTable::AddRow(uint32_t w, uint32_t distinct) {
+  if (HashCells(distinct) * sizeof(uint64_t) >= uint64_t{k_} * sizeof(int32_t)) {
+    AddDense(w);
+  } else {
+    AddSparse(w, distinct);
+  }
+}
+
+void WordTopicTable::AddSparse(uint32_t w, uint32_t distinct) {
+  const uint64_t cap = HashCells(distinct);
   where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
   rows_.push_back(Row{cells_.size(), static_cast<uint32_t>(cap - 1), 0});
   cells_.resize(cells_.size() + cap, kEmpty);
 }
 
-void WordTopicTable::Full(uint32_t w) const {
-  throw std::length_error("word " + std::to_string(w) +
-                          ": more distinct topics than its row was laid out for");
+void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
+  const int64_t at = from.where_[w];
+  if (at == kNone) {
+    AddSparse(w, 0);
+    return;
+  }
+  if (at >= 0) {
+    if (where_[w] < 0) AddDense(w);
+    std::copy(from.dense_.begin() + at, from.dense_.begin() + at + k_, dense_.begin() + where_[w]);
+    return;
+  }
+  // A hash row takes new cells (the old ones stay unused until the next Reset).
+  const Row& r = from.rows_[static_cast<size_t>(-at - 1)];
+  where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
+  rows_.push_back(Row{cells_.size(), r.mask, r.used});
+  cells_.insert(cells_.end(), from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at),
+                from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at + r.mask + 1));
+}
+
+void WordTopicTable::Grow(uint32_t w) {
+  const size_t r = static_cast<size_t>(-where_[w] - 1);
+  const uint64_t at = rows_[r].at, cap = uint64_t{rows_[r].mask} + 1;
+  std::vector<uint64_t> old(cells_.begin() + static_cast<std::ptrdiff_t>(at),
+                            cells_.begin() + static_cast<std::ptrdiff_t>(at + cap));
+  // The old cells stay unused until the next Reset: rows are laid out anew every pass.
+  if (2 * cap * sizeof(uint64_t) >= uint64_t{k_} * sizeof(int32_t)) {
+    AddDense(w);
+  } else {
+    where_[w] = -static_cast<int64_t>(r) - 1;
+    rows_[r] = Row{cells_.size(), static_cast<uint32_t>(2 * cap - 1), 0};
+    cells_.resize(cells_.size() + 2 * cap, kEmpty);
+  }
+  for (uint64_t c : old) {
+    if (c != kEmpty && static_cast<int32_t>(c) != 0) {
+      Add(w, static_cast<uint32_t>(c >> 32), static_cast<int32_t>(c));
+    }
+  }
 }
 
 }  // namespace lda

@@ -1,14 +1,16 @@
-// A worker's copy of the word-topic counts of the words it samples: dense rows for frequent
-// words (K counts), small open-addressing hash rows for the others, so memory follows the
-// number of nonzero counts. Two tables with one layout hold the pulled snapshot and the live
-// counts (snapshot plus this worker's changes); their difference is what the worker pushes.
+// A worker's copy of the word-topic counts of the words it samples: small open-addressing hash
+// rows sized by each word's distinct topics, dense rows (K counts) where a hash row would take
+// as much memory, so memory and the sampler's cache footprint follow the number of nonzero
+// counts. Tables hold the pulled snapshot and the live counts (snapshot plus this worker's
+// changes); their difference is what the worker pushes. A hash row that fills up moves to a
+// larger one (or turns dense); where rows sit depends only on the calls made, so two runs that
+// make the same calls lay rows out alike and the sampler meets counts in the same order.
 #ifndef PS_APPS_LDA_WORD_TOPIC_H_
 #define PS_APPS_LDA_WORD_TOPIC_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
 #include <vector>
 
 namespace lda {
@@ -19,9 +21,14 @@ class WordTopicTable {
 
   /// Forgets every row; words are ids below num_words.
   void Reset(uint32_t num_topics, uint32_t num_words);
-  /// Adds word w's row: dense (K counts) or sparse, holding up to max_distinct topics.
+  /// Adds word w's row with room for `distinct` topics and as many again: a hash row, or a
+  /// dense one where the hash row would take as many bytes.
+  void AddRow(uint32_t w, uint32_t distinct);
+  /// Makes row w (added if missing) a copy of from's row w.
+  void CopyRow(uint32_t w, const WordTopicTable& from);
+  /// Adds word w's row: dense (K counts), or a hash row with room for `distinct` topics.
   void AddDense(uint32_t w);
-  void AddSparse(uint32_t w, uint32_t max_distinct);
+  void AddSparse(uint32_t w, uint32_t distinct);
 
   uint32_t topics() const { return k_; }
   uint32_t num_words() const { return static_cast<uint32_t>(where_.size()); }
@@ -38,7 +45,7 @@ class WordTopicTable {
       if (c == kEmpty) return 0;
     }
   }
-  /// Adds d to count (w, t). Throws std::length_error if a sparse row has no room left.
+  /// Adds d to count (w, t).
   void Add(uint32_t w, uint32_t t, int32_t d) {
     const int64_t at = where_[w];
     if (at >= 0) {
@@ -46,18 +53,23 @@ class WordTopicTable {
       return;
     }
     Row& r = rows_[static_cast<size_t>(-at - 1)];
-    for (uint32_t i = t & r.mask, probes = 0;; i = (i + 1) & r.mask) {
+    for (uint32_t i = t & r.mask;; i = (i + 1) & r.mask) {
       uint64_t& c = cells_[r.at + i];
       if (static_cast<uint32_t>(c >> 32) == t) {
         c = (c & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<int32_t>(c) + d);
         return;
       }
       if (c == kEmpty) {
-        if (++r.used * 4 > (uint64_t{r.mask} + 1) * 3) Full(w);
+        // Load at most 3/4 keeps probes short and leaves an empty cell to end every lookup.
+        if ((r.used + 1) * 4 > (uint64_t{r.mask} + 1) * 3) {
+          Grow(w);
+          Add(w, t, d);
+          return;
+        }
+        r.used++;
         c = (uint64_t{t} << 32) | static_cast<uint32_t>(d);
         return;
       }
-      if (++probes > r.mask) Full(w);
     }
   }
   /// Calls f(topic, count) for each topic of row w with a nonzero count (dense: in topic order).
@@ -100,7 +112,10 @@ class WordTopicTable {
     uint32_t mask;
     uint32_t used;
   };
-  [[noreturn]] void Full(uint32_t w) const;
+  // Moves hash row w to one twice as large (dropping zero counts), or to a dense row if that
+  // would be as large.
+  void Grow(uint32_t w);
+  static uint64_t HashCells(uint32_t distinct);
 
   uint32_t k_;
   std::vector<int64_t> where_;  // per word: dense offset (>= 0), -(1 + sparse row), or kNone

@@ -119,10 +119,14 @@ class ModelClient {
     const uint32_t K = o_.hyper.topics;
     PullWait();
     if (p->totals.size() != K) throw ps::Error("the topic totals hold a width other than K");
-    // Distinct topics per sparse row, then the layout, then the counts in key (topic) order.
+    // Distinct topics per row, then the layout, then the counts in key (topic) order.
     std::vector<uint32_t> known(vocab.size(), 0);
+    for (size_t i = 0; i < dense_words_.size(); ++i) {
+      const int32_t* row = p->dense_vals.data() + i * K;
+      known[dense_words_[i]] = static_cast<uint32_t>(K - std::count(row, row + K, 0));
+    }
     ForEachCell(*p, [&](uint32_t w, uint32_t, int32_t) { known[w]++; });
-    s->Layout([&](uint32_t w) { return IsDense(vocab, w); }, [&](uint32_t w) { return known[w]; });
+    s->Layout([&](uint32_t w) { return known[w]; });
     WordTopicTable& snap = s->snapshot();
     for (size_t i = 0; i < dense_words_.size(); ++i) {
       const uint32_t w = dense_words_[i];
@@ -452,8 +456,6 @@ class Trainer {
 
   int Run() {
     // Step 0: every worker adds the counts of its initial topics.
-    shard_->Layout([&](uint32_t w) { return mc_.IsDense(vocab_, w); },
-                   [&](uint32_t w) { return shard_->local_freq(w); });
     shard_->StartFromZero();
     for (auto& p : mc_.Push(*shard_)) p.first->Wait(p.second);
     mc_.Clock();

@@ -68,7 +68,7 @@ TEST(AliasTest, DrawsFollowTheWeights) {
 
 TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
   WordTopicTable t;
-  t.Reset(50, 4);
+  t.Reset(200, 4);
   t.AddDense(1);
   t.AddSparse(3, 6);
   EXPECT_FALSE(t.Has(0));
@@ -88,13 +88,34 @@ TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got, (std::vector<std::pair<uint32_t, int32_t>>{{1, 1}, {33, 5}, {49, 2}}));
   }
-  // Six distinct topics fit the sparse row; more is an error, never a silent overwrite.
-  for (uint32_t x : {2u, 3u, 4u}) t.Add(3, x, 1);
-  EXPECT_THROW(
-      {
-        for (uint32_t x = 5; x < 50; ++x) t.Add(3, x, 1);
-      },
-      std::length_error);
+  // A hash row that fills up moves to a larger one, keeping every count.
+  for (uint32_t x = 2; x < 20; ++x) t.Add(3, x, static_cast<int32_t>(x));
+  EXPECT_FALSE(t.IsDense(3));
+  for (uint32_t x = 2; x < 20; ++x) EXPECT_EQ(t.Get(3, x), static_cast<int32_t>(x));
+  EXPECT_EQ(t.Get(3, 33), 5);
+  EXPECT_EQ(t.Get(3, 49), 2);
+  EXPECT_EQ(t.Get(3, 20), 0);
+  // Beyond the bytes of a dense row (200 counts: 800 bytes, 100 hash cells) it turns dense.
+  for (uint32_t x = 20; x < 200; ++x) t.Add(3, x, 1);
+  EXPECT_TRUE(t.IsDense(3));
+  EXPECT_EQ(t.Get(3, 33), 6);
+  EXPECT_EQ(t.Get(3, 17), 17);
+  int64_t sum = 0;
+  t.ForEach(3, [&](uint32_t, int32_t n) { sum += n; });
+  EXPECT_EQ(sum, 189 + 1 + 5 + 2 + 180);
+}
+
+TEST(WordTopicTableTest, RowsAreHashedOrDenseByWhatTakesLessMemory) {
+  WordTopicTable t;
+  t.Reset(1000, 3);
+  t.AddRow(0, 10);   // 32 cells of 8 bytes against 4000 bytes
+  t.AddRow(1, 300);  // 1024 cells: dense is smaller
+  t.AddRow(2, 0);
+  EXPECT_FALSE(t.IsDense(0));
+  EXPECT_TRUE(t.IsDense(1));
+  EXPECT_FALSE(t.IsDense(2));
+  t.Add(2, 999, 7);
+  EXPECT_EQ(t.Get(2, 999), 7);
 }
 
 // The counts around one token, without it (primed) and with it at topic s: one document that
@@ -304,8 +325,7 @@ struct SerialRun {
     Refresh();
   }
   void Refresh() {
-    shard.Layout([](uint32_t) { return false; }, [&](uint32_t w) { return shard.local_freq(w); });
-    shard.CountOwn();
+    shard.LayoutOwn();
     shard.StartPass();
   }
   int blocks = 10;
@@ -374,8 +394,7 @@ TEST(LdaTrainingTest, LiveCountsEqualARecountAfterEveryPass) {
   s.RandomTopics(seed);
   Sampler sampler(h, 2, seed);
   for (int pass = 0; pass < 6; ++pass) {
-    s.Layout([](uint32_t w) { return w < 20; }, [&s](uint32_t w) { return s.local_freq(w); });
-    s.CountOwn();
+    s.LayoutOwn();
     s.StartPass();
     ASSERT_NO_THROW(s.Pass(&sampler)) << "pass " << pass << ", seed " << seed;
     std::vector<std::vector<int32_t>> recount(h.words, std::vector<int32_t>(h.topics, 0));
@@ -435,8 +454,7 @@ TEST(LdaEvalTest, LogLikelihoodPiecesAddUpToTheWhole) {
   ref.Pass();
   Shard s(h, p.corpus);
   s.z() = ref.z();
-  s.Layout([](uint32_t w) { return w % 3 == 0; }, [&s](uint32_t w) { return s.local_freq(w); });
-  s.CountOwn();
+  s.LayoutOwn();
   s.StartPass();
   const Corpus& c = s.docs();
   const double ll = DocLogLikelihood(c, 0, c.docs() / 2, s.z().data(), 6, h.alpha) +
