@@ -2,7 +2,8 @@
 
 namespace lda {
 
-void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCell* out) {
+void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCell* out,
+                uint32_t* alias_at) {
   if (n == 0) return;
   thread_local std::vector<double> scaled;
   thread_local std::vector<uint32_t> small, large;
@@ -21,6 +22,7 @@ void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCel
     small.pop_back();
     out[s].prob = static_cast<float>(scaled[s]);
     out[s].alias = values[l];
+    if (alias_at) alias_at[s] = l;
     scaled[l] -= 1.0 - scaled[s];
     if (scaled[l] < 1.0) {
       large.pop_back();
@@ -28,8 +30,12 @@ void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCel
     }
   }
   // What rounding leaves over holds a scaled weight of 1 up to error: it keeps its own value.
-  for (uint32_t i : large) out[i] = AliasCell{1.0f, values[i], values[i]};
-  for (uint32_t i : small) out[i] = AliasCell{1.0f, values[i], values[i]};
+  for (const auto* rest : {&large, &small}) {
+    for (uint32_t i : *rest) {
+      out[i] = AliasCell{1.0f, values[i], values[i]};
+      if (alias_at) alias_at[i] = i;
+    }
+  }
 }
 
 }  // namespace lda

@@ -15,8 +15,10 @@ struct AliasCell {
   uint32_t value, alias;
 };
 
-/// Fills out[0, n) so that DrawAlias picks values[i] with probability weights[i] / sum.
-void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCell* out);
+/// Fills out[0, n) so that DrawAlias picks values[i] with probability weights[i] / sum. Cell i
+/// keeps values[i]; alias_at (if given) receives the index of each cell's alias value.
+void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCell* out,
+                uint32_t* alias_at = nullptr);
 
 inline uint32_t DrawAlias(const AliasCell* cells, size_t n, Rng* r) {
   const double u = r->Uniform() * static_cast<double>(n);

@@ -28,6 +28,7 @@ void Sampler::BeginPass(const Counts& c, bool fresh) {
   g.inv_total.resize(K);
   scratch_t_.resize(K);
   scratch_w_.resize(K);
+  scratch_n_.resize(K);
   g.smooth_mass = 0;
   for (uint32_t x = 0; x < K; ++x) {
     g.inv_total[x] = 1.0 / (static_cast<double>(g.totals[x]) + vbeta_);
@@ -40,12 +41,12 @@ void Sampler::BeginPass(const Counts& c, bool fresh) {
 
 void Sampler::BuildWord(uint32_t w) {
   WordProposal& p = word_[w];
+  const bool had = p.pass == pass_;  // cells of an earlier block that a rebuild can reuse
   p.pass = pass_;
   p.gen = gen_;
   p.n = 0;
   p.since = 0;
   p.mass = 0;
-  p.at = pool_.size();
   const std::vector<double>& inv = gens_[gen_].inv_total;
   proposal_.CopyRow(w, *c_.snapshot);
   proposal_.ForEach(w, [&](uint32_t t, int32_t n) {
@@ -53,19 +54,40 @@ void Sampler::BuildWord(uint32_t w) {
     const double m = n * inv[t];
     scratch_t_[p.n] = t;
     scratch_w_[p.n] = static_cast<float>(m);
+    scratch_n_[p.n] = n;
     p.mass += m;
     p.n++;
   });
-  pool_.resize(pool_.size() + p.n);
-  BuildAlias(scratch_t_.data(), scratch_w_.data(), p.n, &pool_[p.at]);
+  scratch_cells_.resize(p.n);
+  scratch_at_.resize(p.n);
+  BuildAlias(scratch_t_.data(), scratch_w_.data(), p.n, scratch_cells_.data(), scratch_at_.data());
+  if (!had || p.cap < p.n) {
+    p.at = pool_.size();
+    p.cap = p.n;
+    pool_.resize(pool_.size() + p.n);
+  }
+  WordCell* out = &pool_[p.at];
+  for (uint32_t i = 0; i < p.n; ++i) {
+    out[i] = WordCell{scratch_cells_[i], scratch_n_[i], scratch_n_[scratch_at_[i]]};
+  }
 }
 
-uint32_t Sampler::DrawWord(uint32_t w) {
+uint32_t Sampler::DrawWord(uint32_t w, int32_t* n) {
   const WordProposal& p = word_[w];
   const Generation& g = gens_[p.gen];
   if (p.n && rng_.Uniform() * (p.mass + g.smooth_mass) < p.mass) {
-    return DrawAlias(&pool_[p.at], p.n, &rng_);
+    const double u = rng_.Uniform() * p.n;
+    uint32_t i = static_cast<uint32_t>(u);
+    if (i >= p.n) i = p.n - 1;
+    const WordCell& c = pool_[p.at + i];
+    if (u - i < c.a.prob) {
+      *n = c.value_n;
+      return c.a.value;
+    }
+    *n = c.alias_n;
+    return c.a.alias;
   }
+  *n = -1;
   return g.smooth.Draw(&rng_);
 }
 
@@ -79,9 +101,9 @@ Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* n
   return c;
 }
 
-void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c) const {
+void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n) const {
   const int self = c->x == s;
-  const double nw = proposal_.Get(w, c->x) - self + h_.beta;
+  const double nw = (n >= 0 ? n : proposal_.Get(w, c->x)) - self + h_.beta;
   const double nt = static_cast<double>(gens_[word_[w].gen].totals[c->x] - self) + vbeta_;
   c->g = nw / nt;
   c->d = (nw + 1) / (nt + 1) - c->g;
@@ -98,11 +120,12 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, co
     // Word proposal from y: with probability d(y) / (Z' + d(y)) y itself, else a draw from g
     // (a draw of q(. | s) that lands on s stands for g with probability g(s) / (g(s) + d(s))).
     if (rng_.Uniform() * (z + y.d) >= y.d) {
-      uint32_t t = DrawWord(w);
-      while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w);
+      int32_t n;
+      uint32_t t = DrawWord(w, &n);
+      while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w, &n);
       if (t != y.x) {
         Cand c = Live(w, t, s, nd);
-        WordTerms(w, s, &c);
+        WordTerms(w, s, &c, n);
         const double a = (c.nd + h_.alpha) * c.phi * y.g * (z + y.d) /
                          ((y.nd + h_.alpha) * y.phi * c.g * (z + c.d));
         if (a >= 1 || rng_.Uniform() < a) y = c;

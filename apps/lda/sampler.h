@@ -80,8 +80,9 @@ class Sampler {
     double phi, nd, g, d;
   };
   Cand Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const;
-  void WordTerms(uint32_t w, uint32_t s, Cand* c) const;
-  uint32_t DrawWord(uint32_t w);
+  // n: the proposal's count N_wx if known (a draw from the word's own table carries it), or -1.
+  void WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n = -1) const;
+  uint32_t DrawWord(uint32_t w, int32_t* n);
   void BuildWord(uint32_t w);
   // One token's chain: mh_steps cycles from s (the chain's state's terms are kept, so a step
   // reads the counts of the proposed topic only).
@@ -109,11 +110,20 @@ class Sampler {
     uint32_t gen = 0;
     uint32_t n = 0;
     uint32_t since = 0;  // tokens met since the build
+    uint32_t cap = 0;    // cells at `at`
     uint64_t at = 0;
     double mass = 0;  // sum of N_wx / (N_x + V beta)
   };
   std::vector<WordProposal> word_;
-  std::vector<AliasCell> pool_;
+  // A word's alias cell with the proposal's counts of its two topics: a draw needs no lookup.
+  struct WordCell {
+    AliasCell a;
+    int32_t value_n, alias_n;
+  };
+  std::vector<WordCell> pool_;
+  std::vector<AliasCell> scratch_cells_;
+  std::vector<uint32_t> scratch_at_;
+  std::vector<int32_t> scratch_n_;
   WordTopicTable proposal_;
   uint32_t pass_ = 0;
   std::vector<int32_t> nd_;  // the current document's counts

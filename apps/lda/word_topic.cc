@@ -20,7 +20,7 @@ void WordTopicTable::AddDense(uint32_t w) {
 
 uint64_t WordTopicTable::HashCells(uint32_t distinct) {
   uint64_t cap = 4;
-  while (cap < 2 * (uint64_t{distinct} + 1)) cap <<= 1;
+  while (2 * cap < 3 * (uint64_t{distinct} + 1)) cap <<= 1;
   return cap;
 }
 
@@ -50,8 +50,17 @@ void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
     std::copy(from.dense_.begin() + at, from.dense_.begin() + at + k_, dense_.begin() + where_[w]);
     return;
   }
-  // A hash row takes new cells (the old ones stay unused until the next Reset).
   const Row& r = from.rows_[static_cast<size_t>(-at - 1)];
+  const auto src = from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at);
+  if (where_[w] < 0 && where_[w] != kNone) {
+    Row& mine = rows_[static_cast<size_t>(-where_[w] - 1)];
+    if (mine.mask == r.mask) {  // in place: the cells stay warm
+      std::copy(src, src + r.mask + 1, cells_.begin() + static_cast<std::ptrdiff_t>(mine.at));
+      mine.used = r.used;
+      return;
+    }
+  }
+  // A hash row of another size takes new cells (the old ones stay unused until the next Reset).
   where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
   rows_.push_back(Row{cells_.size(), r.mask, r.used});
   cells_.insert(cells_.end(), from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at),
