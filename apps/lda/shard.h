@@ -58,14 +58,7 @@ class Shard {
   /// and for the totals.
   template <typename F>
   void RowDelta(uint32_t w, F f) const {
-    live_.ForEach(w, [&](uint32_t t, int32_t n) {
-      const int32_t d = n - snap_.Get(w, t);
-      if (d) f(t, d);
-    });
-    // Topics whose live count fell to zero are not visited above.
-    snap_.ForEach(w, [&](uint32_t t, int32_t n) {
-      if (live_.Get(w, t) == 0) f(t, -n);
-    });
+    live_.ForEachDifference(w, snap_, f);
   }
   std::vector<int64_t> TotalsDelta() const;
 

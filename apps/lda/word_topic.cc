@@ -67,6 +67,17 @@ void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
                 from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at + r.mask + 1));
 }
 
+bool WordTopicTable::Aligned(uint32_t w, const WordTopicTable& base) const {
+  const Row& r = rows_[static_cast<size_t>(-where_[w] - 1)];
+  const Row& q = base.rows_[static_cast<size_t>(-base.where_[w] - 1)];
+  if (r.mask != q.mask) return false;
+  for (uint64_t i = 0; i <= r.mask; ++i) {
+    const uint64_t e = base.cells_[q.at + i];
+    if (e != kEmpty && (e >> 32) != (cells_[r.at + i] >> 32)) return false;
+  }
+  return true;
+}
+
 void WordTopicTable::Grow(uint32_t w) {
   const size_t r = static_cast<size_t>(-where_[w] - 1);
   const uint64_t at = rows_[r].at, cap = uint64_t{rows_[r].mask} + 1;

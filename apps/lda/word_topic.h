@@ -91,6 +91,39 @@ class WordTopicTable {
       }
     }
   }
+  /// Calls f(topic, this count - base's count) for each topic of row w where they differ
+  /// (dense rows in topic order). One walk over the cells where the rows share their layout (a
+  /// copy that only gained topics since), lookups otherwise.
+  template <typename F>
+  void ForEachDifference(uint32_t w, const WordTopicTable& base, F f) const {
+    const int64_t a = where_[w], b = base.where_[w];
+    if (a >= 0 && b >= 0) {
+      const int32_t* x = &dense_[static_cast<size_t>(a)];
+      const int32_t* y = &base.dense_[static_cast<size_t>(b)];
+      for (uint32_t t = 0; t < k_; ++t) {
+        if (x[t] != y[t]) f(t, x[t] - y[t]);
+      }
+      return;
+    }
+    if (a < 0 && b < 0 && a != kNone && b != kNone && Aligned(w, base)) {
+      const Row& r = rows_[static_cast<size_t>(-a - 1)];
+      const Row& q = base.rows_[static_cast<size_t>(-b - 1)];
+      for (uint64_t i = 0; i <= r.mask; ++i) {
+        const uint64_t c = cells_[r.at + i], e = base.cells_[q.at + i];
+        const int32_t d = static_cast<int32_t>(c) - (e == kEmpty ? 0 : static_cast<int32_t>(e));
+        if (c != kEmpty && d != 0) f(static_cast<uint32_t>(c >> 32), d);
+      }
+      return;
+    }
+    ForEach(w, [&](uint32_t t, int32_t n) {
+      const int32_t d = n - base.Get(w, t);
+      if (d) f(t, d);
+    });
+    // Topics whose count here fell to zero are not visited above.
+    base.ForEach(w, [&](uint32_t t, int32_t n) {
+      if (Get(w, t) == 0) f(t, -n);
+    });
+  }
   /// Sets every count to zero, keeping the layout (and the topics sparse rows hold).
   void ZeroCounts() {
     std::fill(dense_.begin(), dense_.end(), 0);
@@ -112,6 +145,8 @@ class WordTopicTable {
     uint32_t mask;
     uint32_t used;
   };
+  // Whether hash row w holds every topic of base's hash row w in the same cell.
+  bool Aligned(uint32_t w, const WordTopicTable& base) const;
   // Moves hash row w to one twice as large (dropping zero counts), or to a dense row if that
   // would be as large.
   void Grow(uint32_t w);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -103,6 +104,40 @@ TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
   int64_t sum = 0;
   t.ForEach(3, [&](uint32_t, int32_t n) { sum += n; });
   EXPECT_EQ(sum, 189 + 1 + 5 + 2 + 180);
+}
+
+// What a worker pushes: live minus snapshot, for rows that kept the snapshot's layout, rows
+// that grew (or turned dense) since, and dense rows, against a count-by-count comparison.
+TEST(WordTopicTableTest, DifferencesAreWhatChanged) {
+  const uint64_t seed = 12;
+  Rng r(seed);
+  const uint32_t K = 300, V = 6;
+  WordTopicTable snap;
+  snap.Reset(K, V);
+  for (uint32_t w = 0; w < V; ++w) snap.AddRow(w, w == 5 ? 200 : 4 + w);
+  for (uint32_t w = 0; w < V; ++w) {
+    for (uint32_t j = 0; j < 3 + w; ++j)
+      snap.Add(w, r.Below(K), 1 + static_cast<int32_t>(r.Below(4)));
+  }
+  WordTopicTable live = snap;
+  // Row 0 unchanged; rows 1-2 a few moves; row 3 new topics until it grows; row 4 turns dense.
+  for (uint32_t w = 1; w < V; ++w) {
+    const uint32_t moves = w == 3 ? 40 : w == 4 ? 120 : 6;
+    for (uint32_t j = 0; j < moves; ++j) live.Add(w, r.Below(K), 1);
+  }
+  snap.ForEach(2, [&](uint32_t t, int32_t n) { live.Add(2, t, -n); });  // back to zero
+  EXPECT_TRUE(live.IsDense(4) && !snap.IsDense(4)) << "seed " << seed;
+  for (uint32_t w = 0; w < V; ++w) {
+    std::map<uint32_t, int32_t> got, want;
+    live.ForEachDifference(w, snap, [&](uint32_t t, int32_t d) {
+      EXPECT_EQ(got.count(t), 0u) << "topic " << t << " twice";
+      got[t] = d;
+    });
+    for (uint32_t t = 0; t < K; ++t) {
+      if (live.Get(w, t) != snap.Get(w, t)) want[t] = live.Get(w, t) - snap.Get(w, t);
+    }
+    EXPECT_EQ(got, want) << "word " << w << ", seed " << seed;
+  }
 }
 
 TEST(WordTopicTableTest, RowsAreHashedOrDenseByWhatTakesLessMemory) {
