@@ -26,6 +26,10 @@ struct Options {
   std::string model_out, log_json;
   bool quiet = false;
   int checkpoint_every = 10;  // save the assignments on the servers this often (0: never)
+  // Benchmarks: a worker stalls for straggle_ms after sampling, in each iteration with
+  // probability straggle_p (drawn from the seed, its rank and the iteration).
+  double straggle_p = 0;
+  int straggle_ms = 0;
 };
 
 // The tables on the servers (app ids), all with the Sum rule (count deltas are pushed):

@@ -45,6 +45,9 @@ DEFINE_bool(quiet, false, "no progress lines");
 DEFINE_int32(checkpoint_every, 10,
              "save the topic assignments on the servers every this many iterations: a dead "
              "worker's documents resume from there (0: from their initial topics)");
+DEFINE_string(straggle, "",
+              "P:MS (benchmarks): each worker stalls MS milliseconds after sampling, in each "
+              "iteration with probability P (seeded by --seed, its rank and the iteration)");
 DEFINE_bool(serial, false, "train in this process alone (no servers): the reference run");
 DEFINE_string(score_phi, "",
               "score this topic-word matrix (phi file: \"phi K V\\n\" + K*V float32) on --test by "
@@ -82,6 +85,15 @@ lda::Options FromFlags() {
   o.model_out = FLAGS_model_out;
   o.quiet = FLAGS_quiet;
   o.checkpoint_every = FLAGS_checkpoint_every;
+  if (!FLAGS_straggle.empty()) {
+    char extra = 0;
+    if (std::sscanf(FLAGS_straggle.c_str(), "%lf:%d%c", &o.straggle_p, &o.straggle_ms, &extra) !=
+            2 ||
+        !(o.straggle_p >= 0 && o.straggle_p <= 1) || o.straggle_ms < 0) {
+      throw std::runtime_error("--straggle must be P:MS with P in [0, 1] and MS >= 0, not '" +
+                               FLAGS_straggle + "'");
+    }
+  }
   if (o.iterations < 1) throw std::runtime_error("--iterations must be >= 1");
   if (o.mh_steps < 1) throw std::runtime_error("--mh_steps must be >= 1");
   return o;

@@ -15,6 +15,7 @@
 
 #include "lda/corpus.h"
 #include "lda/eval.h"
+#include "lda/model_client.h"
 #include "lda/recovery.h"
 #include "lda/shard.h"
 
@@ -28,266 +29,6 @@ double Since(Clock::time_point t) {
 
 // Per-iteration numbers every worker adds up on the servers (kStatsApp, key = iteration).
 enum Stat { kDocLL, kTokens, kChanged, kWorkers, kNumStats };
-
-// The whole model as one pull returns it: dense rows, sparse cells, totals.
-struct Pulled {
-  ps::SArray<int32_t> dense_vals;
-  ps::SArray<ps::Key> cell_keys;
-  ps::SArray<int32_t> cell_vals;
-  ps::SArray<int> cell_lens;
-  ps::SArray<int64_t> totals;
-};
-
-// Calls f(w, topic, count) for each nonzero pulled cell whose row is one of `rows` ((row key,
-// word) pairs, ascending): one walk, both lists being sorted by key.
-template <typename F>
-void ForEachPulledCell(const Pulled& p, const std::vector<std::pair<ps::Key, uint32_t>>& rows,
-                       F f) {
-  size_t r = 0;
-  for (size_t i = 0; i < p.cell_keys.size(); ++i) {
-    const ps::Key row = p.cell_keys[i] & ~static_cast<ps::Key>(kMaxTopics - 1);
-    while (r < rows.size() && rows[r].first < row) ++r;
-    if (r == rows.size()) break;
-    if (rows[r].first != row || p.cell_vals[i] == 0) continue;
-    f(rows[r].second, static_cast<uint32_t>(p.cell_keys[i] - row), p.cell_vals[i]);
-  }
-}
-
-class ModelClient {
- public:
-  ModelClient(ps::Node* node, const Options& o, const Vocab& vocab, const Shard& shard, bool all)
-      : o_(o),
-        dense_(node, kDenseApp),
-        sparse_(node, kSparseApp),
-        totals_(node, kTotalsApp),
-        dense_min_(DenseMin(o)) {
-    SetRows(vocab, shard, all);
-  }
-  // The rows this worker reads: its own words' (all dense words on worker 0, which reports
-  // the whole model's likelihood). Keys ascend: requests take sorted keys.
-  void SetRows(const Vocab& vocab, const Shard& shard, bool all) {
-    std::vector<std::pair<ps::Key, uint32_t>> dense, sparse;
-    for (uint32_t w = 0; w < vocab.size(); ++w) {
-      const bool mine = shard.local_freq(w) > 0;
-      if (IsDense(vocab, w)) {
-        if (mine || all) dense.emplace_back(RowKey(w), w);
-      } else if (mine) {
-        sparse.emplace_back(RowKey(w), w);
-      }
-    }
-    std::sort(dense.begin(), dense.end());
-    std::sort(sparse.begin(), sparse.end());
-    dense_keys_ = ps::SArray<ps::Key>();
-    dense_words_.clear();
-    for (const auto& d : dense) {
-      dense_keys_.push_back(d.first);
-      dense_words_.push_back(d.second);
-    }
-    sparse_rows_ = std::move(sparse);
-  }
-  bool IsDense(const Vocab& v, uint32_t w) const { return v.freq[w] >= dense_min_; }
-
-  // Pulls the rows this worker reads (the sparse table whole: its rows are scattered) and
-  // lays the shard's snapshot out from them.
-  void Pull(Shard* s, const Vocab& vocab, Pulled* p) {
-    PullStart(p);
-    PullFinish(s, vocab, p);
-  }
-  // The same in steps: the pulls leave, then (PullDone() says when) the layout.
-  void PullStart(Pulled* p) {
-    const uint32_t K = o_.hyper.topics;
-    p->dense_vals = ps::SArray<int32_t>(dense_keys_.size() * K);
-    p->totals = ps::SArray<int64_t>(K);
-    pulls_.clear();
-    if (!dense_keys_.empty())
-      pulls_.emplace_back(&dense_, dense_.Pull(dense_keys_, &p->dense_vals));
-    pulls_.emplace_back(
-        &sparse_, sparse_.PullRange(ps::Range::All(), &p->cell_keys, &p->cell_vals, &p->cell_lens));
-    pulls_.emplace_back(&totals_, totals_.Pull(ps::SArray<ps::Key>{0}, &p->totals));
-  }
-  bool PullDone() const {
-    for (const auto& r : pulls_) {
-      if (!r.first->IsDone(r.second)) return false;
-    }
-    return true;
-  }
-  void PullWait() {
-    for (const auto& r : pulls_) r.first->Wait(r.second);
-    pulls_.clear();
-  }
-  void PullFinish(Shard* s, const Vocab& vocab, Pulled* p) {
-    const uint32_t K = o_.hyper.topics;
-    PullWait();
-    if (p->totals.size() != K) throw ps::Error("the topic totals hold a width other than K");
-    // Distinct topics per row, then the layout, then the counts in key (topic) order.
-    std::vector<uint32_t> known(vocab.size(), 0);
-    for (size_t i = 0; i < dense_words_.size(); ++i) {
-      const int32_t* row = p->dense_vals.data() + i * K;
-      known[dense_words_[i]] = static_cast<uint32_t>(K - std::count(row, row + K, 0));
-    }
-    ForEachCell(*p, [&](uint32_t w, uint32_t, int32_t) { known[w]++; });
-    s->Layout([&](uint32_t w) { return known[w]; });
-    WordTopicTable& snap = s->snapshot();
-    for (size_t i = 0; i < dense_words_.size(); ++i) {
-      const uint32_t w = dense_words_[i];
-      if (!snap.Has(w)) continue;  // worker 0 reads rows it does not sample
-      const int32_t* row = p->dense_vals.data() + i * K;
-      for (uint32_t t = 0; t < K; ++t) {
-        if (row[t]) snap.Add(w, t, row[t]);
-      }
-    }
-    ForEachCell(*p, [&](uint32_t w, uint32_t t, int32_t n) { snap.Add(w, t, n); });
-    std::copy(p->totals.begin(), p->totals.end(), s->snapshot_totals().begin());
-  }
-
-  // Pushes what the shard changed since the pull: rows of dense words, cells of the others,
-  // the totals. Returns the timestamps to wait for.
-  std::vector<std::pair<ps::KVWorkerBase*, int64_t>> Push(const Shard& s) {
-    const uint32_t K = o_.hyper.topics;
-    const WordTopicTable& live = s.live();
-    ps::SArray<ps::Key> dk, ck;
-    ps::SArray<int32_t> dv, cv;
-    std::vector<int32_t> row(K);
-    for (size_t i = 0; i < dense_words_.size(); ++i) {
-      const uint32_t w = dense_words_[i];
-      if (!live.Has(w)) continue;
-      std::fill(row.begin(), row.end(), 0);
-      bool any = false;
-      s.RowDelta(w, [&](uint32_t t, int32_t d) {
-        row[t] = d;
-        any = true;
-      });
-      if (!any) continue;
-      dk.push_back(dense_keys_[i]);
-      for (int32_t d : row) dv.push_back(d);
-    }
-    std::vector<std::pair<uint32_t, int32_t>> cells;
-    for (const auto& r : sparse_rows_) {
-      cells.clear();
-      s.RowDelta(r.second, [&](uint32_t t, int32_t d) { cells.emplace_back(t, d); });
-      std::sort(cells.begin(), cells.end());
-      for (const auto& c : cells) {
-        ck.push_back(r.first | c.first);
-        cv.push_back(c.second);
-      }
-    }
-    const std::vector<int64_t> td = s.TotalsDelta();
-    std::vector<std::pair<ps::KVWorkerBase*, int64_t>> out;
-    if (!dk.empty()) out.emplace_back(&dense_, dense_.Push(dk, dv));
-    if (!ck.empty()) out.emplace_back(&sparse_, sparse_.Push(ck, cv));
-    out.emplace_back(&totals_, totals_.Push(ps::SArray<ps::Key>{0}, ps::SArray<int64_t>(td)));
-    return out;
-  }
-
-  // Calls f(w, topic, count) for each nonzero pulled cell of a sparse row this worker reads.
-  template <typename F>
-  void ForEachCell(const Pulled& p, F f) const {
-    ForEachPulledCell(p, sparse_rows_, f);
-  }
-
-  // Pushes want - have over the whole model (worker 0 at a recount: it reads every dense row)
-  // and waits until it is applied.
-  void PushDelta(const Vocab& vocab, const Model& want, const Model& have) {
-    const uint32_t K = o_.hyper.topics;
-    auto delta = [&](uint32_t w, std::vector<std::pair<uint32_t, int64_t>>* out) {
-      out->clear();
-      const auto &a = want.rows[w], &b = have.rows[w];
-      size_t i = 0, j = 0;
-      while (i < a.size() || j < b.size()) {
-        if (j == b.size() || (i < a.size() && a[i].first < b[j].first)) {
-          out->push_back(a[i++]);
-        } else if (i == a.size() || b[j].first < a[i].first) {
-          out->emplace_back(b[j].first, -b[j].second);
-          ++j;
-        } else {
-          if (a[i].second != b[j].second) out->emplace_back(a[i].first, a[i].second - b[j].second);
-          ++i;
-          ++j;
-        }
-      }
-    };
-    std::vector<std::pair<uint32_t, int64_t>> d;
-    ps::SArray<ps::Key> dk, ck;
-    ps::SArray<int32_t> dv, cv;
-    for (size_t i = 0; i < dense_words_.size(); ++i) {
-      delta(dense_words_[i], &d);
-      if (d.empty()) continue;
-      dk.push_back(dense_keys_[i]);
-      const size_t at = dv.size();
-      dv.resize(at + K, 0);
-      for (const auto& c : d) dv[at + c.first] = static_cast<int32_t>(c.second);
-    }
-    std::vector<std::pair<ps::Key, uint32_t>> rows;
-    for (uint32_t w = 0; w < vocab.size(); ++w) {
-      if (!IsDense(vocab, w)) rows.emplace_back(RowKey(w), w);
-    }
-    std::sort(rows.begin(), rows.end());
-    for (const auto& r : rows) {
-      delta(r.second, &d);
-      for (const auto& c : d) {
-        ck.push_back(r.first | c.first);
-        cv.push_back(static_cast<int32_t>(c.second));
-      }
-    }
-    ps::SArray<int64_t> td(K);
-    for (uint32_t t = 0; t < K; ++t) td[t] = want.totals[t] - have.totals[t];
-    if (!dk.empty()) dense_.Wait(dense_.Push(dk, dv));
-    if (!ck.empty()) sparse_.Wait(sparse_.Push(ck, cv));
-    totals_.Wait(totals_.Push(ps::SArray<ps::Key>{0}, td));
-  }
-
-  const std::vector<uint32_t>& dense_words() const { return dense_words_; }
-  int64_t step() const { return dense_.step(); }
-  // Ends a step on every table; the clocks leave once the step's pushes are acknowledged.
-  void Clock() { clocks_ = {dense_.Clock(), sparse_.Clock(), totals_.Clock()}; }
-  // Waits until the last clocks reached the servers: a worker that stops (and destroys its
-  // KVWorkers) before that would leave the others' reads of the next step waiting for it.
-  void FlushClocks() {
-    if (clocks_.size() != 3) return;
-    dense_.Wait(clocks_[0]);
-    sparse_.Wait(clocks_[1]);
-    totals_.Wait(clocks_[2]);
-  }
-
- private:
-  const Options& o_;
-  ps::KVWorker<int32_t> dense_, sparse_;
-  ps::KVWorker<int64_t> totals_;
-  uint64_t dense_min_;
-  ps::SArray<ps::Key> dense_keys_;
-  std::vector<uint32_t> dense_words_;
-  std::vector<std::pair<ps::Key, uint32_t>> sparse_rows_;  // (row key, word), ascending
-  std::vector<int64_t> clocks_;
-  std::vector<std::pair<ps::KVWorkerBase*, int64_t>> pulls_;
-};
-
-// The whole model as worker 0 pulls it: every count, by (word, topic).
-template <typename F>
-void ForEachCount(const Pulled& p, const std::vector<uint32_t>& dense_words,
-                  const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key, uint32_t K, F f) {
-  for (size_t i = 0; i < dense_words.size(); ++i) {
-    for (uint32_t t = 0; t < K; ++t) {
-      if (p.dense_vals[i * K + t]) f(dense_words[i], t, p.dense_vals[i * K + t]);
-    }
-  }
-  ForEachPulledCell(p, row_of_key, f);
-}
-
-// The whole model from worker 0's pull, rows in ascending topic order.
-Model ModelOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_words,
-              const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key) {
-  Model m;
-  m.topics = o.hyper.topics;
-  m.words = o.hyper.words;
-  m.alpha = o.hyper.alpha;
-  m.beta = o.hyper.beta;
-  m.totals.assign(p.totals.begin(), p.totals.end());
-  m.rows.resize(m.words);
-  // Each row comes from one table, in topic order.
-  ForEachCount(p, dense_words, row_of_key, m.topics,
-               [&](uint32_t w, uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });
-  return m;
-}
 
 // Worker 0's view of the run: progress lines, evaluation, the final topics and model.
 class Reporter {
@@ -481,6 +222,15 @@ class Trainer {
 
   int Live() const { return node_->num_workers() - static_cast<int>(rec_.DeadRanks().size()); }
 
+  void Straggle(int64_t t) const {
+    if (o_.straggle_ms <= 0) return;
+    uint64_t x = o_.seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(node_->rank() + 1) << 40 ^
+                 static_cast<uint64_t>(t);
+    Rng r(Rng::SplitMix(&x));
+    if (r.Uniform() < o_.straggle_p) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(o_.straggle_ms));
+    }
+  }
   double DocLL() const {
     const Corpus& d = shard_->docs();
     return DocLogLikelihood(d, 0, d.docs(), shard_->z().data(), o_.hyper.topics, o_.hyper.alpha);
@@ -523,6 +273,7 @@ class Trainer {
     if (rep_ && t > 1) rep_->ModelAfter(static_cast<int>(t - 1), pulled_, mc_.dense_words());
     const auto t1 = Clock::now();
     const uint64_t changed = shard_->Pass(&sampler_, o_.blocks);
+    Straggle(t);
     const double sample_s = Since(t1);
     const double doc_ll = DocLL();
     const auto t2 = Clock::now();
