@@ -105,6 +105,9 @@ class KVWorkerBase {
 
  protected:
   KVWorkerBase(Node* node, int app_id, DataType dtype);
+  /// Waits (up to Config::request_timeout_ms, then logs a warning) until this worker's pushes
+  /// and clocks are answered, so a step it ended still counts at the servers; pulls in flight
+  /// are abandoned.
   ~KVWorkerBase();
   int64_t Submit(detail::KVRequest req);
 

@@ -46,6 +46,29 @@ KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
 
 KVWorkerBase::~KVWorkerBase() {
   {
+    // Pushes and clocks still open go out and are answered first (a clock is held until its
+    // step's pushes are acknowledged): dropped here, the other workers' reads under a barrier
+    // policy would wait for this worker's step until its node is declared dead. Pulls are not
+    // waited for: whoever issued them no longer wants them.
+    auto* d = impl_.get();
+    std::unique_lock<std::mutex> lk(d->mu);
+    auto writes_open = [d] {
+      for (const auto& p : d->pending) {
+        if (p.second->req.push || p.second->req.op == detail::KVRequest::kClock) return true;
+      }
+      return false;
+    };
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
+    while (writes_open()) {
+      if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout && writes_open()) {
+        LOG(WARNING) << "app " << d->app << ": a worker goes with pushes or clocks unanswered "
+                     << "after " << d->rt->cfg.request_timeout_ms << " ms (PS_REQUEST_TIMEOUT_MS)";
+        break;
+      }
+    }
+  }
+  {
     std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stopping = true;
     impl_->resend_cv.notify_all();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -25,6 +26,9 @@ struct Cluster {
   // Runs on each server after its KVServer exists; returning false stops the node without
   // Finalize (a dead server).
   std::function<bool(Node*, KVServer<int64_t>*)> server_body;
+  std::shared_ptr<const UpdateRule<int64_t>> rule = std::make_shared<SumRule<int64_t>>();
+  // Runs on worker w after its KVWorker is gone (before Finalize).
+  std::function<void(Node*, int)> after_worker;
 
   Cluster(int S, int W, const std::string& policy) {
     static int port = 9100;
@@ -70,7 +74,7 @@ struct Cluster {
         c.role = Role::kServer;
         Node n(c);
         n.Start();
-        KVServer<int64_t> server(&n);
+        KVServer<int64_t> server(&n, 0, rule);
         if (server_body && !server_body(&n, &server)) return;
         n.Finalize();
         std::lock_guard<std::mutex> lk(mu);
@@ -89,6 +93,7 @@ struct Cluster {
           KVWorker<int64_t> kv(&n);
           finalize = body(&n, &kv, n.rank());
         }
+        if (after_worker) after_worker(&n, n.rank());
         if (finalize) n.Finalize();
       });
     }
@@ -290,6 +295,49 @@ TEST(ConsistencyRuntimeTest, AClockWithoutOpenPushesCountsTheStepItEnds) {
       EXPECT_EQ(v[0], 1);
       node->Barrier(kWorkerGroup);
     }
+    return true;
+  });
+}
+
+// A sum whose pushes take 200 ms to apply: their acknowledgements come late.
+class SlowSumRule : public SumRule<int64_t> {
+ public:
+  bool Elementwise() const override { return false; }  // no fast path around Apply
+  bool Additive() const override { return false; }
+  void Apply(Key key, const int64_t* pushed, int64_t* val, int64_t* state, int n) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    SumRule<int64_t>::Apply(key, pushed, val, state, n);
+  }
+};
+
+// A worker ends a step and lets its KVWorker go at once, the step's push not acknowledged yet:
+// the clock, held until that push is acknowledged, still reaches the servers, so worker 0's
+// read of the next step under BSP passes while worker 1 lives on. (Dropped with the KVWorker,
+// it left that read waiting until the request timeout.)
+TEST(ConsistencyRuntimeTest, AClockHeldWhenItsWorkerGoesStillReachesTheServers) {
+  Cluster c(1, 2, "bsp");
+  c.base.barrier_timeout_ms = 5000;
+  c.base.request_timeout_ms = 5000;
+  c.rule = std::make_shared<SlowSumRule>();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool read = false;
+  c.after_worker = [&](Node*, int rank) {
+    if (rank != 1) return;
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, std::chrono::seconds(8), [&] { return read; });
+  };
+  c.Run([&](Node*, KVWorker<int64_t>* kv, int rank) {
+    SArray<Key> keys = AllKeys(1);
+    kv->Push(keys, SArray<int64_t>(1, 1));
+    kv->Clock();
+    if (rank == 1) return true;  // its KVWorker goes now, the clock still held
+    SArray<int64_t> v;
+    kv->Wait(kv->Pull(keys, &v));  // step 1: needs worker 1's step 0
+    EXPECT_EQ(v[0], 2);
+    std::lock_guard<std::mutex> lk(mu);
+    read = true;
+    cv.notify_all();
     return true;
   });
 }
