@@ -91,8 +91,8 @@ class ModelClient {
   int64_t step() const { return dense_.step(); }
   // Ends a step on every table; the clocks leave once the step's pushes are acknowledged.
   void Clock() { clocks_ = {dense_.Clock(), sparse_.Clock(), totals_.Clock()}; }
-  // Waits until the last clocks reached the servers: a worker that stops (and destroys its
-  // KVWorkers) before that would leave the others' reads of the next step waiting for it.
+  // Waits until the last clocks reached the servers: a pause's acknowledgement and the final
+  // save say that this worker's steps so far count everywhere.
   void FlushClocks() {
     if (clocks_.size() != 3) return;
     dense_.Wait(clocks_[0]);
