@@ -167,18 +167,23 @@ def invariant(a, d, tokens):
               % (policy, tokens, result(out)), flush=True)
 
 
-def kill_server(a, d, tokens):
-    state = {"pids": {}, "killed": None}
-
+def killer(state, role, rank, at):
+    """A launcher line handler that SIGKILLs (role, rank) once worker 0 reports iteration at."""
     def on_line(line):
         m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
         if m:
             state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
         m = re.match(r"\[worker 0\] iteration (\d+) ", line)
-        if m and state["killed"] is None and int(m.group(1)) >= 5:
-            os.kill(state["pids"][("server", 1)], signal.SIGKILL)  # by PID, never by name
+        if m and state["killed"] is None and int(m.group(1)) >= at:
+            os.kill(state["pids"][(role, rank)], signal.SIGKILL)  # by PID, never by name
             state["killed"] = int(m.group(1))
-            print("kill_server: SIGKILL to server 1 after iteration %s" % m.group(1), flush=True)
+            print("SIGKILL to %s %d after iteration %s" % (role, rank, m.group(1)), flush=True)
+    return on_line
+
+
+def kill_server(a, d, tokens):
+    state = {"pids": {}, "killed": None}
+    on_line = killer(state, "server", 1, 5)
 
     model = os.path.join(d, "model_kill.txt")
     # Slow enough (one iteration takes a few ms here) that the kill lands mid-training.
@@ -207,15 +212,7 @@ def kill_worker(a, d, tokens):
     for policy, late in (("ssp:1", False), ("bsp", False), ("asp", False), ("ssp:1", True)):
         at = rng.randint(296, 300) if late else rng.randint(5, 60)
         state = {"pids": {}, "killed": None}
-
-        def on_line(line):
-            m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
-            if m:
-                state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
-            m = re.match(r"\[worker 0\] iteration (\d+) ", line)
-            if m and state["killed"] is None and int(m.group(1)) >= at:
-                os.kill(state["pids"][("worker", 1)], signal.SIGKILL)  # by PID, never by name
-                state["killed"] = int(m.group(1))
+        on_line = killer(state, "worker", 1, at)
 
         model = os.path.join(d, "model_kill_worker.txt")
         rc, out = launch(a, d, 2, 3, ["--iterations", "300", "--consistency", policy,
