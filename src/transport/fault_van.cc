@@ -13,6 +13,10 @@ bool FaultVan::Send(const Message& msg) {
   if (msg.meta.has_control() && msg.meta.control().cmd() != pb::Control::NONE) {
     return inner_->Send(msg);
   }
+  // No path yet: say so, as the wrapped van would, so the caller connects and sends again. (A
+  // message taken for later to a peer never connected was lost when its time came, and the
+  // caller, told it had left, never connected: with every message delayed nothing arrived.)
+  if (!inner_->Connected(msg.meta.receiver())) return false;
   double u;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "transport/fault_van.h"
 #include "transport/inproc_van.h"
 #include "transport/zmq_van.h"
 
@@ -159,6 +160,31 @@ TEST(InprocVanTest, DeliversWithoutCopying) {
   EXPECT_FALSE(b.Recv(&got, 10));
   Message to_nobody = DataMessage(6, 1);
   EXPECT_FALSE(a.Send(to_nobody));
+}
+
+// Every message held back: a send to a peer not connected yet fails as it would without the
+// faults (the node connects on that failure), and once connected every message arrives late.
+// (The van took such messages for later and lost them, so a node whose every data message was
+// delayed never connected and never delivered one.)
+TEST(FaultVanTest, DelayedMessagesToAPeerNotConnectedYetFailLikeTheWrappedVan) {
+  InprocNetwork net;
+  FaultSpec f;
+  f.delay = 1.0;
+  f.delay_ms = 30;
+  f.seed = 9;
+  FaultVan a(std::make_unique<InprocVan>(net.hub()), f);
+  InprocVan b(net.hub());
+  const int port = b.Bind("x", 0);
+  Message m = DataMessage(5, 64);
+  EXPECT_FALSE(a.Send(m)) << "no path to node 5 yet";
+  a.Connect(5, "x", port);
+  ASSERT_TRUE(a.Send(m));
+  Message got;
+  EXPECT_FALSE(b.Recv(&got, 5)) << "arrived without its delay";
+  ASSERT_TRUE(RecvSoon(&b, &got));
+  EXPECT_EQ(got.data[0].size(), 64u);
+  EXPECT_EQ(a.counters().injected_delays.load(), 1u);
+  a.Stop(0);
 }
 
 }  // namespace
