@@ -84,6 +84,17 @@ Phi ReadPhi(const std::string& path) {
   return phi;
 }
 
+Model Model::Empty(const Hyper& h) {
+  Model m;
+  m.topics = h.topics;
+  m.words = h.words;
+  m.alpha = h.alpha;
+  m.beta = h.beta;
+  m.totals.assign(m.topics, 0);
+  m.rows.resize(m.words);
+  return m;
+}
+
 Phi Model::ToPhi() const {
   Phi phi;
   phi.topics = topics;

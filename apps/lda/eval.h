@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lda/corpus.h"
+#include "lda/sampler.h"
 #include "lda/word_topic.h"
 
 namespace lda {
@@ -47,6 +48,8 @@ struct Model {
   std::vector<std::vector<std::pair<uint32_t, int64_t>>> rows;  // per word
   /// p(w | t) = (n_wt + beta) / (n_t + V beta).
   Phi ToPhi() const;
+  /// A model of h's shape with no counts: K zero totals, V empty rows.
+  static Model Empty(const Hyper& h);
 };
 void WriteModel(const Model& m, const std::string& path);
 Model ReadModel(const std::string& path);

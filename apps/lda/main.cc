@@ -161,13 +161,8 @@ int RunSerial(lda::Options o) {
   }
   double perplexity = 0;
   if (test.docs()) {
-    lda::Model m;
-    m.topics = o.hyper.topics;
-    m.words = o.hyper.words;
-    m.alpha = o.hyper.alpha;
-    m.beta = o.hyper.beta;
+    lda::Model m = lda::Model::Empty(o.hyper);
     m.totals = shard.totals();
-    m.rows.resize(m.words);
     for (uint32_t w : shard.words()) {
       shard.live().ForEach(w, [&](uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });
     }

@@ -149,13 +149,8 @@ void ModelClient::PushDelta(const Vocab& vocab, const Model& want, const Model& 
 
 Model ModelOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_words,
               const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key) {
-  Model m;
-  m.topics = o.hyper.topics;
-  m.words = o.hyper.words;
-  m.alpha = o.hyper.alpha;
-  m.beta = o.hyper.beta;
+  Model m = Model::Empty(o.hyper);
   m.totals.assign(p.totals.begin(), p.totals.end());
-  m.rows.resize(m.words);
   // Each row comes from one table, in topic order.
   ForEachCount(p, dense_words, row_of_key, m.topics,
                [&](uint32_t w, uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });

@@ -32,7 +32,7 @@ class Shard {
   uint32_t local_freq(uint32_t w) const { return local_freq_[w]; }
 
   /// Lays the tables out anew, each row with room for the distinct topics known(w) says the
-  /// snapshot will hold and as many again (WordTopicTable::AddRow). Counts start at zero. Fill
+  /// snapshot will hold and half as many again (WordTopicTable::AddRow). Counts start at zero. Fill
   /// rows in ascending topic order: where a row's counts sit, and so the order the sampler
   /// meets them in, then depends on the counts alone.
   void Layout(const std::function<uint32_t(uint32_t)>& known);
@@ -45,8 +45,9 @@ class Shard {
   void StartPass();
   /// The first push of a run: live = this shard's own counts, snapshot = zero.
   void StartFromZero();
-  /// Samples every document once, in `blocks` blocks of documents: the sampler's word
-  /// proposals are rebuilt from the live counts at the start of each block. (Proposals built
+  /// Samples every document once, in `blocks` blocks of documents: in each block after the
+  /// first, a word's proposal is rebuilt from the live counts when the word has met enough
+  /// tokens since its last build (Sampler::BeginPass). (Proposals built
   /// once per pass carry the old topics of the tokens updated since, which are correlated with
   /// the tokens still to come: on a small corpus that left the chain 0.07 nats per token more
   /// greedy than plain Gibbs with one block, within noise with ten.)

@@ -63,8 +63,7 @@ void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
   // A hash row of another size takes new cells (the old ones stay unused until the next Reset).
   where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
   rows_.push_back(Row{cells_.size(), r.mask, r.used});
-  cells_.insert(cells_.end(), from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at),
-                from.cells_.begin() + static_cast<std::ptrdiff_t>(r.at + r.mask + 1));
+  cells_.insert(cells_.end(), src, src + r.mask + 1);
 }
 
 bool WordTopicTable::Aligned(uint32_t w, const WordTopicTable& base) const {

@@ -21,8 +21,8 @@ class WordTopicTable {
 
   /// Forgets every row; words are ids below num_words.
   void Reset(uint32_t num_topics, uint32_t num_words);
-  /// Adds word w's row with room for `distinct` topics and as many again: a hash row, or a
-  /// dense one where the hash row would take as many bytes.
+  /// Adds word w's row with room for `distinct` topics and half as many again: a hash row, or
+  /// a dense one where the hash row would take as many bytes.
   void AddRow(uint32_t w, uint32_t distinct);
   /// Makes row w (added if missing) a copy of from's row w.
   void CopyRow(uint32_t w, const WordTopicTable& from);

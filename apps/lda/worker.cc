@@ -254,7 +254,9 @@ class Trainer {
       // waits in one for this worker.
       JobState j = rec_.ReadJob();
       auto polled = Clock::now();
-      while (j.pause <= handled_ && !mc_.PullDone()) {
+      // Past the barrier timeout PullFinish's wait reports the pull that never came.
+      const double limit_s = node_->config().barrier_timeout_ms / 1000.0;
+      while (j.pause <= handled_ && !mc_.PullDone() && Since(t0) < limit_s) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
         if (Since(polled) > 0.005) {
           j = rec_.ReadJob();
@@ -393,13 +395,7 @@ class Trainer {
         others.push_back(d);
       }
     }
-    Model m;
-    m.topics = o_.hyper.topics;
-    m.words = o_.hyper.words;
-    m.alpha = o_.hyper.alpha;
-    m.beta = o_.hyper.beta;
-    m.totals.assign(m.topics, 0);
-    m.rows.resize(m.words);
+    Model m = Model::Empty(o_.hyper);
     AddCounts(all_, own, shard_->z().data(), &m);
     const std::vector<uint32_t> oz = rec_.LoadTopics(all_, others);
     AddCounts(all_, others, oz.data(), &m);

@@ -1,5 +1,6 @@
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -239,6 +240,10 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
 
 bool Node::Impl::IsWorker(int id) const {
   std::lock_guard<std::mutex> lk(mu_);
+  return IsWorkerLocked(id);
+}
+
+bool Node::Impl::IsWorkerLocked(int id) const {
   for (const auto& n : nodes_) {
     if (n.id == id) return n.role == Role::kWorker;
   }
@@ -246,13 +251,9 @@ bool Node::Impl::IsWorker(int id) const {
 }
 
 void Node::Impl::CountDeadWorkers() {
-  uint32_t n = 0;
-  for (int id : dead_) {
-    for (const auto& e : nodes_) {
-      if (e.id == id && e.role == Role::kWorker) n++;
-    }
-  }
-  dead_workers_.store(n, std::memory_order_release);
+  const auto n =
+      std::count_if(dead_.begin(), dead_.end(), [this](int id) { return IsWorkerLocked(id); });
+  dead_workers_.store(static_cast<uint32_t>(n), std::memory_order_release);
 }
 
 bool Node::Impl::Send(Message& msg) {

@@ -192,6 +192,7 @@ struct Node::Impl {
   // CountDeadWorkers() with mu_ held after dead_ or nodes_ change.
   std::atomic<uint32_t> dead_workers_{0};
   void CountDeadWorkers();
+  bool IsWorkerLocked(int id) const;  // mu_ held
   // Elasticity. Scheduler: the ring being prepared for joining servers, the apps servers run,
   // each (server, app)'s last refill report (epoch, pending), and the server failures since
   // every range last had all its copies. Servers: the prepared ring.
