@@ -22,6 +22,7 @@
 #include "filter/significant.h"
 #include "kv/slicer.h"
 #include "ps/kv_worker.h"
+#include "util/rtt_estimate.h"
 
 namespace ps {
 
@@ -141,30 +142,8 @@ struct KVWorkerBase::Impl : public Customer {
   std::condition_variable resend_cv;  // only for stopping: completions must not wake it
   bool stopping = false;
   std::atomic<uint64_t> resends{0};
-  // Round-trip estimate per server (Jacobson/Karels, as TCP's RTO): a part is resent after
-  // max(resend_timeout_ms, srtt + 4 rttvar) times 2^backoff. A resend raises the server's
-  // backoff for every part bound to it, and only a clean sample (Karn's rule) lowers it
-  // again, so a server that is slow, not losing messages, is not sent copies it would only
-  // have to queue and discard.
-  struct RttEstimate {
-    double srtt_us = 0, rttvar_us = 0;
-    bool any = false;
-    int backoff = 0;
-    void Sample(double us) {
-      backoff = 0;
-      if (!any) {
-        srtt_us = us;
-        rttvar_us = us / 2;
-        any = true;
-        return;
-      }
-      rttvar_us = 0.75 * rttvar_us + 0.25 * std::abs(srtt_us - us);
-      srtt_us = 0.875 * srtt_us + 0.125 * us;
-    }
-    double Timeout(double base_us) const {
-      return any ? std::max(base_us, srtt_us + 4 * rttvar_us) : base_us;
-    }
-  };
+  // Round-trip estimate per server: a part is resent after its timeout (rtt_estimate.h) times
+  // 2^backoff; a resend raises the server's backoff for every part bound to it.
   std::unordered_map<int, RttEstimate> rtt;  // by server id (under mu)
   // Consistency (under mu).
   int64_t step = 0;

@@ -71,10 +71,15 @@ Message ChainReplicator::Resend(int worker, const Message& m) {
   std::vector<SArray<Key>> covering;
   auto e = entry_of_.find({worker, ts});
   if (e != entry_of_.end()) {
+    const int64_t now = now_us_();
     for (auto& h : hops_) {
       const auto& w = h.second.entries;
       if (std::find(w.begin(), w.end(), e->second) == w.end()) continue;
-      Send(&h.second);
+      // A copy sent within its resend interval is still on its way (or queued at a slow
+      // replica): sending it again would only queue a duplicate there. The timer resends it.
+      if (!h.second.queued && now - h.second.sent_us >= HopInterval(h.second)) {
+        Send(&h.second);
+      }
       if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
     }
   }
@@ -149,8 +154,16 @@ uint64_t ChainReplicator::EntryOf(int worker, int64_t ts) {
   return e;
 }
 
+int64_t ChainReplicator::HopInterval(const Hop& h) const {
+  auto f = flights_.find(h.msg.meta.receiver());
+  const int shift = std::min(std::max(h.tries, f == flights_.end() ? 0 : f->second.rtt.backoff), 4);
+  const double base = f == flights_.end() ? kHopResendUs : f->second.rtt.Timeout(kHopResendUs);
+  return static_cast<int64_t>(base) << shift;
+}
+
 void ChainReplicator::Send(Hop* hop) {
   hop->sent_us = now_us_();
+  hop->sends++;
   copy_stats_.copies++;
   copy_stats_.bytes += hop->msg.DataBytes();
   send_(hop->msg);
@@ -170,9 +183,53 @@ void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece p
   m.meta.clear_chain();
   for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
   for (uint64_t e : entries) entries_[e].open++;
+  hops_[id] = Hop{entries, std::move(m), 0, 0, false};
+  Launch(id);
+}
+
+void ChainReplicator::Launch(uint64_t id) {
   Hop& hop = hops_[id];
-  hop = Hop{entries, std::move(m), 0, 0};
+  Flight& f = flights_[hop.msg.meta.receiver()];
+  const uint64_t bytes = hop.msg.DataBytes();
+  // An empty window always takes one copy, however large.
+  const bool room = f.queued.empty() &&
+                    (f.hops == 0 || (f.hops < kWindowHops && f.bytes + bytes <= kWindowBytes));
+  if (!room) {
+    hop.queued = true;
+    f.queued.push_back(id);
+    return;
+  }
+  hop.queued = false;
+  f.hops++;
+  f.bytes += bytes;
   Send(&hop);
+}
+
+void ChainReplicator::Land(uint64_t id, const Hop& hop) {
+  auto it = flights_.find(hop.msg.meta.receiver());
+  if (it == flights_.end()) return;
+  Flight& f = it->second;
+  if (hop.queued) {
+    f.queued.erase(std::find(f.queued.begin(), f.queued.end(), id));
+  } else {
+    f.hops--;
+    f.bytes -= hop.msg.DataBytes();
+  }
+}
+
+void ChainReplicator::Pump(int receiver) {
+  auto it = flights_.find(receiver);
+  if (it == flights_.end()) return;
+  std::deque<uint64_t> waiting;
+  waiting.swap(it->second.queued);
+  while (!waiting.empty()) {
+    const uint64_t id = waiting.front();
+    waiting.pop_front();
+    Launch(id);
+    if (hops_[id].queued) break;  // no room: it and those after it wait, in order
+  }
+  Flight& f = flights_[receiver];
+  f.queued.insert(f.queued.end(), waiting.begin(), waiting.end());
 }
 
 void ChainReplicator::OnAck(const Message& msg) {
@@ -182,7 +239,7 @@ void ChainReplicator::OnAck(const Message& msg) {
     const int64_t now = now_us_();
     for (auto& h : hops_) {
       if (h.first >= msg.meta.fwd_id() || h.second.msg.meta.receiver() != msg.meta.sender() ||
-          now - h.second.sent_us < kHopResendUs / 10) {
+          h.second.queued || now - h.second.sent_us < kHopResendUs / 10) {
         continue;
       }
       Send(&h.second);
@@ -192,7 +249,13 @@ void ChainReplicator::OnAck(const Message& msg) {
   auto h = hops_.find(msg.meta.fwd_id());
   if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
   const std::vector<uint64_t> waiting = std::move(h->second.entries);
+  const int receiver = h->second.msg.meta.receiver();
+  if (h->second.sends == 1) {
+    flights_[receiver].rtt.Sample(static_cast<double>(now_us_() - h->second.sent_us));
+  }
+  Land(h->first, h->second);
   hops_.erase(h);
+  Pump(receiver);
   for (uint64_t e : waiting) {
     auto it = entries_.find(e);
     if (it != entries_.end() && --it->second.open == 0) Flush(e);
@@ -274,6 +337,7 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   std::sort(lost.begin(), lost.end());
   for (uint64_t id : lost) {
     Hop hop = std::move(hops_[id]);
+    Land(id, hop);
     hops_.erase(id);
     for (uint64_t e : hop.entries) entries_[e].open--;
     // Send the copy along the chains of the new ring (the heirs of the server that left).
@@ -287,6 +351,10 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
       if (entries_.count(e) && entries_[e].open == 0) Flush(e);
     }
   }
+  // Windows that re-routed copies left: what waited behind them goes.
+  std::vector<int> receivers;
+  for (const auto& f : flights_) receivers.push_back(f.first);
+  for (int r : receivers) Pump(r);
 }
 
 void ChainReplicator::AfterRing() {
@@ -299,8 +367,10 @@ void ChainReplicator::Tick() {
   const int64_t now = now_us_();
   // Copies whose acknowledgement did not come (lost on the way, or held behind a lost one).
   for (auto& h : hops_) {
-    if (now - h.second.sent_us < (kHopResendUs << std::min(h.second.tries, 4))) continue;
+    if (h.second.queued || now - h.second.sent_us < HopInterval(h.second)) continue;
     h.second.tries++;
+    int& backoff = flights_[h.second.msg.meta.receiver()].rtt.backoff;
+    backoff = std::max(backoff, std::min(h.second.tries, 4));
     Send(&h.second);
   }
   // A gap that no resend filled: fetch the range afresh (the copies that wait then apply).

@@ -24,6 +24,7 @@
 #ifndef PS_REPLICATION_CHAIN_REPLICATOR_H_
 #define PS_REPLICATION_CHAIN_REPLICATOR_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,7 @@
 #include "replication/refill.h"
 #include "replication/seq_map.h"
 #include "ring/ring.h"
+#include "util/rtt_estimate.h"
 
 namespace ps {
 
@@ -162,6 +164,12 @@ class ChainReplicator {
   static constexpr int64_t kHopResendUs = 500000;
   static constexpr size_t kMaxHeldCopies = 4096;
   static constexpr size_t kMaxEarly = 4096;
+  /// Copies unacknowledged per replica: beyond either bound the next copy waits at its master
+  /// (which keeps it anyway until it is acknowledged). A replica that falls behind then holds
+  /// at most a window of copies in its queues, never a transport queue's worth, so nothing
+  /// is dropped there and no gap forces a range to be fetched afresh.
+  static constexpr size_t kWindowHops = 1024;
+  static constexpr uint64_t kWindowBytes = 16 << 20;
 
  private:
   // The worker's replies to one request, waiting until every copy of it is acknowledged.
@@ -176,6 +184,18 @@ class ChainReplicator {
     Message msg;                    // the copy as sent (receiver = first replica, chain = rest)
     int64_t sent_us = 0;            // last sent
     int tries = 0;                  // resends by timer, for the back-off
+    int sends = 0;                  // every send: only an answer to the first is a clean sample
+    bool queued = false;            // waits for room in its receiver's window (never sent)
+  };
+  // The copies on their way to one replica (sent, not yet acknowledged) and those waiting for
+  // room, in the order they must leave.
+  struct Flight {
+    size_t hops = 0;
+    uint64_t bytes = 0;
+    std::deque<uint64_t> queued;
+    // A replica that acknowledges late (it is slow, or this master reads its answers late)
+    // is given longer before a copy goes again.
+    RttEstimate rtt;
   };
   struct HeldCopy {
     Message msg;
@@ -184,11 +204,20 @@ class ChainReplicator {
   };
   enum class Delivery { kApplied, kHeld, kRejected };
 
+  // How long a copy is given before it is sent again: the receiver's round-trip timeout (at
+  // least kHopResendUs), doubling per timer resend, 16x at most.
+  int64_t HopInterval(const Hop& h) const;
   std::shared_ptr<const Ring> CurrentRing() const { return ring_ ? ring_() : nullptr; }
   uint64_t EntryOf(int worker, int64_t ts);
   void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
   void Flush(uint64_t entry);
   void Send(Hop* hop);
+  // Sends hop id now if its receiver's window has room (and nothing waits before it), else
+  // queues it.
+  void Launch(uint64_t id);
+  // The hop leaves the window (acknowledged, or re-routed): the copies waiting for room go.
+  void Land(uint64_t id, const Hop& hop);
+  void Pump(int receiver);
   // Copies of an applied update for the servers that join at the prepared ring.
   std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
   // The ranges an update of msg moves the points of: the segments of the current ring it
@@ -231,6 +260,7 @@ class ChainReplicator {
   // Master side.
   std::unordered_map<uint64_t, Entry> entries_;
   std::unordered_map<uint64_t, Hop> hops_;
+  std::map<int, Flight> flights_;                         // by first replica
   std::map<std::pair<int, int64_t>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
   uint64_t next_fwd_ = 1;
   std::unique_ptr<Aggregator> agg_;
