@@ -14,6 +14,9 @@ namespace ps {
 namespace {
 
 constexpr size_t kMaxParked = 100000;
+constexpr uint64_t kMaxParkedBytes = 256ull << 20;
+// Parked messages handed to their customer between two receives.
+constexpr size_t kDrainBatch = 64;
 constexpr int kRecvPollMs = 100;
 
 int64_t NowMs() {
@@ -299,6 +302,7 @@ void Node::Impl::PollOnce(int timeout_ms) {
     ~Mark() { at->store(std::thread::id()); }
   } mark(&dispatcher_);
   try {
+    if (draining_.load(std::memory_order_acquire) && DrainParked(kDrainBatch)) timeout_ms = 0;
     if (!van->Recv(&msg, timeout_ms)) return;
     if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
     if (msg.meta.has_control()) {
@@ -711,17 +715,21 @@ void Node::Impl::Dispatch(Message& msg) {
   }
   std::lock_guard<std::mutex> lk(cust_mu_);
   auto it = customers_.find(msg.meta.app_id());
-  if (it != customers_.end()) {
+  auto parked = parked_.find(msg.meta.app_id());
+  if (it != customers_.end() && parked == parked_.end()) {
     it->second->Process(msg);
     return;
   }
-  // A worker may be faster than the server's KVServer constructor: keep the message.
-  if (parked_count_ >= kMaxParked) {
-    LOG(WARNING) << "dropping message for unknown app " << msg.meta.app_id();
+  // No customer yet, or older messages for it are still parked: it waits (behind them).
+  const uint64_t bytes = msg.DataBytes();
+  if (parked_count_ >= kMaxParked || parked_bytes_ + bytes > kMaxParkedBytes) {
+    LOG_EVERY_N(WARNING, 1000) << "dropping a message for app " << msg.meta.app_id()
+                               << ": too many wait for their customer (its sender resends it)";
     return;
   }
   parked_[msg.meta.app_id()].push_back(std::move(msg));
   parked_count_++;
+  parked_bytes_ += bytes;
 }
 
 void Node::Impl::Stop() {

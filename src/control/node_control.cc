@@ -257,11 +257,37 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   }
   c->OnConsistency(policy, true, delay);
   if (next) c->OnPrepare(next);
-  auto it = parked_.find(app_id);
-  if (it == parked_.end()) return;
-  for (auto& m : it->second) c->Process(m);
-  parked_count_ -= it->second.size();
-  parked_.erase(it);
+  if (parked_.count(app_id)) {
+    // The receive thread hands them over, in order (DrainParked).
+    draining_.store(true, std::memory_order_release);
+    if (van) van->Interrupt();
+  }
+}
+
+bool Node::Impl::DrainParked(size_t max) {
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto it = parked_.begin(); it != parked_.end() && max > 0;) {
+    auto c = customers_.find(it->first);
+    if (c == customers_.end()) {
+      ++it;
+      continue;
+    }
+    auto& q = it->second;
+    while (!q.empty() && max > 0) {
+      Message m = std::move(q.front());
+      q.pop_front();
+      parked_count_--;
+      parked_bytes_ -= m.DataBytes();
+      max--;
+      c->second->Process(m);
+    }
+    it = q.empty() ? parked_.erase(it) : std::next(it);
+  }
+  for (const auto& p : parked_) {
+    if (customers_.count(p.first)) return true;
+  }
+  draining_.store(false, std::memory_order_release);
+  return false;
 }
 
 void Node::Impl::RemoveCustomer(int app_id) {

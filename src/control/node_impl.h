@@ -110,6 +110,13 @@ struct Node::Impl {
   void ReleaseReceiver();
   /// Receives and handles at most one message; the caller holds the receive token.
   void PollOnce(int timeout_ms);
+  // The receive thread's steps (public for tests): a data message to its customer (or parked
+  // until the customer exists or older ones for it are handed over) ...
+  void Dispatch(Message& msg);
+  // ... and up to max parked messages to customers that exist now, in the order they came.
+  // Returns true when some are left. Runs between two receives, so that a backlog never keeps
+  // the scheduler's heartbeats waiting behind it.
+  bool DrainParked(size_t max);
 
   Config cfg;
   std::unique_ptr<Van> van;
@@ -121,7 +128,6 @@ struct Node::Impl {
   void RecvLoop();
   void HeartbeatLoop();
   void HandleControl(const Message& msg);
-  void Dispatch(Message& msg);
   // Scheduler: sends the node table to every node once registration completes.
   void BroadcastTable();
   // The node table, ring and released barrier sequences as a NODE_TABLE (scheduler).
@@ -282,8 +288,14 @@ struct Node::Impl {
   std::mutex connect_mu_;
   std::mutex cust_mu_;
   std::unordered_map<int, Customer*> customers_;
+  // Messages for an app id whose customer does not exist yet (a worker may be faster than a
+  // server's KVServer constructor), bounded in number and bytes; beyond, they are dropped and
+  // their senders resend them. Once the customer exists the receive thread hands them to it
+  // a few at a time (DrainParked), before anything newer for it.
   std::unordered_map<int, std::deque<Message>> parked_;
   size_t parked_count_ = 0;
+  uint64_t parked_bytes_ = 0;
+  std::atomic<bool> draining_{false};
 
   friend class Node;
 };
