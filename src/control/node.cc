@@ -17,6 +17,7 @@ constexpr size_t kMaxParked = 100000;
 constexpr uint64_t kMaxParkedBytes = 256ull << 20;
 // Parked messages handed to their customer between two receives.
 constexpr size_t kDrainBatch = 64;
+constexpr int64_t kDrainBudgetUs = 5000;
 constexpr int kRecvPollMs = 100;
 
 int64_t NowMs() {
@@ -302,7 +303,8 @@ void Node::Impl::PollOnce(int timeout_ms) {
     ~Mark() { at->store(std::thread::id()); }
   } mark(&dispatcher_);
   try {
-    if (draining_.load(std::memory_order_acquire) && DrainParked(kDrainBatch)) timeout_ms = 0;
+    if (draining_.load(std::memory_order_acquire) && DrainParked(kDrainBatch, kDrainBudgetUs))
+      timeout_ms = 0;
     if (!van->Recv(&msg, timeout_ms)) return;
     if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
     if (msg.meta.has_control()) {

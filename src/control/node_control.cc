@@ -264,7 +264,8 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   }
 }
 
-bool Node::Impl::DrainParked(size_t max) {
+bool Node::Impl::DrainParked(size_t max, int64_t budget_us) {
+  const int64_t until = SteadyUs() + budget_us;
   std::lock_guard<std::mutex> lk(cust_mu_);
   for (auto it = parked_.begin(); it != parked_.end() && max > 0;) {
     auto c = customers_.find(it->first);
@@ -280,6 +281,7 @@ bool Node::Impl::DrainParked(size_t max) {
       parked_bytes_ -= m.DataBytes();
       max--;
       c->second->Process(m);
+      if (SteadyUs() >= until) max = 0;
     }
     it = q.empty() ? parked_.erase(it) : std::next(it);
   }

@@ -113,10 +113,11 @@ struct Node::Impl {
   // The receive thread's steps (public for tests): a data message to its customer (or parked
   // until the customer exists or older ones for it are handed over) ...
   void Dispatch(Message& msg);
-  // ... and up to max parked messages to customers that exist now, in the order they came.
-  // Returns true when some are left. Runs between two receives, so that a backlog never keeps
-  // the scheduler's heartbeats waiting behind it.
-  bool DrainParked(size_t max);
+  // ... and up to max parked messages (fewer once budget_us has passed) to customers that
+  // exist now, in the order they came. Returns true when some are left. Runs between two
+  // receives, so that a backlog, however slow to handle, never keeps the scheduler's
+  // heartbeats waiting behind it.
+  bool DrainParked(size_t max, int64_t budget_us = INT64_MAX / 2);
 
   Config cfg;
   std::unique_ptr<Van> van;
