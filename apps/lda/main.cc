@@ -36,11 +36,14 @@ DEFINE_uint64(dense_min, 0, "words at least this frequent get dense rows (0: K /
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
 DEFINE_string(consistency, "ssp:1",
               "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
-DEFINE_string(model_out, "", "write the trained model here (worker 0)");
+DEFINE_string(model_out, "",
+              "write the trained model here (the coordinator: worker 0, or the lowest live rank)");
 DEFINE_bool(infer, false,
             "topic mixtures of the documents in --test under --model_in, one line per document");
 DEFINE_string(model_in, "", "--infer: a model written by --model_out");
-DEFINE_string(log_json, "", "write one JSON object per iteration here (worker 0)");
+DEFINE_string(
+    log_json, "",
+    "write one JSON object per iteration here (the coordinator; one that takes over appends)");
 DEFINE_bool(quiet, false, "no progress lines");
 DEFINE_int32(checkpoint_every, 10,
              "save the topic assignments on the servers every this many iterations: a dead "

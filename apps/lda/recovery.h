@@ -24,10 +24,11 @@
 
 namespace lda {
 
-/// The job's control state (kControlApp): key 0 is worker 0's, key 1 + r is worker r's. Each
-/// key has one writer, which pushes differences from what it set before (the Sum rule).
+/// The job's control state (kControlApp): key 0 is the coordinator's, key 1 + r is worker r's.
+/// Each key has one writer, which pushes differences from what it set before (the Sum rule);
+/// a worker that takes over as coordinator reads key 0 first (AdoptJob).
 struct JobState {
-  int64_t pause = 0;      // pauses worker 0 has called
+  int64_t pause = 0;      // pauses the coordinators have called
   int64_t step = 0;       // the step every live worker reaches before it saves (CatchUpStep)
   int64_t go = 0;         // the last pause whose recount is done
   int64_t terminate = 0;  // every live worker finished: stop
@@ -42,6 +43,12 @@ class Recovery {
   Recovery(ps::Node* node, const Options& o);
 
   JobState ReadJob();
+  /// This worker writes the job state from now on (the coordinator died): it goes on from the
+  /// state on the servers. The read carries the death, so no push of the dead one that is not
+  /// in it can be applied after it (causal fencing).
+  void AdoptJob() { job_ = ReadJob(); }
+  /// The job state as this worker last set or adopted it.
+  const JobState& job() const { return job_; }
   /// Every worker's state, by rank.
   std::vector<MemberState> ReadMembers();
   void SetJob(const JobState& s);

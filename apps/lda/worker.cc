@@ -33,15 +33,16 @@ enum Stat { kDocLL, kTokens, kChanged, kWorkers, kNumStats };
 // Worker 0's view of the run: progress lines, evaluation, the final topics and model.
 class Reporter {
  public:
+  // append: a worker that takes over as coordinator goes on with the log its predecessor began.
   Reporter(ps::Node* node, const Options& o, const Vocab& vocab, ps::KVWorker<double>* stats,
-           uint64_t corpus_tokens)
+           uint64_t corpus_tokens, bool append = false)
       : node_(node), o_(o), stats_(*stats), corpus_tokens_(corpus_tokens) {
     if (!o.test.empty()) test_ = ReadCorpus(o.test, vocab.size());
     // Row keys of every word, to read the whole sparse table.
     for (uint32_t w = 0; w < vocab.size(); ++w) row_of_key_.emplace_back(RowKey(w), w);
     std::sort(row_of_key_.begin(), row_of_key_.end());
     if (!o.log_json.empty()) {
-      log_.open(o.log_json);
+      log_.open(o.log_json, append ? std::ios::app : std::ios::trunc);
       if (!log_) throw ps::Error("--log_json=" + o.log_json + ": cannot open for writing");
     }
     start_ = Clock::now();
@@ -175,7 +176,7 @@ void PrintTopics(const Phi& phi, const Vocab& vocab, int n) {
 }
 
 // One worker's run: its data parts, the pull-sample-push loop, and the pause protocol of
-// lda/recovery.h (worker 0 coordinates it).
+// lda/recovery.h. The lowest live rank coordinates it (worker 0 until it dies).
 class Trainer {
  public:
   Trainer(ps::Node* node, const Options& o, const Vocab& vocab, const Corpus& all,
@@ -222,6 +223,28 @@ class Trainer {
 
   int Live() const { return node_->num_workers() - static_cast<int>(rec_.DeadRanks().size()); }
 
+  // Becomes the coordinator when every lower rank is dead: it takes the job state's key, the
+  // report (lines, evaluation, model file) and the whole model's rows, and, as it knows of
+  // dead workers it has not handled, calls a pause next. True when it just did.
+  bool Promote() {
+    if (coordinator_) return false;
+    const auto dead = rec_.DeadRanks();
+    for (int r = 0; r < node_->rank(); ++r) {
+      if (!std::binary_search(dead.begin(), dead.end(), r)) return false;
+    }
+    coordinator_ = true;
+    std::cerr << "worker " << node_->rank() << " coordinates from now on (the workers below it "
+              << "died)" << std::endl;
+    rec_.AdoptJob();
+    rep_.reset(new Reporter(node_, o_, vocab_, &stats_, all_.tokens(), true));
+    mc_.SetRows(vocab_, *shard_, true);
+    known_dead_ = 0;
+    return true;
+  }
+  bool Dead(const std::vector<int>& dead, int r) const {
+    return std::binary_search(dead.begin(), dead.end(), r);
+  }
+
   void Straggle(int64_t t) const {
     if (o_.straggle_ms <= 0) return;
     uint64_t x = o_.seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(node_->rank() + 1) << 40 ^
@@ -244,28 +267,31 @@ class Trainer {
   void Iteration() {
     const int64_t t = mc_.step();
     const auto t0 = Clock::now();
+    Promote();
     if (coordinator_ && rec_.DeadRanks().size() > known_dead_) {
       Pause();
       return;  // pulls afresh
     }
     mc_.PullStart(&pulled_);
     if (!coordinator_) {
-      // While the pull is out (a barrier policy may hold it), watch for a pause: worker 0
-      // waits in one for this worker.
+      // While the pull is out (a barrier policy may hold it), watch for a pause (the
+      // coordinator waits in one for this worker) and for the coordinator's death.
       JobState j = rec_.ReadJob();
       auto polled = Clock::now();
       // Past the barrier timeout PullFinish's wait reports the pull that never came.
       const double limit_s = node_->config().barrier_timeout_ms / 1000.0;
-      while (j.pause <= handled_ && !mc_.PullDone() && Since(t0) < limit_s) {
+      bool promoted = false;
+      while (j.pause <= handled_ && !promoted && !mc_.PullDone() && Since(t0) < limit_s) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
         if (Since(polled) > 0.005) {
           j = rec_.ReadJob();
+          promoted = Promote();
           polled = Clock::now();
         }
       }
-      if (j.pause > handled_) {
-        Follow(j);
-        mc_.PullWait();  // read before the recount: pull again
+      if (promoted || j.pause > handled_) {
+        if (!promoted) Follow(j);
+        mc_.PullWait();  // read before the recount: pull again (a new coordinator pauses first)
         return;
       }
     }
@@ -292,34 +318,52 @@ class Trainer {
     }
   }
 
-  // A worker other than 0 in pause j: its pushes applied, its step at least worker 0's (so
-  // that worker 0's pull passes any barrier policy), its assignments saved; then it waits
-  // for the recount.
-  void Follow(const JobState& j) {
-    mc_.FlushClocks();
-    while (mc_.step() < j.step) {  // iterations it skips: counted as unchanged
-      PushStats(mc_.step(), 0, DocLL());
-      mc_.Clock();
+  // A worker that does not coordinate, in pause j: its pushes applied, its step at least the
+  // coordinator's (so that the coordinator's pull passes any barrier policy), its assignments
+  // saved; then it waits for the recount. A newer pause meanwhile means the coordinator died
+  // in this one and the next rank took over: it follows that one. False: this worker took
+  // over itself (it calls the pause next).
+  bool Follow(JobState j) {
+    for (;;) {
+      mc_.FlushClocks();
+      while (mc_.step() < j.step) {  // iterations it skips: counted as unchanged
+        PushStats(mc_.step(), 0, DocLL());
+        mc_.Clock();
+      }
+      mc_.FlushClocks();
+      rec_.SaveTopics(*shard_);
+      me_.acked = j.pause;
+      rec_.SetMember(me_);
+      JobState n;
+      bool promoted = false;
+      rec_.Await(
+          [&] {
+            n = rec_.ReadJob();
+            if (n.go >= j.pause || n.terminate || n.pause > j.pause) return true;
+            promoted = Promote();
+            return promoted;
+          },
+          [&] {
+            return "pause " + std::to_string(j.pause) + ": waiting for the coordinator's recount";
+          });
+      if (promoted) return false;
+      if (n.pause > j.pause && n.go < j.pause && !n.terminate) {
+        j = n;
+        continue;
+      }
+      handled_ = j.pause;
+      return true;
     }
-    mc_.FlushClocks();
-    rec_.SaveTopics(*shard_);
-    me_.acked = j.pause;
-    rec_.SetMember(me_);
-    rec_.Await(
-        [&] {
-          const JobState n = rec_.ReadJob();
-          return n.go >= j.pause || n.terminate;
-        },
-        [&] { return "pause " + std::to_string(j.pause) + ": waiting for worker 0's recount"; });
-    handled_ = j.pause;
   }
 
-  // Worker 0: a worker died. Every live worker saves its assignments; worker 0 takes the dead
-  // ones' data parts with their saved assignments and sets the counts to those of all.
+  // The coordinator: a worker died. Every live worker saves its assignments; the coordinator
+  // takes the dead ones' data parts with their saved assignments and sets the counts to those
+  // of all. A coordinator that took over numbers its pause past any its predecessor called.
   void Pause() {
     mc_.FlushClocks();
-    const int64_t p = ++handled_;
-    JobState j{p, CatchUpStep(node_->consistency_policy(), mc_.step()), p - 1, 0};
+    const int64_t p = std::max(handled_, rec_.job().pause) + 1;
+    handled_ = p;
+    JobState j{p, CatchUpStep(node_->consistency_policy(), mc_.step()), rec_.job().go, 0};
     rec_.SetJob(j);
     const int W = node_->num_workers();
     std::vector<int> waiting, dead;
@@ -328,10 +372,8 @@ class Trainer {
           dead = rec_.DeadRanks();
           const auto members = rec_.ReadMembers();
           waiting.clear();
-          for (int r = 1; r < W; ++r) {
-            if (members[r].acked < p && !std::binary_search(dead.begin(), dead.end(), r)) {
-              waiting.push_back(r);
-            }
+          for (int r = 0; r < W; ++r) {
+            if (r != node_->rank() && members[r].acked < p && !Dead(dead, r)) waiting.push_back(r);
           }
           return waiting.empty();
         },
@@ -344,8 +386,8 @@ class Trainer {
     // The dead workers' parts came back to the pool when they were declared dead.
     std::vector<uint64_t> adopted;
     for (int task = node_->TryNextTask(); task >= 0; task = node_->TryNextTask()) {
-      std::cerr << "worker 0 takes over data part " << task % nparts_ << " (its worker died)"
-                << std::endl;
+      std::cerr << "worker " << node_->rank() << " takes over data part " << task % nparts_
+                << " (its worker died)" << std::endl;
       tasks_.push_back(task);
       for (uint64_t d : PartDocs(all_, task % nparts_, nparts_)) adopted.push_back(d);
     }
@@ -378,8 +420,9 @@ class Trainer {
     mc_.Pull(shard_.get(), vocab_, &pulled_);
     const Model have = rep_->ModelOf(pulled_, mc_.dense_words());
     mc_.PushDelta(vocab_, want, have);
-    std::cerr << "worker 0: counts rebuilt from the assignments of every document (pause " << p
-              << ", step " << j.step << ")" << std::endl;
+    std::cerr << "worker " << node_->rank()
+              << ": counts rebuilt from the assignments of every document (pause " << p << ", step "
+              << j.step << ")" << std::endl;
     j.go = p;
     rec_.SetJob(j);
   }
@@ -410,6 +453,16 @@ class Trainer {
     for (int task : tasks_) node_->TaskDone(task);
     me_.finished = 1;
     rec_.SetMember(me_);
+    if (!coordinator_) {
+      rec_.Await(
+          [&] {
+            const JobState j = rec_.ReadJob();
+            if (j.terminate) return true;
+            if (j.pause > handled_ && !Follow(j)) return true;
+            return Promote();
+          },
+          [] { return std::string("waiting for the coordinator to end the job"); });
+    }
     if (coordinator_) {
       const int W = node_->num_workers();
       std::vector<int> waiting;
@@ -419,8 +472,8 @@ class Trainer {
             const auto members = rec_.ReadMembers();
             const auto dead = rec_.DeadRanks();
             waiting.clear();
-            for (int r = 1; r < W; ++r) {
-              if (!members[r].finished && !std::binary_search(dead.begin(), dead.end(), r)) {
+            for (int r = 0; r < W; ++r) {
+              if (r != node_->rank() && !members[r].finished && !Dead(dead, r)) {
                 waiting.push_back(r);
               }
             }
@@ -432,20 +485,12 @@ class Trainer {
             return s + " to finish";
           });
       rec_.SetJob({handled_, mc_.step(), handled_, 1});
-    } else {
-      rec_.Await(
-          [&] {
-            const JobState j = rec_.ReadJob();
-            if (j.terminate) return true;
-            if (j.pause > handled_) Follow(j);
-            return false;
-          },
-          [] { return std::string("waiting for worker 0 to end the job"); });
     }
     node_->Barrier(ps::kWorkerGroup);
   }
 
-  // Worker 0 after every worker finished: the last lines, topics, model and the invariant.
+  // The coordinator after every worker finished: the last lines, topics, model and the
+  // invariant.
   int Report() {
     mc_.Pull(shard_.get(), vocab_, &pulled_);
     rep_->ModelAfter(o_.iterations, pulled_, mc_.dense_words());
@@ -487,7 +532,7 @@ class Trainer {
   const Corpus& all_;
   const int nparts_;
   std::vector<int> tasks_;
-  const bool coordinator_;
+  bool coordinator_;
   std::unique_ptr<Shard> shard_;
   ModelClient mc_;
   ps::KVWorker<double> stats_;
@@ -496,8 +541,8 @@ class Trainer {
   std::unique_ptr<Reporter> rep_;
   Pulled pulled_;
   MemberState me_;
-  int64_t handled_ = 0;    // pauses seen through (worker 0: called)
-  size_t known_dead_ = 0;  // worker 0: dead workers whose parts it took
+  int64_t handled_ = 0;    // pauses seen through (the coordinator: called)
+  size_t known_dead_ = 0;  // the coordinator: dead workers whose parts it took
 };
 
 }  // namespace
@@ -519,7 +564,7 @@ int RunWorker(ps::Node* node, const Options& opts) {
     if (task < 0) break;
     tasks.push_back(task);
   }
-  // Everyone holds its share before worker 0 looks for parts left by the dead.
+  // Everyone holds its share before the coordinator looks for parts left by the dead.
   node->Barrier(ps::kWorkerGroup);
   // This worker's documents: its parts of the training file, in file order.
   const Corpus all = ReadCorpus(o.train, vocab.size());

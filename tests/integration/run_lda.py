@@ -14,7 +14,10 @@ topics over 600 words, 1500 training and 150 test documents.
               moment mid-training; worker 0 takes its data parts over and rebuilds the counts
               from the saved assignments; every iteration runs and the counts equal those of
               the final assignments of every document (checked by the app), the invariant
-              holds in the model file.
+              holds in the model file. Then the same with worker 0, the coordinator, killed:
+              worker 1 takes over coordinating, worker 0's parts and the report; and worker 2
+              killed, then worker 0 in the middle of the pause for it (as it takes worker 2's
+              parts over): worker 1 calls a pause of its own and ends the job alone.
 """
 import argparse
 import math
@@ -82,8 +85,8 @@ def launch(a, d, servers, workers, extra, env=(), allow=(), on_line=None):
     cmd = [sys.executable, a.launcher, "-s", str(servers), "-w", str(workers), "--timeout", "240"]
     for e in env:
         cmd += ["--env", e]
-    for flag in allow:
-        cmd += [flag, "1"]
+    for flag in allow:  # a flag, or (flag, number)
+        cmd += [flag, "1"] if isinstance(flag, str) else [flag[0], str(flag[1])]
     return run(cmd + ["--", a.job] + flags(d, extra), on_line)
 
 
@@ -209,10 +212,11 @@ def kill_worker(a, d, tokens):
     rng = random.Random(a.seed)
     # The last case kills worker 1 as worker 0 ends: worker 1 is in its last iterations or
     # already done (then its counts are final and nothing is taken over).
-    for policy, late in (("ssp:1", False), ("bsp", False), ("asp", False), ("ssp:1", True)):
+    for policy, late, victim in (("ssp:1", False, 1), ("bsp", False, 1), ("asp", False, 1),
+                                 ("ssp:1", True, 1), ("ssp:1", False, 0)):
         at = rng.randint(296, 300) if late else rng.randint(5, 60)
         state = {"pids": {}, "killed": None}
-        on_line = killer(state, "worker", 1, at)
+        on_line = killer(state, "worker", victim, at)
 
         model = os.path.join(d, "model_kill_worker.txt")
         rc, out = launch(a, d, 2, 3, ["--iterations", "300", "--consistency", policy,
@@ -225,20 +229,68 @@ def kill_worker(a, d, tokens):
         inv = re.findall(r"INVARIANT.*", out)
         if rc != 0 or not inv or "INVARIANT ok" not in inv[0] or \
                 "= the counts of the final assignments" not in inv[0]:
-            fail("%s: exit %d after the kill (seed %d); %s" % (policy, rc, a.seed, inv), out)
+            fail("%s: exit %d after worker %d was killed (seed %d); %s" % (
+                policy, rc, victim, a.seed, inv), out)
         if not last or last[-1][0] != 300:
             fail("%s: the last iteration printed is %s" % (policy, last[-1][0] if last else None),
                  out)
-        taken = "worker 0 takes over data part" in out and "counts rebuilt" in out
+        heir = 1 if victim == 0 else 0
+        taken = ("worker %d takes over data part" % heir) in out and "counts rebuilt" in out
         if not taken and not late:
-            fail("%s: worker 1's parts were not taken over" % policy, out)
+            fail("%s: worker %d's parts were not taken over" % (policy, victim), out)
+        if victim == 0 and "worker 1 coordinates from now on" not in out:
+            fail("%s: no worker took over coordinating" % policy, out)
         why = check_model(model, tokens)
         if why:
             fail("%s: %s" % (policy, why), out)
-        print("kill_worker: %s, worker 1 killed after iteration %d (seed %d): parts %s, "
+        print("kill_worker: %s, worker %d killed after iteration %d (seed %d): parts %s, "
               "counts = those of the final assignments" % (
-                  policy, state["killed"], a.seed, "taken over" if taken else "were done"),
-              flush=True)
+                  policy, victim, state["killed"], a.seed,
+                  "taken over" if taken else "were done"), flush=True)
+
+
+def kill_coordinator_in_pause(a, d, tokens):
+    rng = random.Random(a.seed * 7 + 1)
+    at = rng.randint(5, 60)
+    state = {"pids": {}, "killed": []}
+
+    def on_line(line):
+        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
+        if m and not state["killed"] and int(m.group(1)) >= at:
+            os.kill(state["pids"][("worker", 2)], signal.SIGKILL)  # by PID, never by name
+            state["killed"].append(("worker 2", int(m.group(1))))
+            print("SIGKILL to worker 2 after iteration %s" % m.group(1), flush=True)
+        if "[worker 0] worker 0 takes over data part" in line and len(state["killed"]) == 1:
+            os.kill(state["pids"][("worker", 0)], signal.SIGKILL)
+            state["killed"].append(("worker 0", "in the pause"))
+            print("SIGKILL to worker 0 as it takes worker 2's parts over", flush=True)
+
+    model = os.path.join(d, "model_kill_coordinator.txt")
+    rc, out = launch(a, d, 2, 3, ["--iterations", "300", "--consistency", "ssp:1",
+                                  "--checkpoint_every", "7", "--model_out", model],
+                     env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     allow=(("--allow-dead-workers", 2),), on_line=on_line)
+    if len(state["killed"]) != 2:
+        fail("killed %s, not worker 2 and then worker 0 in the pause" % state["killed"], out)
+    inv = re.findall(r"INVARIANT.*", out)
+    last = iterations(out)
+    if rc != 0 or not inv or "INVARIANT ok" not in inv[0] or \
+            "= the counts of the final assignments" not in inv[0]:
+        fail("exit %d (seed %d); %s" % (rc, a.seed, inv), out)
+    if not last or last[-1][0] != 300:
+        fail("the last iteration printed is %s" % (last[-1][0] if last else None), out)
+    if "worker 1 coordinates from now on" not in out or \
+            "worker 1 takes over data part" not in out:
+        fail("worker 1 did not take over coordinating and the parts", out)
+    why = check_model(model, tokens)
+    if why:
+        fail(why, out)
+    print("kill_worker: worker 2 killed after iteration %d, worker 0 in the pause for it "
+          "(seed %d): worker 1 ended the job alone, counts = those of the final assignments"
+          % (state["killed"][0][1], a.seed), flush=True)
 
 
 def main():
@@ -253,6 +305,8 @@ def main():
         print("data: seed %d, %d training tokens" % (a.seed, tokens), flush=True)
         {"exact": exact, "invariant": invariant, "kill_server": kill_server,
          "kill_worker": kill_worker}[a.scenario](a, d, tokens)
+        if a.scenario == "kill_worker":
+            kill_coordinator_in_pause(a, d, tokens)
     print("PASSED %s" % a.scenario)
     return 0
 
