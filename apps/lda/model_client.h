@@ -3,6 +3,7 @@
 #ifndef PS_APPS_LDA_MODEL_CLIENT_H_
 #define PS_APPS_LDA_MODEL_CLIENT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -89,6 +90,11 @@ class ModelClient {
 
   const std::vector<uint32_t>& dense_words() const { return dense_words_; }
   int64_t step() const { return dense_.step(); }
+  // The server clock the last pull read, on the stalest of the tables (-1: none yet).
+  int64_t ReadClock() const {
+    return std::min({dense_.barrier_stats().read_clock, sparse_.barrier_stats().read_clock,
+                     totals_.barrier_stats().read_clock});
+  }
   // Ends a step on every table; the clocks leave once the step's pushes are acknowledged.
   void Clock() { clocks_ = {dense_.Clock(), sparse_.Clock(), totals_.Clock()}; }
   // Waits until the last clocks reached the servers: a pause's acknowledgement and the final

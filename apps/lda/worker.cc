@@ -28,7 +28,9 @@ double Since(Clock::time_point t) {
 }
 
 // Per-iteration numbers every worker adds up on the servers (kStatsApp, key = iteration).
-enum Stat { kDocLL, kTokens, kChanged, kWorkers, kNumStats };
+// Per iteration, summed over the workers on the servers. kStale: steps between the iteration
+// and the server clock its pull read (0 under BSP, at most s under SSP(s)).
+enum Stat { kDocLL, kTokens, kChanged, kWorkers, kStale, kNumStats };
 
 // Worker 0's view of the run: progress lines, evaluation, the final topics and model.
 class Reporter {
@@ -127,6 +129,7 @@ class Reporter {
           t, lls, v[kChanged] / std::max(1.0, tokens), tokens / std::max(1e-9, l.iter_s),
           static_cast<unsigned long long>(l.nnz), l.iter_s, l.pull_s, l.sample_s, l.push_s,
           l.wait_s, (l.sent - sent_) / 1e6, (l.received - received_) / 1e6);
+      std::printf(" stale %.2f", v[kStale] / std::max(1.0, v[kWorkers]));
       if (l.perplexity > 0) std::printf(" perplexity %.2f", l.perplexity);
       std::printf("\n");
       std::fflush(stdout);
@@ -137,6 +140,7 @@ class Reporter {
       log_ << "{\"iteration\":" << t << ",\"elapsed_s\":" << elapsed
            << ",\"loglik\":" << (whole ? lls : "null")
            << ",\"tokens_per_s\":" << tokens / std::max(1e-9, l.iter_s)
+           << ",\"staleness\":" << v[kStale] / std::max(1.0, v[kWorkers])
            << ",\"perplexity\":" << l.perplexity << "}\n";
       log_.flush();
     }
@@ -259,9 +263,11 @@ class Trainer {
     return DocLogLikelihood(d, 0, d.docs(), shard_->z().data(), o_.hyper.topics, o_.hyper.alpha);
   }
   void PushStats(int64_t t, uint64_t changed, double doc_ll) {
+    const int64_t read = mc_.ReadClock();
+    const double stale = read < 0 ? 0.0 : static_cast<double>(std::max<int64_t>(0, t - read));
     stats_.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(t)},
                 ps::SArray<double>{doc_ll, static_cast<double>(shard_->docs().tokens()),
-                                   static_cast<double>(changed), 1.0});
+                                   static_cast<double>(changed), 1.0, stale});
   }
 
   void Iteration() {

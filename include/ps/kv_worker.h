@@ -100,6 +100,11 @@ class KVWorkerBase {
     double barrier_wait_s = 0;  // time servers held this worker's pulls (the longest part)
     double delay_wait_s = 0;    // time Clock() blocked on the bounded delay
     double elapsed_s = 0;       // since this KVWorker was created
+    /// The server clock the last completed pull read (the smallest step every live worker had
+    /// reached on the servers that answered it; -1: no pull yet). Every worker's pushes of
+    /// the steps before it are in that pull, so step - read_clock is how stale it was: 0 under
+    /// BSP, at most s under SSP(s).
+    int64_t read_clock = -1;
   };
   BarrierStats barrier_stats() const;
 

@@ -75,6 +75,7 @@ KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
   b.step = impl_->step;
   b.barrier_wait_s = impl_->barrier_wait_us * 1e-6;
   b.delay_wait_s = impl_->delay_wait_s;
+  b.read_clock = impl_->read_clock;
   b.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->created).count();
   return b;

@@ -7,7 +7,9 @@ topics over 600 words, 1500 training and 150 test documents.
               perplexity; and training reached the planted topics' perplexity range.
   invariant   2 servers (one replica each) and 2 workers under SSP(1), BSP and ASP: every run
               ends with the count invariant (each topic total is its column's sum, the totals
-              add up to the corpus) checked twice, by the app and here from its model file.
+              add up to the corpus) checked twice, by the app and here from its model file;
+              the staleness each progress line reports is 0 under BSP and at most 1 under
+              SSP(1).
   kill_server 3 servers with one replica, 2 workers: SIGKILL to a server mid-training;
               training goes on to the end with the invariant intact.
   kill_worker 2 servers, 3 workers under SSP(1), BSP and ASP: SIGKILL to worker 1 at a seeded
@@ -166,8 +168,14 @@ def invariant(a, d, tokens):
         why = check_model(model, tokens)
         if why:
             fail("%s: %s" % (policy, why), out)
-        print("invariant: %s, 2 servers and 2 workers: counts exact (%d tokens), perplexity %.2f"
-              % (policy, tokens, result(out)), flush=True)
+        # The staleness each line reports (the mean over the workers of the steps between the
+        # iteration and the server clock its pull read) is what the policy allows.
+        stale = [float(x) for x in re.findall(r"iteration \d+ .* stale (\S+)", out)]
+        bound = {"bsp": 0.0, "ssp:1": 1.0}.get(policy)
+        if len(stale) != 15 or (bound is not None and max(stale) > bound):
+            fail("%s: staleness per line %s (at most %s)" % (policy, stale, bound), out)
+        print("invariant: %s, 2 servers and 2 workers: counts exact (%d tokens), perplexity %.2f, "
+              "staleness at most %.2f" % (policy, tokens, result(out), max(stale)), flush=True)
 
 
 def killer(state, role, rank, at):

@@ -145,10 +145,16 @@ TEST(ConsistencyRuntimeTest, SspPullSeesEveryUpdateOlderThanSAndStragglerHoldsOt
     for (int64_t t = 0; t < steps; ++t) {
       SArray<int64_t> vals;
       kv->Wait(kv->Pull(keys, &vals));
+      // What the pull says it read: a clock no worker was behind, at most s steps stale.
+      const int64_t read = kv->barrier_stats().read_clock;
+      EXPECT_LE(read, t) << "seed " << seed;
+      EXPECT_GE(read, t - s) << "seed " << seed << ": worker " << rank << " at step " << t;
       int64_t slowest = INT64_MAX;
       for (int v = 0; v < W; ++v) {
         EXPECT_GE(vals[v], t - s) << "seed " << seed << ": worker " << rank << " at step " << t
                                   << " misses updates of worker " << v;
+        EXPECT_GE(vals[v], read) << "seed " << seed << ": the pull read clock " << read
+                                 << " but misses steps of worker " << v;
         slowest = std::min(slowest, vals[v]);
       }
       int64_t ahead = t - slowest;
