@@ -24,7 +24,8 @@ struct KVRequest {
   SArray<char> vals;  // pushed values, as bytes
   SArray<int> lens;   // values per key; empty = fixed width
   Range range;
-  int pull_width = 0;  // values per key of a pull when known, 0 = ask the servers
+  std::vector<Range> ranges;  // a range pull of several ranges (ascending, disjoint)
+  int pull_width = 0;         // values per key of a pull when known, 0 = ask the servers
   bool want_lens = false;
   SArray<char> out_view;  // the caller's output array, as bytes (may be empty)
   std::function<void(const SArray<char>&)> set_vals;
@@ -190,6 +191,32 @@ class KVWorker : public KVWorkerBase {
     r.set_vals = [outs](const SArray<char>& b) { *outs = SArray<V>(b); };
     r.callback = cb;
     return Submit(std::move(r));
+  }
+
+  /// Pulls every stored key of the ranges rs (ascending, not overlapping; ps::Error
+  /// otherwise): keys, values and values per key, in key order. One message per server
+  /// however many ranges (the rows of a sparse table, say, each a range of cells).
+  int64_t PullRanges(std::vector<Range> rs, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
+                     const Callback& cb = nullptr) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      if (rs[i].size() == 0) throw Error("PullRanges: range " + std::to_string(i) + " is empty");
+      if (i > 0 && rs[i].begin < rs[i - 1].end) {
+        throw Error("PullRanges: range " + std::to_string(i) +
+                    " starts before the previous one ends (ranges must ascend, not overlap)");
+      }
+    }
+    if (rs.empty()) throw Error("PullRanges: no range");
+    detail::KVRequest q;
+    q.op = detail::KVRequest::kRangePull;
+    q.pull = true;
+    q.range = Range(rs.front().begin, rs.back().end);
+    q.ranges = std::move(rs);
+    q.want_lens = true;
+    q.out_keys = keys;
+    q.out_lens = lens;
+    q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
+    q.callback = cb;
+    return Submit(std::move(q));
   }
 
   /// Pulls every stored key in range r: its keys, values and values per key, in key order.

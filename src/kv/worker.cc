@@ -14,6 +14,8 @@ namespace {
 
 // Resends of a part wait timeout * 2^tries, at most timeout * 2^kMaxBackoffShift.
 constexpr int kMaxBackoffShift = 5;
+// Resends per server and tick of the resend timer, whatever the server answered.
+constexpr int64_t kMinResendBudget = 32;
 
 // Values of one message are bounded so that large values stream in pieces: the receiver
 // never needs one huge allocation and sender and receiver overlap.
@@ -94,18 +96,35 @@ void KVWorkerBase::Impl::ResendLoop() {
     // came again) times the back-off must not outlast the request itself.
     const double cap_us = std::max(base_us, rt->cfg.request_timeout_ms * 1000.0 / 8);
     const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin(), safe = SafeStep();
-    for (auto& e : pending) {
-      Pending* p = e.second.get();
+    // Per server, no more resends in a tick than the replies it sent in the last one (at least
+    // kMinResendBudget): a server that answers slowly, not one that loses messages, would
+    // only queue them behind the originals, each a copy in its memory. Oldest first.
+    std::unordered_map<int, int64_t> budget;
+    for (auto& a : answered) {
+      budget[a.first] = std::max<int64_t>(kMinResendBudget, a.second.now - a.second.before);
+      a.second.before = a.second.now;
+    }
+    std::vector<int64_t> order;
+    order.reserve(pending.size());
+    for (const auto& e : pending) order.push_back(e.first);
+    std::sort(order.begin(), order.end());
+    for (int64_t ts : order) {
+      Pending* p = pending[ts].get();
       for (size_t k = 0; k < p->sent.size(); ++k) {
         // Capped exponential back-off: a slow or stalled server is not flooded with copies
         // (each one queued for it costs memory here and there).
         if (p->got[k]) continue;
-        RttEstimate& r = rtt[p->sent[k].meta.receiver()];
+        const int to = p->sent[k].meta.receiver();
+        auto b = budget.find(to);
+        if (b == budget.end()) b = budget.emplace(to, kMinResendBudget).first;
+        if (b->second <= 0) continue;
+        RttEstimate& r = rtt[to];
         const int shift = std::min<int>(std::max<int>(p->tries[k], r.backoff), kMaxBackoffShift);
         const auto wait = std::chrono::microseconds(static_cast<int64_t>(
             std::min(cap_us, r.Timeout(base_us) * static_cast<double>(1 << shift))));
         if (now - p->sent_at[k] < wait) continue;
         p->sent_at[k] = now;
+        b->second--;
         p->sent[k].meta.set_done_step(safe);
         if (p->tries[k] < 255) p->tries[k]++;
         r.backoff = std::max<int>(r.backoff, std::min<int>(p->tries[k], kMaxBackoffShift));
@@ -230,7 +249,17 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
   } else {
     if (req.range.size() == 0) throw Error("empty key range");
     if (req.range.end == kMaxKey && req.range.begin == kMaxKey) throw Error("bad key range");
-    ring->SliceRange(req.range, &p->segs);
+    if (req.ranges.empty()) {
+      ring->SliceRange(req.range, &p->segs);
+    } else {
+      // Several ranges: their segments one after another, still in key order.
+      p->segs.clear();
+      std::vector<RingSegment> part;
+      for (const Range& r : req.ranges) {
+        ring->SliceRange(r, &part);
+        p->segs.insert(p->segs.end(), part.begin(), part.end());
+      }
+    }
     uint64_t w = 0;
     if (req.op == detail::KVRequest::kDensePush) {
       uint64_t nvals = req.vals.size() / esize;
@@ -512,6 +541,7 @@ void KVWorkerBase::Impl::Process(Message& msg) {
     return;
   }
   p->got[part] = true;
+  answered[msg.meta.sender()].now++;
   if (p->tries[part] == 0) {
     // Karn's rule: only parts sent once give a clean sample. Time a barrier held the read is
     // not the server's slowness.

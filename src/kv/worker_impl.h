@@ -145,6 +145,11 @@ struct KVWorkerBase::Impl : public Customer {
   // Round-trip estimate per server: a part is resent after its timeout (rtt_estimate.h) times
   // 2^backoff; a resend raises the server's backoff for every part bound to it.
   std::unordered_map<int, RttEstimate> rtt;  // by server id (under mu)
+  // Parts each server answered: in all, and at the resend timer's last tick (under mu).
+  struct Answered {
+    int64_t now = 0, before = 0;
+  };
+  std::unordered_map<int, Answered> answered;
   // Consistency (under mu).
   int64_t step = 0;
   // Open requests that push, by the step they were issued in; a CLOCK that ends step t

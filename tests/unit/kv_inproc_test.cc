@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -163,6 +164,56 @@ TEST_P(KVInprocTest, DenseRangePush) {
     ASSERT_EQ(rk.size(), bv.size());
     EXPECT_EQ(rk[12345], big.begin + 12345);
     EXPECT_EQ(rv.ToVector(), bv.ToVector());
+  });
+}
+
+// Many ranges in one pull (a sparse table's rows): every stored key of each, in key order,
+// from every server whose segments they cross.
+TEST_P(KVInprocTest, PullRangesReturnsTheKeysOfEveryRangeInOrder) {
+  const uint64_t seed = 2026;
+  Job::Run(GetParam(), 3, 1, [&](Node* node, int rank) {
+    KVWorker<int64_t> kv(node);
+    std::mt19937_64 rng(seed);
+    SArray<Key> keys;
+    for (int i = 0; i < 3000; ++i) keys.push_back(rng());
+    std::sort(keys.begin(), keys.end());
+    keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
+    SArray<int64_t> vals(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) vals[i] = static_cast<int64_t>(keys[i] % 1000);
+    kv.Wait(kv.Push(keys, vals));
+    // 200 disjoint ranges at random places, some wide, some holding nothing.
+    std::vector<Key> cuts;
+    for (int i = 0; i < 400; ++i) cuts.push_back(rng());
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<Range> rs;
+    for (size_t i = 0; i + 1 < cuts.size(); i += 2) rs.emplace_back(cuts[i], cuts[i + 1]);
+    std::vector<Key> want_keys;
+    std::vector<int64_t> want_vals;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      for (const Range& r : rs) {
+        if (keys[i] >= r.begin && keys[i] < r.end) {
+          want_keys.push_back(keys[i]);
+          want_vals.push_back(vals[i]);
+        }
+      }
+    }
+    ASSERT_GT(want_keys.size(), 100u) << "seed " << seed;
+    ASSERT_LT(want_keys.size(), keys.size()) << "seed " << seed;
+    SArray<Key> rk;
+    SArray<int64_t> rv;
+    SArray<int> rl;
+    kv.Wait(kv.PullRanges(rs, &rk, &rv, &rl));
+    EXPECT_EQ(rk.ToVector(), want_keys) << "seed " << seed;
+    EXPECT_EQ(rv.ToVector(), want_vals) << "seed " << seed;
+    // Ranges out of order are refused, naming the one at fault.
+    std::vector<Range> bad = {Range(100, 200), Range(150, 300)};
+    try {
+      kv.PullRanges(bad, &rk, &rv, &rl);
+      ADD_FAILURE() << "overlapping ranges were accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("range 1"), std::string::npos) << e.what();
+    }
   });
 }
 
