@@ -589,9 +589,12 @@ void RunServer(ps::Node* node) {
   ps::KVServer<int32_t> topics(node, kTopicsApp, std::make_shared<ps::AssignRule<int32_t>>());
   node->Barrier(ps::kAllGroups);
   node->Finalize();
-  std::printf("SERVER rank %d dense_keys %zu dense_bytes %zu sparse_keys %zu sparse_bytes %zu\n",
-              node->rank(), dense.NumKeys(), dense.StoreBytes(), sparse.NumKeys(),
-              sparse.StoreBytes());
+  const auto st = node->stats();
+  std::printf(
+      "SERVER rank %d dense_keys %zu dense_bytes %zu sparse_keys %zu sparse_bytes %zu MB sent "
+      "%.2f received %.2f\n",
+      node->rank(), dense.NumKeys(), dense.StoreBytes(), sparse.NumKeys(), sparse.StoreBytes(),
+      st.bytes_sent / 1e6, st.bytes_received / 1e6);
   std::fflush(stdout);
 }
 
