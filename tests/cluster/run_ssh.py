@@ -102,7 +102,7 @@ def join_over_ssh(c, a, hosts, cfg):
     """A running job (local backend, replicated) gets a third server through the ssh backend's
     --join: the new server copies its ranges, the ring cuts over, the sums stay exact."""
     job = [os.path.abspath(a.job), "--scenario", "sum", "--seed", a.seed, "--universe",
-           "200000", "--keys", "20000", "--rounds", "60", "--pace-ms", "50"]
+           "200000", "--keys", "20000", "--rounds", "60", "--pace-ms", "50", "--min-epoch", "2"]
     main = subprocess.Popen([sys.executable, os.path.abspath(a.launcher), "-s", "2", "-w", "2",
                              "--env", "PS_REPLICAS=1", "--timeout", "300", "--"] + job,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

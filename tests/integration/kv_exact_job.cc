@@ -6,7 +6,8 @@
 //                [--rounds R] [--pace-ms MS] [--seed S] [--window N] [--seconds S]
 //   --window N: pushes in flight per worker (0: the job never waits, the library's
 //   PS_MAX_INFLIGHT holds it back); --seconds S: stop pushing after S s (workers share how
-//   many rounds each pushed through app 1, for the reference).
+//   many rounds each pushed through app 1, for the reference); --min-epoch E: push on past R
+//   rounds until the ring reaches epoch E (a join's cut-over; at most 200 s).
 //                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job;
 //                MS < 0: when it gets SIGUSR1, after printing LEAVE-READY with its pid)
 //                [--rules sum,assign,adagrad]  (the same pushes also go to app 2 under Assign
@@ -43,6 +44,7 @@ struct Options {
   int pace_ms = 0;          // pause between rounds, so a fault test can act while pushes go on
   int window = 1;           // pushes in flight (0 = no limit of the job's own)
   double seconds = 0;       // > 0: push rounds until this much time passed (at most `rounds`)
+  uint64_t min_epoch = 0;   // > 0: push on past `rounds` until the ring reaches this epoch
   int server_delay_ms = 0;  // a server waits this long before serving (a joiner that is slow)
   int leave_rank = -1;      // this server leaves the running job (Node::Leave) ...
   int leave_after_ms = 0;   // ... this long after it started serving
@@ -72,6 +74,8 @@ Options Parse(int argc, char** argv) {
       o.window = std::stoi(v);
     } else if (k == "--server-delay-ms") {
       o.server_delay_ms = std::stoi(v);
+    } else if (k == "--min-epoch") {
+      o.min_epoch = std::stoull(v);
     } else if (k == "--seconds") {
       o.seconds = std::stod(v);
     } else if (k == "--seed") {
@@ -240,7 +244,15 @@ int RunWorker(ps::Node* node, const Options& o) {
   auto elapsed = [&t0] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  for (int t = 0; t < o.rounds && (o.seconds <= 0 || elapsed() < o.seconds); ++t) {
+  // --min-epoch: a test that adds a server while the pushes go on needs them to go on until
+  // the cut-over, however long the new server takes to start (bounded: the launcher's timeout
+  // is longer, and the test then finds no cut-over).
+  auto more = [&](int t) {
+    if (o.seconds > 0 && elapsed() >= o.seconds) return false;
+    if (t < o.rounds) return true;
+    return o.min_epoch > 0 && node->ring_epoch() < o.min_epoch && elapsed() < 200;
+  };
+  for (int t = 0; more(t); ++t) {
     Draw(o, U, rank, t, &idx, &vals, &lens);
     ps::SArray<ps::Key> keys(idx.size());
     for (size_t j = 0; j < idx.size(); ++j) keys[j] = universe[idx[j]];
@@ -278,7 +290,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   double push_s = elapsed();
   // How many rounds every worker pushed (they differ when the push phase is timed).
   std::vector<int> rounds(W, o.rounds);
-  if (o.seconds > 0) {
+  if (o.seconds > 0 || o.min_epoch > 0) {
     ps::KVWorker<int64_t> counts(node, 1);
     counts.Wait(counts.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(rank)},
                             ps::SArray<int64_t>{done_rounds}));
@@ -394,7 +406,9 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(o.server_delay_ms));
       ps::KVServer<int64_t> server(&node);
       std::unique_ptr<ps::KVServer<int64_t>> counts;  // timed pushes: rounds per worker
-      if (o.seconds > 0) counts = std::make_unique<ps::KVServer<int64_t>>(&node, 1);
+      if (o.seconds > 0 || o.min_epoch > 0) {
+        counts = std::make_unique<ps::KVServer<int64_t>>(&node, 1);
+      }
       std::unique_ptr<ps::KVServer<int64_t>> assign;
       std::unique_ptr<ps::KVServer<double>> adagrad;
       if (o.assign) {
