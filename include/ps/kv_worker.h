@@ -206,32 +206,14 @@ class KVWorker : public KVWorkerBase {
       }
     }
     if (rs.empty()) throw Error("PullRanges: no range");
-    detail::KVRequest q;
-    q.op = detail::KVRequest::kRangePull;
-    q.pull = true;
-    q.range = Range(rs.front().begin, rs.back().end);
-    q.ranges = std::move(rs);
-    q.want_lens = true;
-    q.out_keys = keys;
-    q.out_lens = lens;
-    q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
-    q.callback = cb;
-    return Submit(std::move(q));
+    const Range hull(rs.front().begin, rs.back().end);
+    return RangePull(hull, std::move(rs), keys, vals, lens, cb);
   }
 
   /// Pulls every stored key in range r: its keys, values and values per key, in key order.
   int64_t PullRange(Range r, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
                     const Callback& cb = nullptr) {
-    detail::KVRequest q;
-    q.op = detail::KVRequest::kRangePull;
-    q.pull = true;
-    q.range = r;
-    q.want_lens = true;
-    q.out_keys = keys;
-    q.out_lens = lens;
-    q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
-    q.callback = cb;
-    return Submit(std::move(q));
+    return RangePull(r, {}, keys, vals, lens, cb);
   }
 
   /// Dense push over a key range: key r.begin + i receives values [i*w, (i+1)*w) where
@@ -247,6 +229,21 @@ class KVWorker : public KVWorkerBase {
   }
 
  private:
+  // A range pull of hull, or of the ranges rs within it when rs is not empty.
+  int64_t RangePull(Range hull, std::vector<Range> rs, SArray<Key>* keys, SArray<V>* vals,
+                    SArray<int>* lens, const Callback& cb) {
+    detail::KVRequest q;
+    q.op = detail::KVRequest::kRangePull;
+    q.pull = true;
+    q.range = hull;
+    q.ranges = std::move(rs);
+    q.want_lens = true;
+    q.out_keys = keys;
+    q.out_lens = lens;
+    q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
+    q.callback = cb;
+    return Submit(std::move(q));
+  }
   void Filter(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens,
               detail::KVRequest* r) {
     const size_t n = keys.size();

@@ -178,12 +178,17 @@ def invariant(a, d, tokens):
               "staleness at most %.2f" % (policy, tokens, result(out), max(stale)), flush=True)
 
 
+def track_pid(state, line):
+    """Notes the PID of each process the launcher starts (kills go by PID, never by name)."""
+    m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+    if m:
+        state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+
+
 def killer(state, role, rank, at):
     """A launcher line handler that SIGKILLs (role, rank) once worker 0 reports iteration at."""
     def on_line(line):
-        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+        track_pid(state, line)
         m = re.match(r"\[worker 0\] iteration (\d+) ", line)
         if m and state["killed"] is None and int(m.group(1)) >= at:
             os.kill(state["pids"][(role, rank)], signal.SIGKILL)  # by PID, never by name
@@ -263,9 +268,7 @@ def kill_coordinator_in_pause(a, d, tokens):
     state = {"pids": {}, "killed": []}
 
     def on_line(line):
-        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+        track_pid(state, line)
         m = re.match(r"\[worker 0\] iteration (\d+) ", line)
         if m and not state["killed"] and int(m.group(1)) >= at:
             os.kill(state["pids"][("worker", 2)], signal.SIGKILL)  # by PID, never by name
