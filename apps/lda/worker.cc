@@ -234,7 +234,7 @@ class Trainer {
     if (coordinator_) return false;
     const auto dead = rec_.DeadRanks();
     for (int r = 0; r < node_->rank(); ++r) {
-      if (!std::binary_search(dead.begin(), dead.end(), r)) return false;
+      if (!Dead(dead, r)) return false;
     }
     coordinator_ = true;
     std::cerr << "worker " << node_->rank() << " coordinates from now on (the workers below it "
