@@ -6,9 +6,7 @@
 namespace lda {
 
 Sampler::Sampler(const Hyper& h, int mh_steps, uint64_t seed)
-    : h_(h), mh_steps_(std::max(1, mh_steps)), rng_(seed), vbeta_(h.words * h.beta) {
-  nd_.assign(h.topics, 0);
-}
+    : h_(h), mh_steps_(std::max(1, mh_steps)), rng_(seed), vbeta_(h.words * h.beta) {}
 
 void Sampler::BeginPass(const Counts& c, bool fresh) {
   c_ = c;
@@ -91,13 +89,13 @@ uint32_t Sampler::DrawWord(uint32_t w, int32_t* n) {
   return g.smooth.Draw(&rng_);
 }
 
-Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, const int32_t* nd) const {
+Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, int32_t ndx) const {
   const int self = x == s;
   Cand c;
   c.x = x;
   c.phi =
       (c_.live->Get(w, x) - self + h_.beta) / (static_cast<double>(c_.totals[x] - self) + vbeta_);
-  c.nd = nd[x] - self;
+  c.nd = ndx - self;
   return c;
 }
 
@@ -109,9 +107,10 @@ void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n) const {
   c->d = (nw + 1) / (nt + 1) - c->g;
 }
 
-uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, const uint32_t* dz,
+template <typename Doc>
+uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const uint32_t* dz,
                          size_t len, int steps) {
-  Cand y = Live(w, s, s, nd);
+  Cand y = Live(w, s, s, nd[s]);
   WordTerms(w, s, &y);
   const double gs = y.g, ds = y.d;
   const double z = word_[w].mass + gens_[word_[w].gen].smooth_mass - ds;  // Z' = sum of g
@@ -124,7 +123,7 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, co
       uint32_t t = DrawWord(w, &n);
       while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w, &n);
       if (t != y.x) {
-        Cand c = Live(w, t, s, nd);
+        Cand c = Live(w, t, s, nd[t]);
         WordTerms(w, s, &c, n);
         const double a = (c.nd + h_.alpha) * c.phi * y.g * (z + y.d) /
                          ((y.nd + h_.alpha) * y.phi * c.g * (z + c.d));
@@ -142,7 +141,7 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, co
       t = rng_.Below(h_.topics);
     }
     if (t != y.x) {
-      Cand c = Live(w, t, s, nd);
+      Cand c = Live(w, t, s, nd[t]);
       const double a = c.phi / y.phi;
       if (a >= 1 || rng_.Uniform() < a) {
         WordTerms(w, s, &c);
@@ -153,31 +152,48 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const int32_t* nd, co
   return y.x;
 }
 
-uint64_t Sampler::SampleDocs(const Corpus& corpus, size_t begin, size_t end, uint32_t* z) {
-  uint64_t changed = 0;
-  int32_t* nd = nd_.data();
+namespace {
+
+// A document's counts in a table of the block's documents.
+struct DocRow {
+  const WordTopicTable* t;
+  uint32_t d;
+  int32_t operator[](uint32_t x) const { return t->Get(d, x); }
+};
+
+}  // namespace
+
+uint64_t Sampler::Sample(const Corpus& corpus, size_t begin, size_t end, const TokenRef* order,
+                         size_t n, uint32_t* z) {
+  const uint32_t K = h_.topics;
+  // Rows sized for each document's length hold every topic it can have at once; a document
+  // whose tokens wander over more topics within the block grows its row.
+  doc_.Reset(K, static_cast<uint32_t>(end - begin));
   for (size_t d = begin; d < end; ++d) {
+    const uint32_t r = static_cast<uint32_t>(d - begin);
     const size_t b = corpus.offsets[d], len = corpus.length(d);
-    uint32_t* dz = z + b;
-    const uint32_t* dw = corpus.words.data() + b;
-    for (size_t i = 0; i < len; ++i) nd[dz[i]]++;
-    for (size_t i = 0; i < len; ++i) {
-      const uint32_t w = dw[i], s = dz[i];
-      WordProposal& p = word_[w];
-      if (p.pass != pass_ || (p.gen != gen_ && 2 * p.since >= p.n)) BuildWord(w);
-      p.since++;
-      const uint32_t c = Update(w, s, i, nd, dz, len, mh_steps_);
-      if (c == s) continue;
-      dz[i] = c;
-      nd[s]--;
-      nd[c]++;
-      c_.live->Add(w, s, -1);
-      c_.live->Add(w, c, 1);
-      c_.totals[s]--;
-      c_.totals[c]++;
-      changed++;
-    }
-    for (size_t i = 0; i < len; ++i) nd[dz[i]] = 0;
+    doc_.AddRow(r, static_cast<uint32_t>(std::min<size_t>(len, K)));
+    for (size_t i = 0; i < len; ++i) doc_.Add(r, z[b + i], 1);
+  }
+  uint64_t changed = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const TokenRef& tok = order[j];
+    const uint32_t w = corpus.words[tok.pos], s = z[tok.pos];
+    WordProposal& p = word_[w];
+    if (p.pass != pass_ || (p.gen != gen_ && 2 * p.since >= p.n)) BuildWord(w);
+    p.since++;
+    const size_t b = corpus.offsets[tok.doc], len = corpus.length(tok.doc);
+    const uint32_t r = static_cast<uint32_t>(tok.doc - begin);
+    const uint32_t c = Update(w, s, tok.pos - b, DocRow{&doc_, r}, z + b, len, mh_steps_);
+    if (c == s) continue;
+    z[tok.pos] = c;
+    doc_.Add(r, s, -1);
+    doc_.Add(r, c, 1);
+    c_.live->Add(w, s, -1);
+    c_.live->Add(w, c, 1);
+    c_.totals[s]--;
+    c_.totals[c]++;
+    changed++;
   }
   return changed;
 }

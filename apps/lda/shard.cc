@@ -1,6 +1,7 @@
 #include "lda/shard.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace lda {
 
@@ -65,9 +66,42 @@ void Shard::StartFromZero() {
   std::fill(snap_totals_.begin(), snap_totals_.end(), 0);
 }
 
+void Shard::Order(size_t nb) {
+  if (docs_.tokens() > std::numeric_limits<uint32_t>::max()) {
+    throw std::runtime_error("a worker's documents hold more than 2^32 tokens: use more workers");
+  }
+  const size_t n = docs_.docs();
+  order_.assign(nb, {});
+  std::vector<uint64_t> keys;
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t begin = n * b / nb, end = n * (b + 1) / nb;
+    keys.clear();
+    for (size_t d = begin; d < end; ++d) {
+      for (uint64_t i = docs_.offsets[d]; i < docs_.offsets[d + 1]; ++i) {
+        keys.push_back(uint64_t{docs_.words[i]} << 32 | i);
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    // Positions ascend with documents: a token's document is found by walking the offsets.
+    std::vector<uint32_t> doc_of(keys.size());
+    const uint64_t first = docs_.offsets[begin];
+    for (size_t d = begin; d < end; ++d) {
+      for (uint64_t i = docs_.offsets[d]; i < docs_.offsets[d + 1]; ++i) {
+        doc_of[i - first] = static_cast<uint32_t>(d);
+      }
+    }
+    order_[b].reserve(keys.size());
+    for (uint64_t k : keys) {
+      const uint32_t pos = static_cast<uint32_t>(k);
+      order_[b].push_back(TokenRef{pos, doc_of[pos - first]});
+    }
+  }
+}
+
 uint64_t Shard::Pass(Sampler* s, int blocks) {
   uint64_t changed = 0;
   const size_t n = docs_.docs(), nb = static_cast<size_t>(std::max(1, blocks));
+  if (order_.size() != nb) Order(nb);
   for (size_t b = 0; b < nb; ++b) {
     const size_t begin = n * b / nb, end = n * (b + 1) / nb;
     if (begin == end) continue;
@@ -79,7 +113,7 @@ uint64_t Shard::Pass(Sampler* s, int blocks) {
     c.snapshot = b == 0 ? &snap_ : &live_;
     c.snapshot_totals = b == 0 ? snap_totals_.data() : totals_.data();
     s->BeginPass(c, b == 0);
-    changed += s->SampleDocs(docs_, begin, end, z_.data());
+    changed += s->Sample(docs_, begin, end, order_[b].data(), order_[b].size(), z_.data());
   }
   return changed;
 }

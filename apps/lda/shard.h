@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "lda/corpus.h"
@@ -45,7 +46,9 @@ class Shard {
   void StartPass();
   /// The first push of a run: live = this shard's own counts, snapshot = zero.
   void StartFromZero();
-  /// Samples every document once, in `blocks` blocks of documents: in each block after the
+  /// Samples every document once, in `blocks` blocks of documents, each visited word by word
+  /// (Sampler::Sample; the order costs 8 bytes per token, built at the first pass and kept
+  /// while `blocks` stays the same). In each block after the
   /// first, a word's proposal is rebuilt from the live counts when the word has met enough
   /// tokens since its last build (Sampler::BeginPass). (Proposals built
   /// once per pass carry the old topics of the tokens updated since, which are correlated with
@@ -72,6 +75,9 @@ class Shard {
   std::vector<uint32_t> local_freq_;  // per vocabulary word
   WordTopicTable snap_, live_;
   std::vector<int64_t> snap_totals_, totals_;
+  // Fills order_: per block of nb, its tokens grouped by word, in document order within a word.
+  void Order(size_t nb);
+  std::vector<std::vector<TokenRef>> order_;
 };
 
 }  // namespace lda
