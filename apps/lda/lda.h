@@ -16,7 +16,9 @@ struct Options {
   Hyper hyper;
   int iterations = 100;
   int mh_steps = 2;
-  int blocks = 8;  // word proposals rebuilt from the live counts this many times per pass
+  // Tokens per block of documents (Shard::Pass): the block's documents' counts are read at
+  // random, so they should fit the cache; 0: the whole shard in one block.
+  uint64_t block_tokens = 80000;
   uint64_t seed = 1;
   uint64_t dense_min = 0;  // words at least this frequent have dense rows (0: K / 2)
   int parts_per_worker = 2;

@@ -26,9 +26,9 @@ DEFINE_double(alpha, -1, "symmetric document-topic prior (-1: 50 / K)");
 DEFINE_double(beta, 0.01, "symmetric topic-word prior");
 DEFINE_int32(iterations, 100, "passes over the training documents");
 DEFINE_int32(mh_steps, 2, "Metropolis-Hastings cycles (word + document proposal) per token");
-DEFINE_int32(blocks, 8,
-             "blocks of documents per pass; the word proposals are rebuilt from the live counts "
-             "at the start of each");
+DEFINE_uint64(block_tokens, 80000,
+              "tokens per block of documents (a block's document counts are read at random and "
+              "should fit the CPU's L2 cache; 0: one block)");
 DEFINE_uint64(seed, 1, "seed of the initial topics and the samplers");
 DEFINE_int32(eval_every, 10, "held-out perplexity every this many iterations (0: at the end)");
 DEFINE_int32(top_words, 10, "words printed per topic at the end");
@@ -76,8 +76,7 @@ lda::Options FromFlags() {
   if (!(o.hyper.beta > 0)) throw std::runtime_error("--beta must be positive");
   o.iterations = FLAGS_iterations;
   o.mh_steps = FLAGS_mh_steps;
-  if (FLAGS_blocks < 1) throw std::runtime_error("--blocks must be >= 1");
-  o.blocks = FLAGS_blocks;
+  o.block_tokens = FLAGS_block_tokens;
   o.seed = FLAGS_seed;
   o.eval_every = FLAGS_eval_every;
   o.top_words = FLAGS_top_words;
@@ -148,7 +147,7 @@ int RunSerial(lda::Options o) {
   double sample_s = 0;
   for (int it = 1; it <= o.iterations; ++it) {
     const auto t0 = Clock::now();
-    const uint64_t changed = shard.Pass(&sampler, o.blocks);
+    const uint64_t changed = shard.Pass(&sampler, shard.Blocks(o.block_tokens));
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     sample_s += s;
     refresh();

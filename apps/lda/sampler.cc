@@ -37,7 +37,7 @@ void Sampler::BeginPass(const Counts& c, bool fresh) {
   g.smooth.Build(scratch_t_.data(), scratch_w_.data(), K);
 }
 
-void Sampler::BuildWord(uint32_t w) {
+void Sampler::BuildWord(uint32_t w, const WordTopicTable& from) {
   WordProposal& p = word_[w];
   const bool had = p.pass == pass_;  // cells of an earlier block that a rebuild can reuse
   p.pass = pass_;
@@ -46,7 +46,7 @@ void Sampler::BuildWord(uint32_t w) {
   p.since = 0;
   p.mass = 0;
   const std::vector<double>& inv = gens_[gen_].inv_total;
-  proposal_.CopyRow(w, *c_.snapshot);
+  proposal_.CopyRow(w, from);
   proposal_.ForEach(w, [&](uint32_t t, int32_t n) {
     if (n <= 0) return;
     const double m = n * inv[t];
@@ -141,9 +141,11 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const 
       t = rng_.Below(h_.topics);
     }
     if (t != y.x) {
-      Cand c = Live(w, t, s, nd[t]);
+      Cand c = Live(w, t, s, 0);
       const double a = c.phi / y.phi;
       if (a >= 1 || rng_.Uniform() < a) {
+        // The document's count is read only when the chain moves (a later word step needs it).
+        c.nd = nd[t] - (t == s);
         WordTerms(w, s, &c);
         y = c;
       }
@@ -155,8 +157,9 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const 
 namespace {
 
 // A document's counts in a table of the block's documents.
+template <typename Table>
 struct DocRow {
-  const WordTopicTable* t;
+  const Table* t;
   uint32_t d;
   int32_t operator[](uint32_t x) const { return t->Get(d, x); }
 };
@@ -165,30 +168,57 @@ struct DocRow {
 
 uint64_t Sampler::Sample(const Corpus& corpus, size_t begin, size_t end, const TokenRef* order,
                          size_t n, uint32_t* z) {
+  uint64_t longest = 0;
+  for (size_t d = begin; d < end; ++d) longest = std::max<uint64_t>(longest, corpus.length(d));
+  if (DocCounts::Fits(h_.topics, longest)) {
+    return SampleBlock(&small_docs_, corpus, begin, end, order, n, z);
+  }
+  return SampleBlock(&wide_docs_, corpus, begin, end, order, n, z);
+}
+
+template <typename Table>
+uint64_t Sampler::SampleBlock(Table* docs, const Corpus& corpus, size_t begin, size_t end,
+                              const TokenRef* order, size_t n, uint32_t* z) {
   const uint32_t K = h_.topics;
-  // Rows sized for each document's length hold every topic it can have at once; a document
-  // whose tokens wander over more topics within the block grows its row.
-  doc_.Reset(K, static_cast<uint32_t>(end - begin));
+  // Rows sized for the topics each document holds now; one whose tokens move to more topics
+  // within the block grows its row.
+  docs->Reset(K, static_cast<uint32_t>(end - begin));
+  seen_.assign(K, 0);
   for (size_t d = begin; d < end; ++d) {
     const uint32_t r = static_cast<uint32_t>(d - begin);
     const size_t b = corpus.offsets[d], len = corpus.length(d);
-    doc_.AddRow(r, static_cast<uint32_t>(std::min<size_t>(len, K)));
-    for (size_t i = 0; i < len; ++i) doc_.Add(r, z[b + i], 1);
+    uint32_t distinct = 0;
+    for (size_t i = 0; i < len; ++i) {
+      if (seen_[z[b + i]] != r + 1) {
+        seen_[z[b + i]] = r + 1;
+        distinct++;
+      }
+    }
+    docs->AddRow(r, distinct);
+    for (size_t i = 0; i < len; ++i) docs->Add(r, z[b + i], 1);
   }
   uint64_t changed = 0;
   for (size_t j = 0; j < n; ++j) {
     const TokenRef& tok = order[j];
     const uint32_t w = corpus.words[tok.pos], s = z[tok.pos];
     WordProposal& p = word_[w];
-    if (p.pass != pass_ || (p.gen != gen_ && 2 * p.since >= p.n)) BuildWord(w);
+    // First met in this pass: built from the snapshot. After that, rebuilt from the live counts
+    // (in cache while the word's tokens are sampled) once it has met as many tokens as it has
+    // topics: builds cost at most a cell per token, and a proposal never lags far behind the
+    // counts it proposes for (stale proposals bias the sweep: see sampler.h).
+    if (p.pass != pass_) {
+      BuildWord(w, *c_.snapshot);
+    } else if (p.since >= p.n) {
+      BuildWord(w, *c_.live);
+    }
     p.since++;
     const size_t b = corpus.offsets[tok.doc], len = corpus.length(tok.doc);
     const uint32_t r = static_cast<uint32_t>(tok.doc - begin);
-    const uint32_t c = Update(w, s, tok.pos - b, DocRow{&doc_, r}, z + b, len, mh_steps_);
+    const uint32_t c = Update(w, s, tok.pos - b, DocRow<Table>{docs, r}, z + b, len, mh_steps_);
     if (c == s) continue;
     z[tok.pos] = c;
-    doc_.Add(r, s, -1);
-    doc_.Add(r, c, 1);
+    docs->Add(r, s, -1);
+    docs->Add(r, c, 1);
     c_.live->Add(w, s, -1);
     c_.live->Add(w, c, 1);
     c_.totals[s]--;
@@ -200,7 +230,7 @@ uint64_t Sampler::Sample(const Corpus& corpus, size_t begin, size_t end, const T
 
 uint32_t Sampler::Chain(uint32_t w, uint32_t s, size_t i, const int32_t* doc_counts,
                         const uint32_t* doc_z, size_t len, int steps) {
-  if (word_[w].pass != pass_) BuildWord(w);
+  if (word_[w].pass != pass_) BuildWord(w, *c_.snapshot);
   return Update(w, s, i, doc_counts, doc_z, len, steps);
 }
 

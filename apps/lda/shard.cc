@@ -98,6 +98,12 @@ void Shard::Order(size_t nb) {
   }
 }
 
+int Shard::Blocks(uint64_t block_tokens) const {
+  if (block_tokens == 0) return 1;
+  const uint64_t n = (docs_.tokens() + block_tokens - 1) / block_tokens;
+  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(n, docs_.docs())));
+}
+
 uint64_t Shard::Pass(Sampler* s, int blocks) {
   uint64_t changed = 0;
   const size_t n = docs_.docs(), nb = static_cast<size_t>(std::max(1, blocks));

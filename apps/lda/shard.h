@@ -33,8 +33,8 @@ class Shard {
   uint32_t local_freq(uint32_t w) const { return local_freq_[w]; }
 
   /// Lays the tables out anew, each row with room for the distinct topics known(w) says the
-  /// snapshot will hold and half as many again (WordTopicTable::AddRow). Counts start at zero. Fill
-  /// rows in ascending topic order: where a row's counts sit, and so the order the sampler
+  /// snapshot will hold and a third as many again (WordTopicTable::AddRow). Counts start at zero.
+  /// Fill rows in ascending topic order: where a row's counts sit, and so the order the sampler
   /// meets them in, then depends on the counts alone.
   void Layout(const std::function<uint32_t(uint32_t)>& known);
   /// Lays the tables out for this shard's own assignments and puts their counts in the
@@ -48,13 +48,11 @@ class Shard {
   void StartFromZero();
   /// Samples every document once, in `blocks` blocks of documents, each visited word by word
   /// (Sampler::Sample; the order costs 8 bytes per token, built at the first pass and kept
-  /// while `blocks` stays the same). In each block after the
-  /// first, a word's proposal is rebuilt from the live counts when the word has met enough
-  /// tokens since its last build (Sampler::BeginPass). (Proposals built
-  /// once per pass carry the old topics of the tokens updated since, which are correlated with
-  /// the tokens still to come: on a small corpus that left the chain 0.07 nats per token more
-  /// greedy than plain Gibbs with one block, within noise with ten.)
+  /// while `blocks` stays the same). Blocks bound the documents whose counts the sampler reads
+  /// at random (they should fit the cache) and refresh the topic totals new proposals use.
   uint64_t Pass(Sampler* s, int blocks = 1);
+  /// Blocks of about block_tokens tokens each (0: one block).
+  int Blocks(uint64_t block_tokens) const;
   const WordTopicTable& live() const { return live_; }
   const std::vector<int64_t>& totals() const { return totals_; }
 

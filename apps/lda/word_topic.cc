@@ -20,7 +20,7 @@ void WordTopicTable::AddDense(uint32_t w) {
 
 uint64_t WordTopicTable::HashCells(uint32_t distinct) {
   uint64_t cap = 4;
-  while (2 * cap < 3 * (uint64_t{distinct} + 1)) cap <<= 1;
+  while (cap < 2 * (uint64_t{distinct} + 1)) cap <<= 1;
   return cap;
 }
 

@@ -21,7 +21,7 @@ class WordTopicTable {
 
   /// Forgets every row; words are ids below num_words.
   void Reset(uint32_t num_topics, uint32_t num_words);
-  /// Adds word w's row with room for `distinct` topics and half as many again: a hash row, or
+  /// Adds word w's row with room for `distinct` topics and a third as many again: a hash row, or
   /// a dense one where the hash row would take as many bytes.
   void AddRow(uint32_t w, uint32_t distinct);
   /// Makes row w (added if missing) a copy of from's row w.
@@ -60,8 +60,9 @@ class WordTopicTable {
         return;
       }
       if (c == kEmpty) {
-        // Load at most 3/4 keeps probes short and leaves an empty cell to end every lookup.
-        if ((r.used + 1) * 4 > (uint64_t{r.mask} + 1) * 3) {
+        // Load at most 2/3 keeps probes short (most lookups are of topics the row does not
+        // hold) and leaves an empty cell to end every lookup.
+        if ((r.used + 1) * 3 > (uint64_t{r.mask} + 1) * 2) {
           Grow(w);
           Add(w, t, d);
           return;

@@ -306,7 +306,7 @@ class Trainer {
     const double pull_s = Since(t0);
     if (rep_ && t > 1) rep_->ModelAfter(static_cast<int>(t - 1), pulled_, mc_.dense_words());
     const auto t1 = Clock::now();
-    const uint64_t changed = shard_->Pass(&sampler_, o_.blocks);
+    const uint64_t changed = shard_->Pass(&sampler_, shard_->Blocks(o_.block_tokens));
     Straggle(t);
     const double sample_s = Since(t1);
     const double doc_ll = DocLL();

@@ -14,6 +14,7 @@
 
 #include "lda/alias.h"
 #include "lda/corpus.h"
+#include "lda/doc_counts.h"
 #include "lda/eval.h"
 #include "lda/recovery.h"
 #include "lda/reference.h"
@@ -65,6 +66,38 @@ TEST(AliasTest, DrawsFollowTheWeights) {
   int dof = 0;
   const double x2 = ChiSquare(seen, p, n, &dof);
   EXPECT_LT(x2, ChiSquareCritical(dof)) << "seed " << seed;
+}
+
+// A block's document counts agree with a plain map through growth, dense rows and counts that
+// return to zero.
+TEST(DocCountsTest, CountsAgreeWithAMap) {
+  for (uint32_t K : {20u, 1000u}) {
+    const uint64_t seed = 90 + K;
+    Rng r(seed);
+    DocCounts dc;
+    const uint32_t docs = 40;
+    dc.Reset(K, docs);
+    std::map<std::pair<uint32_t, uint32_t>, int32_t> want;
+    for (uint32_t d = 0; d < docs; ++d) dc.AddRow(d, d % 5);  // rows too small: they grow
+    for (int op = 0; op < 20000; ++op) {
+      const uint32_t d = r.Below(docs), t = r.Below(d % 2 ? K : 8);
+      int32_t& n = want[{d, t}];
+      const int32_t delta = n > 0 && r.Uniform() < 0.4 ? -1 : 1;
+      dc.Add(d, t, delta);
+      n += delta;
+      ASSERT_EQ(dc.Get(d, t), n) << "K " << K << " doc " << d << " topic " << t << ", seed "
+                                 << seed;
+    }
+    for (uint32_t d = 0; d < docs; ++d) {
+      for (uint32_t t = 0; t < K; ++t) {
+        const auto it = want.find({d, t});
+        ASSERT_EQ(dc.Get(d, t), it == want.end() ? 0 : it->second) << "K " << K << " doc " << d;
+      }
+    }
+  }
+  EXPECT_TRUE(DocCounts::Fits(1000, 65534));
+  EXPECT_FALSE(DocCounts::Fits(1000, 70000));
+  EXPECT_FALSE(DocCounts::Fits(70000, 10));
 }
 
 TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
@@ -310,6 +343,87 @@ TEST(SamplerTest, TheChiSquareCheckRejectsAWrongDistribution) {
   EXPECT_GT(x2, ChiSquareCritical(dof));
 }
 
+// The exact collapsed posterior of every assignment z of a tiny corpus (K^N states, z read as
+// base-K digits, token 0 the lowest): p(z) ~ prod_dk G(n_dk + alpha) prod_wk G(n_wk + beta) /
+// prod_k G(n_k + V beta).
+std::vector<double> ExactJoint(const Hyper& h, const Corpus& c) {
+  const size_t n = c.tokens(), K = h.topics;
+  size_t states = 1;
+  for (size_t i = 0; i < n; ++i) states *= K;
+  std::vector<double> logp(states);
+  std::vector<uint32_t> z(n);
+  for (size_t st = 0; st < states; ++st) {
+    for (size_t i = 0, x = st; i < n; ++i, x /= K) z[i] = static_cast<uint32_t>(x % K);
+    double lp = 0;
+    std::vector<double> nk(K, 0);
+    std::vector<std::vector<double>> nwk(h.words, std::vector<double>(K, 0));
+    for (size_t d = 0; d < c.docs(); ++d) {
+      std::vector<double> ndk(K, 0);
+      for (uint64_t i = c.offsets[d]; i < c.offsets[d + 1]; ++i) {
+        ndk[z[i]]++;
+        nwk[c.words[i]][z[i]]++;
+        nk[z[i]]++;
+      }
+      for (size_t k = 0; k < K; ++k) lp += std::lgamma(ndk[k] + h.alpha);
+    }
+    for (size_t k = 0; k < K; ++k) {
+      for (uint32_t w = 0; w < h.words; ++w) lp += std::lgamma(nwk[w][k] + h.beta);
+      lp -= std::lgamma(nk[k] + h.words * h.beta);
+    }
+    logp[st] = lp;
+  }
+  const double top = *std::max_element(logp.begin(), logp.end());
+  double sum = 0;
+  for (auto& v : logp) sum += v = std::exp(v - top);
+  for (auto& v : logp) v /= sum;
+  return logp;
+}
+
+// A whole sweep (Shard::Pass over its blocks, tokens visited word by word, the documents'
+// counts kept as the block goes) leaves the exact joint posterior invariant, as far as 60 000
+// chains can tell: chains started from exact draws end, after one sweep each, distributed by
+// the same law. Stale proposals would break it: with proposals rebuilt only at block
+// boundaries, one block per pass failed with chi-square 838 (0.1% point 748). So does leaving
+// the documents' counts unchanged as tokens move (chi-square 1652 and 3126).
+TEST(SamplerTest, ASweepLeavesTheExactJointPosteriorInvariant) {
+  Corpus c;
+  const uint32_t d0[] = {0, 1, 0, 2}, d1[] = {1, 2};
+  c.Add(d0, 4);
+  c.Add(d1, 2);
+  Hyper h;
+  h.topics = 3;
+  h.words = 3;
+  h.alpha = 0.3;
+  h.beta = 0.2;
+  const std::vector<double> p = ExactJoint(h, c);
+  for (int blocks = 1; blocks <= 2; ++blocks) {
+    const uint64_t seed = 40 + blocks;
+    Rng r(seed);
+    Sampler sampler(h, blocks, seed);  // 1 and 2 MH cycles
+    std::vector<uint64_t> seen(p.size(), 0);
+    const uint64_t n = 60000;
+    std::vector<uint32_t> z(c.tokens());
+    for (uint64_t j = 0; j < n; ++j) {
+      double u = r.Uniform();
+      size_t st = 0;
+      while (st + 1 < p.size() && u >= p[st]) u -= p[st++];
+      for (size_t i = 0, x = st; i < z.size(); ++i, x /= h.topics) z[i] = x % h.topics;
+      Shard shard(h, c);
+      shard.z() = z;
+      shard.LayoutOwn();
+      shard.StartPass();
+      shard.Pass(&sampler, blocks);
+      size_t out = 0;
+      for (size_t i = z.size(); i-- > 0;) out = out * h.topics + shard.z()[i];
+      seen[out]++;
+    }
+    int dof = 0;
+    const double x2 = ChiSquare(seen, p, n, &dof);
+    ASSERT_GT(dof, 0) << "seed " << seed;
+    EXPECT_LT(x2, ChiSquareCritical(dof)) << "seed " << seed << " blocks " << blocks;
+  }
+}
+
 // A corpus drawn from planted topics: K topics, each on its own band of words (with a little
 // mass everywhere), documents mixing all of them.
 struct Planted {
@@ -468,30 +582,40 @@ TEST(LdaTrainingTest, LiveCountsEqualARecountAfterEveryPass) {
 // The MH sampler samples the same posterior as plain collapsed Gibbs: started from one state
 // of the reference chain, both hold the same log-likelihood on average (within noise). (From
 // separate random starts both can sit in different local modes for hundreds of passes, topics
-// merged or split, which says nothing about either sampler.)
+// merged or split, which says nothing about either sampler.) One block per pass, where stale
+// proposals matter most: with proposals rebuilt only at block boundaries the chain was 0.046 to
+// 0.056 nats per token more greedy on each of these six seeds; rebuilt as a word's tokens go,
+// the mean is within noise (seeds spread by about 0.005).
 TEST(LdaTrainingTest, MetropolisHastingsAgreesWithPlainGibbs) {
-  const uint64_t seed = 33;
-  Planted p = MakePlanted(10, 300, 300, seed);
-  Hyper h;
-  h.topics = 10;
-  h.words = 300;
-  h.alpha = 0.2;
-  h.beta = 0.05;
-  ReferenceGibbs ref(p.corpus, h, seed);
-  const double start = ref.LogLikelihoodPerToken();
-  for (int i = 0; i < 400; ++i) ref.Pass();
-  SerialRun mh(h, p.corpus, seed);
-  mh.SetTopics(ref.z());
-  double mh_ll = 0, ref_ll = 0;
-  const int keep = 100;
-  for (int i = 0; i < keep; ++i) {
-    mh.Pass();
-    ref.Pass();
-    mh_ll += mh.LogLikelihoodPerToken(h) / keep;
-    ref_ll += ref.LogLikelihoodPerToken() / keep;
+  double mean = 0;
+  std::string diffs;
+  const int seeds = 6;
+  for (uint64_t seed = 33; seed < 33 + seeds; ++seed) {
+    Planted p = MakePlanted(10, 300, 300, seed);
+    Hyper h;
+    h.topics = 10;
+    h.words = 300;
+    h.alpha = 0.2;
+    h.beta = 0.05;
+    ReferenceGibbs ref(p.corpus, h, seed);
+    const double start = ref.LogLikelihoodPerToken();
+    for (int i = 0; i < 400; ++i) ref.Pass();
+    SerialRun mh(h, p.corpus, seed);
+    mh.blocks = 1;
+    mh.SetTopics(ref.z());
+    double mh_ll = 0, ref_ll = 0;
+    const int keep = 100;
+    for (int i = 0; i < keep; ++i) {
+      mh.Pass();
+      ref.Pass();
+      mh_ll += mh.LogLikelihoodPerToken(h) / keep;
+      ref_ll += ref.LogLikelihoodPerToken() / keep;
+    }
+    EXPECT_GT(ref_ll, start + 1.0) << "the reference learned something, seed " << seed;
+    mean += (mh_ll - ref_ll) / seeds;
+    diffs += " " + std::to_string(seed) + ": " + std::to_string(mh_ll - ref_ll);
   }
-  EXPECT_NEAR(mh_ll, ref_ll, 0.01) << "seed " << seed;
-  EXPECT_GT(ref_ll, start + 1.0) << "the reference learned something";
+  EXPECT_NEAR(mean, 0.0, 0.006) << "MH minus plain Gibbs per seed:" << diffs;
 }
 
 // The log-likelihood pieces the app adds up across workers equal the reference's whole.
