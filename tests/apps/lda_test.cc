@@ -30,6 +30,15 @@ std::string Write(const std::string& name, const std::string& text) {
   return path;
 }
 
+Hyper MakeHyper(uint32_t topics, uint32_t words, double alpha, double beta) {
+  Hyper h;
+  h.topics = topics;
+  h.words = words;
+  h.alpha = alpha;
+  h.beta = beta;
+  return h;
+}
+
 // Pearson's statistic of observed counts against probabilities (cells with expectation >= 5).
 double ChiSquare(const std::vector<uint64_t>& seen, const std::vector<double>& p, uint64_t n,
                  int* dof) {
@@ -390,11 +399,7 @@ TEST(SamplerTest, ASweepLeavesTheExactJointPosteriorInvariant) {
   const uint32_t d0[] = {0, 1, 0, 2}, d1[] = {1, 2};
   c.Add(d0, 4);
   c.Add(d1, 2);
-  Hyper h;
-  h.topics = 3;
-  h.words = 3;
-  h.alpha = 0.3;
-  h.beta = 0.2;
+  const Hyper h = MakeHyper(3, 3, 0.3, 0.2);
   const std::vector<double> p = ExactJoint(h, c);
   for (int blocks = 1; blocks <= 2; ++blocks) {
     const uint64_t seed = 40 + blocks;
@@ -513,11 +518,7 @@ TEST(LdaTrainingTest, PlantedTopicsAreRecovered) {
   const uint64_t seed = 21;
   const uint32_t K = 8, V = 400;
   Planted p = MakePlanted(K, V, 1000, seed);
-  Hyper h;
-  h.topics = K;
-  h.words = V;
-  h.alpha = 0.1;
-  h.beta = 0.01;
+  const Hyper h = MakeHyper(K, V, 0.1, 0.01);
   // Collapsed Gibbs leaves a mode with two topics merged (and one split) only slowly: with two
   // MH cycles per token seeds 21 and 23 still sat in one after 400 passes; with four, seeds 21
   // to 26 all reached 0.95 within 100.
@@ -552,11 +553,7 @@ TEST(LdaTrainingTest, LiveCountsEqualARecountAfterEveryPass) {
       doc.push_back(r.Uniform() < 0.5 ? r.Below(20) : 20 + r.Below(2000));
     c.Add(doc.data(), doc.size());
   }
-  Hyper h;
-  h.topics = 64;
-  h.words = 2020;
-  h.alpha = 0.5;
-  h.beta = 0.01;
+  const Hyper h = MakeHyper(64, 2020, 0.5, 0.01);
   Shard s(h, c);
   s.RandomTopics(seed);
   Sampler sampler(h, 2, seed);
@@ -592,11 +589,7 @@ TEST(LdaTrainingTest, MetropolisHastingsAgreesWithPlainGibbs) {
   const int seeds = 6;
   for (uint64_t seed = 33; seed < 33 + seeds; ++seed) {
     Planted p = MakePlanted(10, 300, 300, seed);
-    Hyper h;
-    h.topics = 10;
-    h.words = 300;
-    h.alpha = 0.2;
-    h.beta = 0.05;
+    const Hyper h = MakeHyper(10, 300, 0.2, 0.05);
     ReferenceGibbs ref(p.corpus, h, seed);
     const double start = ref.LogLikelihoodPerToken();
     for (int i = 0; i < 400; ++i) ref.Pass();
@@ -622,11 +615,7 @@ TEST(LdaTrainingTest, MetropolisHastingsAgreesWithPlainGibbs) {
 TEST(LdaEvalTest, LogLikelihoodPiecesAddUpToTheWhole) {
   const uint64_t seed = 4;
   Planted p = MakePlanted(6, 120, 50, seed);
-  Hyper h;
-  h.topics = 6;
-  h.words = 120;
-  h.alpha = 0.3;
-  h.beta = 0.02;
+  const Hyper h = MakeHyper(6, 120, 0.3, 0.02);
   ReferenceGibbs ref(p.corpus, h, seed);
   ref.Pass();
   Shard s(h, p.corpus);
