@@ -72,29 +72,17 @@ void Shard::Order(size_t nb) {
   }
   const size_t n = docs_.docs();
   order_.assign(nb, {});
-  std::vector<uint64_t> keys;
   for (size_t b = 0; b < nb; ++b) {
-    const size_t begin = n * b / nb, end = n * (b + 1) / nb;
-    keys.clear();
-    for (size_t d = begin; d < end; ++d) {
+    std::vector<TokenRef>& o = order_[b];
+    for (size_t d = n * b / nb; d < n * (b + 1) / nb; ++d) {
       for (uint64_t i = docs_.offsets[d]; i < docs_.offsets[d + 1]; ++i) {
-        keys.push_back(uint64_t{docs_.words[i]} << 32 | i);
+        o.push_back(TokenRef{static_cast<uint32_t>(i), static_cast<uint32_t>(d)});
       }
     }
-    std::sort(keys.begin(), keys.end());
-    // Positions ascend with documents: a token's document is found by walking the offsets.
-    std::vector<uint32_t> doc_of(keys.size());
-    const uint64_t first = docs_.offsets[begin];
-    for (size_t d = begin; d < end; ++d) {
-      for (uint64_t i = docs_.offsets[d]; i < docs_.offsets[d + 1]; ++i) {
-        doc_of[i - first] = static_cast<uint32_t>(d);
-      }
-    }
-    order_[b].reserve(keys.size());
-    for (uint64_t k : keys) {
-      const uint32_t pos = static_cast<uint32_t>(k);
-      order_[b].push_back(TokenRef{pos, doc_of[pos - first]});
-    }
+    // By word; within a word the tokens keep document order.
+    std::stable_sort(o.begin(), o.end(), [&](const TokenRef& x, const TokenRef& y) {
+      return docs_.words[x.pos] < docs_.words[y.pos];
+    });
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -248,6 +249,22 @@ class Trainer {
   bool Dead(const std::vector<int>& dead, int r) const {
     return std::binary_search(dead.begin(), dead.end(), r);
   }
+  // The other live workers whose state is not yet done, as read now; dead: the dead ranks.
+  std::vector<int> Waiting(const std::function<bool(const MemberState&)>& done,
+                           std::vector<int>* dead) {
+    *dead = rec_.DeadRanks();
+    const auto members = rec_.ReadMembers();
+    std::vector<int> out;
+    for (int r = 0; r < node_->num_workers(); ++r) {
+      if (r != node_->rank() && !done(members[r]) && !Dead(*dead, r)) out.push_back(r);
+    }
+    return out;
+  }
+  static std::string Ranks(const std::vector<int>& rs) {
+    std::string s;
+    for (int r : rs) s += " " + std::to_string(r);
+    return s;
+  }
 
   void Straggle(int64_t t) const {
     if (o_.straggle_ms <= 0) return;
@@ -371,22 +388,15 @@ class Trainer {
     handled_ = p;
     JobState j{p, CatchUpStep(node_->consistency_policy(), mc_.step()), rec_.job().go, 0};
     rec_.SetJob(j);
-    const int W = node_->num_workers();
     std::vector<int> waiting, dead;
     rec_.Await(
         [&] {
-          dead = rec_.DeadRanks();
-          const auto members = rec_.ReadMembers();
-          waiting.clear();
-          for (int r = 0; r < W; ++r) {
-            if (r != node_->rank() && members[r].acked < p && !Dead(dead, r)) waiting.push_back(r);
-          }
+          waiting = Waiting([p](const MemberState& m) { return m.acked >= p; }, &dead);
           return waiting.empty();
         },
         [&] {
-          std::string s = "pause " + std::to_string(p) + ": waiting for workers";
-          for (int r : waiting) s += " " + std::to_string(r);
-          return s + " to save their topics";
+          return "pause " + std::to_string(p) + ": waiting for workers" + Ranks(waiting) +
+                 " to save their topics";
         });
     known_dead_ = dead.size();
     // The dead workers' parts came back to the pool when they were declared dead.
@@ -470,26 +480,14 @@ class Trainer {
           [] { return std::string("waiting for the coordinator to end the job"); });
     }
     if (coordinator_) {
-      const int W = node_->num_workers();
-      std::vector<int> waiting;
+      std::vector<int> waiting, dead;
       rec_.Await(
           [&] {
             if (rec_.DeadRanks().size() > known_dead_) Pause();
-            const auto members = rec_.ReadMembers();
-            const auto dead = rec_.DeadRanks();
-            waiting.clear();
-            for (int r = 0; r < W; ++r) {
-              if (r != node_->rank() && !members[r].finished && !Dead(dead, r)) {
-                waiting.push_back(r);
-              }
-            }
+            waiting = Waiting([](const MemberState& m) { return m.finished != 0; }, &dead);
             return waiting.empty() && dead.size() == known_dead_;
           },
-          [&] {
-            std::string s = "waiting for workers";
-            for (int r : waiting) s += " " + std::to_string(r);
-            return s + " to finish";
-          });
+          [&] { return "waiting for workers" + Ranks(waiting) + " to finish"; });
       rec_.SetJob({handled_, mc_.step(), handled_, 1});
     }
     node_->Barrier(ps::kWorkerGroup);

@@ -43,12 +43,10 @@ void KVWorkerBase::Impl::ResendLoop() {
       budget[a.first] = std::max<int64_t>(kMinResendBudget, a.second.now - a.second.before);
       a.second.before = a.second.now;
     }
-    std::vector<int64_t> order;
-    order.reserve(pending.size());
-    for (const auto& e : pending) order.push_back(e.first);
-    std::sort(order.begin(), order.end());
-    for (int64_t ts : order) {
-      Pending* p = pending[ts].get();
+    for (int64_t ts : open_ts) {  // the pending requests' timestamps, in order
+      auto e = pending.find(ts);
+      if (e == pending.end()) continue;
+      Pending* p = e->second.get();
       for (size_t k = 0; k < p->sent.size(); ++k) {
         // Capped exponential back-off: a slow or stalled server is not flooded with copies
         // (each one queued for it costs memory here and there).

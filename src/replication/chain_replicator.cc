@@ -187,22 +187,25 @@ void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece p
   Launch(id);
 }
 
+bool ChainReplicator::Fly(Flight* f, Hop* hop) {
+  const uint64_t bytes = hop->msg.DataBytes();
+  // An empty window always takes one copy, however large.
+  if (f->hops > 0 && (f->hops >= kWindowHops || f->bytes + bytes > kWindowBytes)) return false;
+  hop->queued = false;
+  f->hops++;
+  f->bytes += bytes;
+  Send(hop);
+  return true;
+}
+
 void ChainReplicator::Launch(uint64_t id) {
   Hop& hop = hops_[id];
   Flight& f = flights_[hop.msg.meta.receiver()];
-  const uint64_t bytes = hop.msg.DataBytes();
-  // An empty window always takes one copy, however large.
-  const bool room = f.queued.empty() &&
-                    (f.hops == 0 || (f.hops < kWindowHops && f.bytes + bytes <= kWindowBytes));
-  if (!room) {
+  // Behind copies that wait already, or no room: it waits too.
+  if (!f.queued.empty() || !Fly(&f, &hop)) {
     hop.queued = true;
     f.queued.push_back(id);
-    return;
   }
-  hop.queued = false;
-  f.hops++;
-  f.bytes += bytes;
-  Send(&hop);
 }
 
 void ChainReplicator::Land(uint64_t id, const Hop& hop) {
@@ -220,16 +223,9 @@ void ChainReplicator::Land(uint64_t id, const Hop& hop) {
 void ChainReplicator::Pump(int receiver) {
   auto it = flights_.find(receiver);
   if (it == flights_.end()) return;
-  std::deque<uint64_t> waiting;
-  waiting.swap(it->second.queued);
-  while (!waiting.empty()) {
-    const uint64_t id = waiting.front();
-    waiting.pop_front();
-    Launch(id);
-    if (hops_[id].queued) break;  // no room: it and those after it wait, in order
-  }
-  Flight& f = flights_[receiver];
-  f.queued.insert(f.queued.end(), waiting.begin(), waiting.end());
+  Flight& f = it->second;
+  // In order: the first that finds no room holds back those after it.
+  while (!f.queued.empty() && Fly(&f, &hops_.at(f.queued.front()))) f.queued.pop_front();
 }
 
 void ChainReplicator::OnAck(const Message& msg) {

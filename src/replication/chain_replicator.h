@@ -215,6 +215,8 @@ class ChainReplicator {
   // Sends hop id now if its receiver's window has room (and nothing waits before it), else
   // queues it.
   void Launch(uint64_t id);
+  // Sends hop into window f if it has room; false (nothing sent) otherwise.
+  bool Fly(Flight* f, Hop* hop);
   // The hop leaves the window (acknowledged, or re-routed): the copies waiting for room go.
   void Land(uint64_t id, const Hop& hop);
   void Pump(int receiver);
