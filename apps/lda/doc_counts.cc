@@ -17,7 +17,7 @@ void DocCounts::Reset(uint32_t num_topics, uint32_t num_docs) {
 
 void DocCounts::AddRow(uint32_t d, uint32_t distinct) {
   const uint32_t cap = Cells(distinct);
-  if (uint64_t{cap} * sizeof(uint32_t) >= uint64_t{k_} * sizeof(uint16_t)) {
+  if (kDenseFactor * uint64_t{cap} * sizeof(uint32_t) >= uint64_t{k_} * sizeof(uint16_t)) {
     rows_[d] = Row{dense_.size(), kDense, 0};
     dense_.resize(dense_.size() + k_, 0);
     return;

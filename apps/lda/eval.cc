@@ -1,5 +1,6 @@
 #include "lda/eval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,19 +11,26 @@
 
 namespace lda {
 
+LgammaTable::LgammaTable(double a, uint64_t max_n) : a_(a), lg_a_(std::lgamma(a)) {
+  t_.resize(std::min<uint64_t>(max_n + 1, 4096));
+  for (size_t n = 0; n < t_.size(); ++n) t_[n] = std::lgamma(static_cast<double>(n) + a) - lg_a_;
+}
+
 double DocLogLikelihood(const Corpus& c, size_t begin, size_t end, const uint32_t* z,
                         uint32_t topics, double alpha) {
   std::vector<int32_t> nd(topics, 0);
-  const double lg_ka = std::lgamma(topics * alpha), lg_a = std::lgamma(alpha);
+  size_t longest = 0;
+  for (size_t d = begin; d < end; ++d) longest = std::max(longest, c.length(d));
+  const LgammaTable counts(alpha, longest), lengths(topics * alpha, longest);
   double ll = 0;
   for (size_t d = begin; d < end; ++d) {
     const size_t b = c.offsets[d], len = c.length(d);
     for (size_t i = 0; i < len; ++i) nd[z[b + i]]++;
-    ll += lg_ka - std::lgamma(static_cast<double>(len) + topics * alpha);
+    ll -= lengths(static_cast<int64_t>(len));  // lgamma(K a) - lgamma(L_d + K a)
     for (size_t i = 0; i < len; ++i) {
       int32_t& n = nd[z[b + i]];
       if (n > 0) {
-        ll += std::lgamma(n + alpha) - lg_a;
+        ll += counts(n);
         n = 0;  // each topic once
       }
     }
@@ -32,12 +40,12 @@ double DocLogLikelihood(const Corpus& c, size_t begin, size_t end, const uint32_
 
 double WordRowsLogLikelihood(const WordTopicTable& table, const std::vector<uint32_t>& words,
                              double beta) {
-  const double lg_b = std::lgamma(beta);
+  const LgammaTable lg(beta, 4095);
   double ll = 0;
   for (uint32_t w : words) {
     if (!table.Has(w)) continue;
     table.ForEach(w, [&](uint32_t, int32_t n) {
-      if (n > 0) ll += std::lgamma(n + beta) - lg_b;
+      if (n > 0) ll += lg(n);
     });
   }
   return ll;

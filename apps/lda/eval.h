@@ -4,6 +4,7 @@
 #ifndef PS_APPS_LDA_EVAL_H_
 #define PS_APPS_LDA_EVAL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,24 @@
 #include "lda/word_topic.h"
 
 namespace lda {
+
+/// lgamma(n + a) - lgamma(a) for counts n, the terms of the log-likelihoods below, from a table
+/// for the counts below a bound (most counts are small) and computed beyond it: the same
+/// values as calling lgamma, a load instead of a call for nearly every count.
+class LgammaTable {
+ public:
+  /// A table for n < min(max_n + 1, 4096).
+  LgammaTable(double a, uint64_t max_n);
+  double operator()(int64_t n) const {
+    return n >= 0 && static_cast<uint64_t>(n) < t_.size()
+               ? t_[static_cast<size_t>(n)]
+               : std::lgamma(static_cast<double>(n) + a_) - lg_a_;
+  }
+
+ private:
+  double a_, lg_a_;
+  std::vector<double> t_;
+};
 
 /// log p(z) of documents [begin, end): sum over documents of
 /// lgamma(K a) - lgamma(L_d + K a) + sum_t [lgamma(n_dt + a) - lgamma(a)].

@@ -54,7 +54,7 @@ void Shard::LayoutOwn() {
 }
 
 void Shard::StartPass() {
-  live_ = snap_;
+  live_.ForkFrom(&snap_);
   totals_ = snap_totals_;
 }
 

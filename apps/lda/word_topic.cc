@@ -7,6 +7,7 @@ namespace lda {
 
 void WordTopicTable::Reset(uint32_t num_topics, uint32_t num_words) {
   k_ = num_topics;
+  fork_ = 0;
   where_.assign(num_words, kNone);
   dense_.clear();
   rows_.clear();
@@ -35,8 +36,16 @@ void WordTopicTable::AddRow(uint32_t w, uint32_t distinct) {
 void WordTopicTable::AddSparse(uint32_t w, uint32_t distinct) {
   const uint64_t cap = HashCells(distinct);
   where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
-  rows_.push_back(Row{cells_.size(), static_cast<uint32_t>(cap - 1), 0});
+  rows_.push_back(Row{cells_.size(), static_cast<uint32_t>(cap - 1), 0, 1});
   cells_.resize(cells_.size() + cap, kEmpty);
+}
+
+void WordTopicTable::ForkFrom(WordTopicTable* base) {
+  for (Row& r : base->rows_) r.moved = 0;
+  base->fork_base_ = base;
+  base->fork_ = ++base->forks_;
+  *this = *base;
+  forks_ = 0;
 }
 
 void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
@@ -57,12 +66,13 @@ void WordTopicTable::CopyRow(uint32_t w, const WordTopicTable& from) {
     if (mine.mask == r.mask) {  // in place: the cells stay warm
       std::copy(src, src + r.mask + 1, cells_.begin() + static_cast<std::ptrdiff_t>(mine.at));
       mine.used = r.used;
+      mine.moved = 1;
       return;
     }
   }
   // A hash row of another size takes new cells (the old ones stay unused until the next Reset).
   where_[w] = -static_cast<int64_t>(rows_.size()) - 1;
-  rows_.push_back(Row{cells_.size(), r.mask, r.used});
+  rows_.push_back(Row{cells_.size(), r.mask, r.used, 1});
   cells_.insert(cells_.end(), src, src + r.mask + 1);
 }
 
@@ -87,7 +97,7 @@ void WordTopicTable::Grow(uint32_t w) {
     AddDense(w);
   } else {
     where_[w] = -static_cast<int64_t>(r) - 1;
-    rows_[r] = Row{cells_.size(), static_cast<uint32_t>(2 * cap - 1), 0};
+    rows_[r] = Row{cells_.size(), static_cast<uint32_t>(2 * cap - 1), 0, 1};
     cells_.resize(cells_.size() + 2 * cap, kEmpty);
   }
   for (uint64_t c : old) {

@@ -62,12 +62,14 @@ class WordTopicTable {
       if (c == kEmpty) {
         // Load at most 2/3 keeps probes short (most lookups are of topics the row does not
         // hold) and leaves an empty cell to end every lookup.
-        if ((r.used + 1) * 3 > (uint64_t{r.mask} + 1) * 2) {
+        if ((uint64_t{r.used} + 1) * 3 > (uint64_t{r.mask} + 1) * 2) {
           Grow(w);
           Add(w, t, d);
           return;
         }
         r.used++;
+        // A topic new to a fork's base may take a cell the fork gave to another topic.
+        if (fork_base_ == this) r.moved = 1;
         c = (uint64_t{t} << 32) | static_cast<uint32_t>(d);
         return;
       }
@@ -92,9 +94,13 @@ class WordTopicTable {
       }
     }
   }
+  /// Makes this table a copy of base whose rows share base's layout until either table moves
+  /// a row (a hash row growing, a row added or copied anew): ForEachDifference against base
+  /// then walks such rows' cells together without first checking that they line up.
+  void ForkFrom(WordTopicTable* base);
   /// Calls f(topic, this count - base's count) for each topic of row w where they differ
   /// (dense rows in topic order). One walk over the cells where the rows share their layout (a
-  /// copy that only gained topics since), lookups otherwise.
+  /// fork that only gained topics since), lookups otherwise.
   template <typename F>
   void ForEachDifference(uint32_t w, const WordTopicTable& base, F f) const {
     const int64_t a = where_[w], b = base.where_[w];
@@ -106,7 +112,7 @@ class WordTopicTable {
       }
       return;
     }
-    if (a < 0 && b < 0 && a != kNone && b != kNone && Aligned(w, base)) {
+    if (a < 0 && b < 0 && a != kNone && b != kNone && (Forked(w, base) || Aligned(w, base))) {
       const Row& r = rows_[static_cast<size_t>(-a - 1)];
       const Row& q = base.rows_[static_cast<size_t>(-b - 1)];
       for (uint64_t i = 0; i <= r.mask; ++i) {
@@ -144,10 +150,18 @@ class WordTopicTable {
   struct Row {
     uint64_t at;
     uint32_t mask;
-    uint32_t used;
+    uint32_t used : 31;
+    uint32_t moved : 1;  // since the last ForkFrom that involved this table
   };
   // Whether hash row w holds every topic of base's hash row w in the same cell.
   bool Aligned(uint32_t w, const WordTopicTable& base) const;
+  // The same, known without a look at the cells: both tables descend from one ForkFrom and
+  // neither has moved the row since.
+  bool Forked(uint32_t w, const WordTopicTable& base) const {
+    if (fork_ == 0 || fork_ != base.fork_ || fork_base_ != base.fork_base_) return false;
+    return !rows_[static_cast<size_t>(-where_[w] - 1)].moved &&
+           !base.rows_[static_cast<size_t>(-base.where_[w] - 1)].moved;
+  }
   // Moves hash row w to one twice as large (dropping zero counts), or to a dense row if that
   // would be as large.
   void Grow(uint32_t w);
@@ -158,6 +172,10 @@ class WordTopicTable {
   std::vector<int32_t> dense_;
   std::vector<Row> rows_;
   std::vector<uint64_t> cells_;  // topic << 32 | count (as uint32); kEmpty for a free cell
+  // The fork both tables of a ForkFrom share: the base's address and its count of forks.
+  const void* fork_base_ = nullptr;
+  uint64_t fork_ = 0;
+  uint64_t forks_ = 0;
 };
 
 }  // namespace lda

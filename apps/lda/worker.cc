@@ -54,11 +54,10 @@ class Reporter {
   // The model after iteration t (pulled at the start of t + 1, or at the end).
   void ModelAfter(int t, const Pulled& p, const std::vector<uint32_t>& dense_words) {
     const uint32_t K = o_.hyper.topics;
-    const double lgb = std::lgamma(o_.hyper.beta);
     double word_ll = TotalsLogLikelihood(p.totals.data(), K, o_.hyper.words, o_.hyper.beta);
     uint64_t nnz = 0;
     ForEachCount(p, dense_words, row_of_key_, K, [&](uint32_t, uint32_t, int32_t n) {
-      word_ll += std::lgamma(n + o_.hyper.beta) - lgb;
+      word_ll += lg_beta_(n);
       nnz++;
     });
     Line& l = lines_[t];
@@ -87,15 +86,23 @@ class Reporter {
     l.sent = st.bytes_sent;
     l.received = st.bytes_received;
   }
-  // Prints the lines whose model and every live worker's numbers are in.
+  // Prints the lines whose model and every live worker's numbers are in. Until the last call
+  // it does not wait for the servers: the numbers of the next line are pulled in the
+  // background (the pull queues behind the iteration's pushes) and read at a later call.
   void Flush(bool last, int live) {
     while (!lines_.empty()) {
       auto it = lines_.begin();
       if (!it->second.have_model) return;
-      ps::SArray<double> v(kNumStats);
-      stats_.Wait(stats_.Pull(ps::SArray<ps::Key>{static_cast<ps::Key>(it->first)}, &v));
-      if (!last && v[kWorkers] < live) return;
-      Print(it->first, it->second, v);
+      if (pulling_ != it->first) {
+        pulling_ = it->first;
+        pulled_ = ps::SArray<double>(kNumStats);
+        pull_ts_ = stats_.Pull(ps::SArray<ps::Key>{static_cast<ps::Key>(it->first)}, &pulled_);
+      }
+      if (!last && !stats_.IsDone(pull_ts_)) return;
+      stats_.Wait(pull_ts_);
+      pulling_ = -1;  // read: a line still short of workers pulls again next time
+      if (!last && pulled_[kWorkers] < live) return;
+      Print(it->first, it->second, pulled_);
       lines_.erase(it);
     }
   }
@@ -157,7 +164,11 @@ class Reporter {
   const uint64_t corpus_tokens_;
   Corpus test_;
   std::vector<std::pair<ps::Key, uint32_t>> row_of_key_;
+  const LgammaTable lg_beta_{o_.hyper.beta, 4095};
   std::map<int, Line> lines_;
+  int pulling_ = -1;  // the line whose numbers are being pulled
+  int64_t pull_ts_ = 0;
+  ps::SArray<double> pulled_;
   std::ofstream log_;
   Clock::time_point start_;
   uint64_t sent_ = 0, received_ = 0;

@@ -149,8 +149,13 @@ TEST(WordTopicTableTest, DenseAndSparseRowsCountAlike) {
 }
 
 // What a worker pushes: live minus snapshot, for rows that kept the snapshot's layout, rows
-// that grew (or turned dense) since, and dense rows, against a count-by-count comparison.
-TEST(WordTopicTableTest, DifferencesAreWhatChanged) {
+// that grew (or turned dense) since, and dense rows, against a count-by-count comparison; for
+// a plain copy and for a fork (whose shared layout is not checked cell by cell), and with
+// topics new to the fork's base after the fork (they may take cells the fork gave to others).
+class DifferencesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DifferencesTest, DifferencesAreWhatChanged) {
+  const int mode = GetParam();  // 0 copy, 1 fork, 2 fork and then new topics in the base
   const uint64_t seed = 12;
   Rng r(seed);
   const uint32_t K = 300, V = 6;
@@ -161,13 +166,27 @@ TEST(WordTopicTableTest, DifferencesAreWhatChanged) {
     for (uint32_t j = 0; j < 3 + w; ++j)
       snap.Add(w, r.Below(K), 1 + static_cast<int32_t>(r.Below(4)));
   }
-  WordTopicTable live = snap;
+  WordTopicTable live;
+  if (mode == 0) {
+    live = snap;
+  } else {
+    live.ForkFrom(&snap);
+  }
   // Row 0 unchanged; rows 1-2 a few moves; row 3 new topics until it grows; row 4 turns dense.
   for (uint32_t w = 1; w < V; ++w) {
     const uint32_t moves = w == 3 ? 40 : w == 4 ? 120 : 6;
     for (uint32_t j = 0; j < moves; ++j) live.Add(w, r.Below(K), 1);
   }
   snap.ForEach(2, [&](uint32_t t, int32_t n) { live.Add(2, t, -n); });  // back to zero
+  if (mode == 2) {
+    // Row 1 of the base gains the topics live gained there, shifted by one (the next cell).
+    std::vector<uint32_t> gained;
+    live.ForEach(1, [&](uint32_t t, int32_t) {
+      if (snap.Get(1, t) == 0 && snap.Get(1, t + 1) == 0 && t + 1 < K) gained.push_back(t + 1);
+    });
+    ASSERT_FALSE(gained.empty());
+    for (uint32_t t : gained) snap.Add(1, t, 5);
+  }
   EXPECT_TRUE(live.IsDense(4) && !snap.IsDense(4)) << "seed " << seed;
   for (uint32_t w = 0; w < V; ++w) {
     std::map<uint32_t, int32_t> got, want;
@@ -178,9 +197,11 @@ TEST(WordTopicTableTest, DifferencesAreWhatChanged) {
     for (uint32_t t = 0; t < K; ++t) {
       if (live.Get(w, t) != snap.Get(w, t)) want[t] = live.Get(w, t) - snap.Get(w, t);
     }
-    EXPECT_EQ(got, want) << "word " << w << ", seed " << seed;
+    EXPECT_EQ(got, want) << "word " << w << ", seed " << seed << ", mode " << mode;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CopyForkAndBaseInserts, DifferencesTest, ::testing::Values(0, 1, 2));
 
 TEST(WordTopicTableTest, RowsAreHashedOrDenseByWhatTakesLessMemory) {
   WordTopicTable t;
@@ -628,6 +649,21 @@ TEST(LdaEvalTest, LogLikelihoodPiecesAddUpToTheWhole) {
                     WordRowsLogLikelihood(s.live(), s.words(), h.beta) +
                     TotalsLogLikelihood(s.totals().data(), 6, 120, h.beta);
   EXPECT_NEAR(ll / static_cast<double>(c.tokens()), ref.LogLikelihoodPerToken(), 1e-9);
+}
+
+// The table gives the very values lgamma does, in the table, past it and (not a count, but
+// defined) below zero.
+TEST(LdaEvalTest, LgammaTableHoldsLgammaItself) {
+  for (double a : {0.01, 0.5, 50.0}) {
+    const LgammaTable lg(a, 100);
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{100}, int64_t{101}, int64_t{5000},
+                      int64_t{1} << 40}) {
+      EXPECT_EQ(lg(n), std::lgamma(static_cast<double>(n) + a) - std::lgamma(a))
+          << "n " << n << " a " << a;
+    }
+  }
+  const LgammaTable big(0.1, 1 << 20);  // the table stops at 4096 counts; past it, computed
+  EXPECT_EQ(big(9000), std::lgamma(9000.1) - std::lgamma(0.1));
 }
 
 TEST(LdaEvalTest, DocumentCompletionScoresOddTokensUnderTheFoldedInMixture) {
