@@ -113,7 +113,7 @@ __attribute__((always_inline)) inline void Sampler::WordTerms(uint32_t w, uint32
 
 template <typename Doc>
 uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const uint32_t* dz,
-                         size_t len, int steps) {
+                         size_t len, int steps, Ahead* ahead) {
   Cand y = Live(w, s, s, nd[s]);
   WordTerms(w, s, &y);
   const double gs = y.g, ds = y.d;
@@ -124,7 +124,13 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const 
     // (a draw of q(. | s) that lands on s stands for g with probability g(s) / (g(s) + d(s))).
     if (rng_.Uniform() * (z + y.d) >= y.d) {
       int32_t n;
-      uint32_t t = DrawWord(w, &n);
+      uint32_t t;
+      if (ahead && ahead->used < ahead->size) {
+        t = ahead->t[ahead->used];
+        n = ahead->n[ahead->used++];
+      } else {
+        t = DrawWord(w, &n);
+      }
       while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w, &n);
       if (t != y.x) {
         Cand c = Live(w, t, s, nd[t]);
@@ -202,23 +208,50 @@ uint64_t Sampler::SampleBlock(Table* docs, const Corpus& corpus, size_t begin, s
     for (size_t i = 0; i < len; ++i) docs->Add(r, z[b + i], 1);
   }
   uint64_t changed = 0;
+  Ahead ahead[2];  // draws for this token's and the next token's word steps
+  int cur = 0;
   for (size_t j = 0; j < n; ++j) {
     const TokenRef& tok = order[j];
     const uint32_t w = corpus.words[tok.pos], s = z[tok.pos];
     WordProposal& p = word_[w];
+    Ahead& mine = ahead[cur];
+    Ahead& next = ahead[cur ^ 1];
+    cur ^= 1;
+    next.size = next.used = 0;
     // First met in this pass: built from the snapshot. After that, rebuilt from the live counts
     // (in cache while the word's tokens are sampled) once it has met as many tokens as it has
     // topics: builds cost at most a cell per token, and a proposal never lags far behind the
     // counts it proposes for (stale proposals bias the sweep: see sampler.h).
     if (p.pass != pass_) {
       BuildWord(w, *c_.snapshot);
+      mine.size = 0;
     } else if (p.since >= p.n) {
       BuildWord(w, *c_.live);
+      mine.size = 0;
     }
     p.since++;
+    // The next token's first word proposal does not depend on this token's update (the
+    // proposal stays until a rebuild): drawn now, the document count it will read is fetched
+    // while this token is sampled.
+    if (j + 1 < n) {
+      const TokenRef& nx = order[j + 1];
+      const uint32_t nr = static_cast<uint32_t>(nx.doc - begin);
+      if (p.since < p.n && corpus.words[nx.pos] == w) {
+        next.size = std::min(mh_steps_, Ahead::kMax);
+        for (int k = 0; k < next.size; ++k) {
+          next.t[k] = DrawWord(w, &next.n[k]);
+          __builtin_prefetch(docs->Where(nr, next.t[k]));
+        }
+      }
+      // The next token's own count (its topic fetched a token earlier).
+      __builtin_prefetch(docs->Where(nr, z[nx.pos]));
+      __builtin_prefetch(z + corpus.offsets[nx.doc]);
+      if (j + 2 < n) __builtin_prefetch(z + order[j + 2].pos);
+    }
     const size_t b = corpus.offsets[tok.doc], len = corpus.length(tok.doc);
     const uint32_t r = static_cast<uint32_t>(tok.doc - begin);
-    const uint32_t c = Update(w, s, tok.pos - b, DocRow<Table>{docs, r}, z + b, len, mh_steps_);
+    const uint32_t c =
+        Update(w, s, tok.pos - b, DocRow<Table>{docs, r}, z + b, len, mh_steps_, &mine);
     if (c == s) continue;
     z[tok.pos] = c;
     docs->Add(r, s, -1);

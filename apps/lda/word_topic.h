@@ -45,6 +45,13 @@ class WordTopicTable {
       if (c == kEmpty) return 0;
     }
   }
+  /// Where a lookup of (w, t) starts (to prefetch).
+  const void* Where(uint32_t w, uint32_t t) const {
+    const int64_t at = where_[w];
+    if (at >= 0) return &dense_[static_cast<size_t>(at) + t];
+    const Row& r = rows_[static_cast<size_t>(-at - 1)];
+    return &cells_[r.at + (t & r.mask)];
+  }
   /// Adds d to count (w, t).
   void Add(uint32_t w, uint32_t t, int32_t d) {
     const int64_t at = where_[w];
