@@ -65,7 +65,7 @@ std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w) {
 
 template <typename V>
 void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w) {
-  std::vector<std::pair<Key, std::vector<V>>> fresh;
+  Fresh fresh;
   size_t cur = 0, pos = 0;
   const bool spans = contiguous() && !lens && uniform_ == w;
   for (size_t i = 0; i < n;) {
@@ -91,15 +91,16 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
       rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
       zeros_ += Dropped(f.slot, static_cast<size_t>(len) * (1 + sw_));
     } else {
-      std::vector<V> slot(static_cast<size_t>(len) * (1 + sw_));
-      rule_->Init(keys[i], slot.data(), slot.data() + len, len);
-      rule_->Apply(keys[i], vals + pos, slot.data(), slot.data() + len, len);
-      if (!Dropped(slot.data(), slot.size())) fresh.emplace_back(keys[i], std::move(slot));
+      const size_t size = static_cast<size_t>(len) * (1 + sw_);
+      V* slot = fresh.Add(keys[i], size);
+      rule_->Init(keys[i], slot, slot + len, len);
+      rule_->Apply(keys[i], vals + pos, slot, slot + len, len);
+      if (Dropped(slot, size)) fresh.PopBack();
     }
     pos += len;
     ++i;
   }
-  if (!fresh.empty()) {
+  if (!fresh.keys.empty()) {
     Insert(&fresh);
   } else if (zeros_ > 0 && zeros_ * 4 > size() + 64) {
     MergeSide(&fresh);  // drops the zero slots
@@ -108,67 +109,83 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
 
 template <typename V>
 void Block<V>::InsertPart(Key key, uint64_t offset, uint64_t total, const V* vals, size_t count) {
-  std::vector<std::pair<Key, std::vector<V>>> fresh(1);
-  fresh[0].first = key;
-  auto& slot = fresh[0].second;
-  slot.resize(total * (1 + sw_));
-  rule_->Init(key, slot.data(), slot.data() + total, static_cast<int>(total));
-  rule_->Apply(key, vals, slot.data() + offset, slot.data() + total + offset * sw_,
-               static_cast<int>(count));
+  Fresh fresh;
+  V* slot = fresh.Add(key, total * (1 + sw_));
+  rule_->Init(key, slot, slot + total, static_cast<int>(total));
+  rule_->Apply(key, vals, slot + offset, slot + total + offset * sw_, static_cast<int>(count));
   Insert(&fresh);
 }
 
 template <typename V>
-void Block<V>::Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
-  for (const auto& f : *fresh) NoteWidth(SlotLen(f.second.size()));
+void Block<V>::Insert(Fresh* fresh) {
+  const size_t n = fresh->keys.size();
+  for (size_t j = 0; j < n; ++j) NoteWidth(SlotLen(fresh->off[j + 1] - fresh->off[j]));
   const size_t limit = std::max<size_t>(1024, keys_.size() / 8);
-  if (fresh->size() + side_.size() > limit || fresh->size() * 32 > keys_.size()) {
+  if (n + side_.size() > limit || n * 32 > keys_.size()) {
     MergeSide(fresh);
     return;
   }
-  for (auto& f : *fresh) {
-    bytes_ += f.second.size() * sizeof(V) + sizeof(Key) + kSideOverhead;
-    side_.emplace(f.first, std::move(f.second));
+  for (size_t j = 0; j < n; ++j) {
+    const auto b = fresh->data.begin() + static_cast<std::ptrdiff_t>(fresh->off[j]);
+    const auto e = fresh->data.begin() + static_cast<std::ptrdiff_t>(fresh->off[j + 1]);
+    bytes_ += static_cast<size_t>(e - b) * sizeof(V) + sizeof(Key) + kSideOverhead;
+    side_.emplace(fresh->keys[j], std::vector<V>(b, e));
   }
 }
 
 template <typename V>
-void Block<V>::MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh) {
-  // Three sorted, disjoint sources: main arrays, side table, fresh slots; zero slots of a rule
-  // that drops them are left out.
-  for (auto& s : side_) fresh->emplace_back(s.first, std::move(s.second));
+void Block<V>::MergeSide(Fresh* fresh) {
+  // Three sorted, disjoint sources: main arrays, side table, fresh slots (in key order: pushes
+  // carry sorted keys); zero slots of a rule that drops them are left out.
+  if (!std::is_sorted(fresh->keys.begin(), fresh->keys.end())) {
+    Fresh sorted;
+    std::vector<size_t> order(fresh->keys.size());
+    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return fresh->keys[a] < fresh->keys[b]; });
+    for (size_t j : order) {
+      const size_t size = fresh->off[j + 1] - fresh->off[j];
+      std::copy_n(fresh->data.begin() + static_cast<std::ptrdiff_t>(fresh->off[j]), size,
+                  sorted.Add(fresh->keys[j], size));
+    }
+    *fresh = std::move(sorted);
+  }
   zeros_ = 0;
-  side_.clear();
-  std::sort(fresh->begin(), fresh->end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  size_t extra = 0;
-  for (const auto& f : *fresh) extra += f.second.size();
+  size_t extra = fresh->data.size();
+  for (const auto& s : side_) extra += s.second.size();
   std::vector<Key> keys;
   std::vector<uint64_t> off;
   std::vector<V> data;
-  keys.reserve(keys_.size() + fresh->size());
-  off.reserve(keys_.size() + fresh->size() + 1);
+  const size_t most = keys_.size() + fresh->keys.size() + side_.size();
+  keys.reserve(most);
+  off.reserve(most + 1);
   data.reserve(data_.size() + extra);
   off.push_back(0);
+  auto take = [&](Key k, const V* b, size_t size) {
+    if (Dropped(b, size)) return;
+    keys.push_back(k);
+    data.insert(data.end(), b, b + size);
+    off.push_back(data.size());
+  };
   size_t i = 0, j = 0;
-  while (i < keys_.size() || j < fresh->size()) {
-    if (j == fresh->size() || (i < keys_.size() && keys_[i] < (*fresh)[j].first)) {
-      if (!Dropped(data_.data() + off_[i], off_[i + 1] - off_[i])) {
-        keys.push_back(keys_[i]);
-        data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
-        off.push_back(data.size());
-      }
+  auto side = side_.begin();
+  const size_t nf = fresh->keys.size();
+  while (i < keys_.size() || j < nf || side != side_.end()) {
+    const Key km = i < keys_.size() ? keys_[i] : kMaxKey;
+    const Key kf = j < nf ? fresh->keys[j] : kMaxKey;
+    const Key ks = side != side_.end() ? side->first : kMaxKey;
+    if (i < keys_.size() && km <= kf && km <= ks) {
+      take(km, data_.data() + off_[i], off_[i + 1] - off_[i]);
       ++i;
-    } else {
-      const auto& f = (*fresh)[j];
-      if (!Dropped(f.second.data(), f.second.size())) {
-        keys.push_back(f.first);
-        data.insert(data.end(), f.second.begin(), f.second.end());
-        off.push_back(data.size());
-      }
+    } else if (j < nf && kf <= ks) {
+      take(kf, fresh->data.data() + fresh->off[j], fresh->off[j + 1] - fresh->off[j]);
       ++j;
+    } else {
+      take(ks, side->second.data(), side->second.size());
+      ++side;
     }
   }
+  side_.clear();
   keys_.swap(keys);
   off_.swap(off);
   data_.swap(data);
@@ -240,7 +257,7 @@ size_t Block<V>::CountRange(Range r) const {
 template <typename V>
 void Block<V>::Replace(const std::vector<Range>& rs, const Key* keys, size_t n, const V* vals,
                        const uint64_t* sizes) {
-  std::vector<std::pair<Key, std::vector<V>>> none;
+  Fresh none;
   MergeSide(&none);
   uint64_t total = 0;
   for (size_t j = 0; j < n; ++j) total += sizes[j];
@@ -280,7 +297,7 @@ void Block<V>::Replace(const std::vector<Range>& rs, const Key* keys, size_t n, 
 
 template <typename V>
 Key Block<V>::Split(Block* upper) {
-  std::vector<std::pair<Key, std::vector<V>>> none;
+  Fresh none;
   MergeSide(&none);
   const size_t half = keys_.size() / 2;
   const uint64_t at = off_[half];

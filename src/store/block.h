@@ -56,8 +56,26 @@ class Block {
   int SlotLen(uint64_t size) const { return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_)); }
 
  private:
-  void Insert(std::vector<std::pair<Key, std::vector<V>>>* fresh);
-  void MergeSide(std::vector<std::pair<Key, std::vector<V>>>* fresh);
+  // New slots of one Apply, in key order, flat: no allocation per key.
+  struct Fresh {
+    std::vector<Key> keys;
+    std::vector<uint64_t> off{0};  // slot i is data[off[i], off[i+1])
+    std::vector<V> data;
+    // Appends a zeroed slot of size values for key and returns it.
+    V* Add(Key key, size_t size) {
+      keys.push_back(key);
+      data.resize(data.size() + size);
+      off.push_back(data.size());
+      return data.data() + off[off.size() - 2];
+    }
+    void PopBack() {
+      keys.pop_back();
+      off.pop_back();
+      data.resize(off.back());
+    }
+  };
+  void Insert(Fresh* fresh);
+  void MergeSide(Fresh* fresh);
   void Rebuild();  // uniform_ and bytes_ from the arrays
   // The rule drops zero slots and every value and state word of this one is zero.
   bool Dropped(const V* slot, size_t size) const {
