@@ -150,45 +150,83 @@ void Block<V>::MergeSide(Fresh* fresh) {
     }
     *fresh = std::move(sorted);
   }
-  zeros_ = 0;
-  size_t extra = fresh->data.size();
-  for (const auto& s : side_) extra += s.second.size();
-  std::vector<Key> keys;
-  std::vector<uint64_t> off;
-  std::vector<V> data;
-  const size_t most = keys_.size() + fresh->keys.size() + side_.size();
-  keys.reserve(most);
-  off.reserve(most + 1);
-  data.reserve(data_.size() + extra);
-  off.push_back(0);
-  auto take = [&](Key k, const V* b, size_t size) {
-    if (Dropped(b, size)) return;
-    keys.push_back(k);
-    data.insert(data.end(), b, b + size);
-    off.push_back(data.size());
-  };
-  size_t i = 0, j = 0;
-  auto side = side_.begin();
-  const size_t nf = fresh->keys.size();
-  while (i < keys_.size() || j < nf || side != side_.end()) {
-    const Key km = i < keys_.size() ? keys_[i] : kMaxKey;
-    const Key kf = j < nf ? fresh->keys[j] : kMaxKey;
-    const Key ks = side != side_.end() ? side->first : kMaxKey;
-    if (i < keys_.size() && km <= kf && km <= ks) {
-      take(km, data_.data() + off_[i], off_[i + 1] - off_[i]);
-      ++i;
-    } else if (j < nf && kf <= ks) {
-      take(kf, fresh->data.data() + fresh->off[j], fresh->off[j + 1] - fresh->off[j]);
-      ++j;
-    } else {
-      take(ks, side->second.data(), side->second.size());
-      ++side;
+  // The side table joins the fresh slots (both small next to the arrays), then they are
+  // merged into the arrays in place, from the back: no second copy of the block and no freshly
+  // faulted pages for it (a push of many new keys merges every time).
+  Fresh add;
+  if (side_.empty()) {
+    add = std::move(*fresh);
+  } else {
+    size_t j = 0;
+    auto side = side_.begin();
+    const size_t nf = fresh->keys.size();
+    while (j < nf || side != side_.end()) {
+      if (j < nf && (side == side_.end() || fresh->keys[j] < side->first)) {
+        const size_t size = fresh->off[j + 1] - fresh->off[j];
+        std::copy_n(fresh->data.data() + fresh->off[j], size, add.Add(fresh->keys[j], size));
+        ++j;
+      } else {
+        std::copy(side->second.begin(), side->second.end(),
+                  add.Add(side->first, side->second.size()));
+        ++side;
+      }
     }
+    side_.clear();
   }
-  side_.clear();
-  keys_.swap(keys);
-  off_.swap(off);
-  data_.swap(data);
+  zeros_ = 0;
+  const size_t nm = keys_.size(), na = add.keys.size(), n = nm + na;
+  const uint64_t d = data_.size() + add.data.size();
+  keys_.resize(n);
+  off_.resize(n + 1);
+  data_.resize(d);
+  off_[n] = d;  // where the last kept slot ends
+  // Everything not yet written fits below the write position, so it never passes a slot not
+  // yet read: wd >= the end of main slot i.
+  size_t i = nm, j = na, wk = n;
+  uint64_t wd = d;
+  while (i > 0 || j > 0) {
+    if (j == 0 || (i > 0 && keys_[i - 1] > add.keys[j - 1])) {
+      // A run of kept main slots above the next fresh key moves as one block.
+      const Key above = j > 0 ? add.keys[j - 1] : 0;
+      size_t m = 0;
+      while (m < i && (j == 0 || keys_[i - 1 - m] > above) &&
+             !Dropped(data_.data() + off_[i - 1 - m], off_[i - m] - off_[i - 1 - m])) {
+        ++m;
+      }
+      if (m == 0) {  // a dropped slot
+        --i;
+        continue;
+      }
+      const uint64_t from = off_[i - m], size = off_[i] - from, to = wd - size;
+      std::memmove(data_.data() + to, data_.data() + from, size * sizeof(V));
+      // From the top down: the targets lie at or above the sources.
+      for (size_t x = 0; x < m; ++x) {
+        keys_[wk - 1 - x] = keys_[i - 1 - x];
+        off_[wk - 1 - x] = off_[i - 1 - x] - from + to;
+      }
+      i -= m;
+      wk -= m;
+      wd = to;
+      continue;
+    }
+    --j;
+    const V* src = add.data.data() + add.off[j];
+    const size_t size = add.off[j + 1] - add.off[j];
+    if (Dropped(src, size)) continue;
+    wd -= size;
+    std::memmove(data_.data() + wd, src, size * sizeof(V));
+    --wk;
+    keys_[wk] = add.keys[j];
+    off_[wk] = wd;
+  }
+  if (wk > 0) {  // dropped slots left room at the front
+    std::move(keys_.begin() + static_cast<std::ptrdiff_t>(wk), keys_.end(), keys_.begin());
+    for (size_t x = wk; x <= n; ++x) off_[x - wk] = off_[x] - wd;
+    std::memmove(data_.data(), data_.data() + wd, (d - wd) * sizeof(V));
+    keys_.resize(n - wk);
+    off_.resize(n - wk + 1);
+    data_.resize(d - wd);
+  }
   bytes_ = data_.size() * sizeof(V) + keys_.size() * (sizeof(Key) + sizeof(uint64_t));
 }
 

@@ -180,6 +180,12 @@ void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
   SArray<Key> keys;
   SArray<int> lens;
   SArray<V> vals;
+  // Room for every key up front (an upper bound: dropped slots are counted): growing by
+  // doubling copied a large range's arrays several times over, into freshly faulted pages.
+  const size_t most = CountRange(r);
+  keys.reserve(most);
+  lens.reserve(most);
+  vals.reserve(most);
   const int sw = sw_;
   ForEach(r, [&](Key k, const V* slot, size_t size) {
     const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
