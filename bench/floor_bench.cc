@@ -1,5 +1,6 @@
 // The floor under ps, measured between two processes on loopback: a bare ZeroMQ DEALER/ROUTER
-// ping-pong, a bare ZeroMQ stream of 4 MB messages, a raw TCP ping-pong, and memcpy. Prints
+// ping-pong, a bare ZeroMQ stream of 4 MB messages, a raw TCP ping-pong, memcpy, and UCX's
+// tagged round trip and 4 MB stream over TCP and shared memory (ucx_floor.h). Prints
 // one JSON line per measurement. bench/run_kv_bench.py runs it beside kv_bench so that every
 // ps number is reported as a ratio to a floor of the same run.
 //
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "ucx_floor.h"
 
 namespace {
 
@@ -333,5 +335,6 @@ int main(int argc, char** argv) {
     ZmqStream(4 << 20, 200, 4, true);
   }
   if (want("memcpy")) Memcpy();
+  if (only.empty() || only.rfind("ucx", 0) == 0) ps_bench::UcxFloors(iters, only);
   return 0;
 }
