@@ -104,6 +104,7 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_HEARTBEAT_INTERVAL_MS"}, 1, 1 << 30, &c.heartbeat_interval_ms);
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
+  ReadString(env, {"PS_VAN", "DMLC_PS_VAN_TYPE"}, &c.van);
   ReadInt(env, {"PS_REPLICAS"}, -1, 64, &c.replicas);
   ReadInt(env, {"PS_REPLICATION_WINDOW_MS"}, 0, 60000, &c.replication_window_ms);
   ReadString(env, {"PS_COMPRESS"}, &c.compress);
@@ -172,6 +173,9 @@ void Config::Validate() const {
                     " servers (PS_NUM_SERVERS=" + std::to_string(num_servers) + ")");
   }
   ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
+  if (van != "zmq" && van != "ucx") {
+    throw Error(ErrorCode::kBadConfig, "PS_VAN='" + van + "': expected zmq or ucx");
+  }
   if (max_delay < -1)
     throw Error(ErrorCode::kBadConfig, "PS_MAX_DELAY must be -1 (unbounded) or >= 0");
   if (fault_drop + fault_duplicate + fault_delay > 1) {

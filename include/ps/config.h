@@ -61,6 +61,9 @@ struct Config {
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".
   std::string consistency = "asp";
+  /// Transport between processes (PS_VAN, or DMLC_PS_VAN_TYPE): "zmq" (default, ZeroMQ over
+  /// TCP) or "ucx" (UCX: shared memory between processes on one host, TCP between hosts).
+  std::string van = "zmq";
   /// Bounded delay tau of the workers (PS_MAX_DELAY): a step starts only when every request
   /// of steps before step - tau has completed; -1 = unbounded.
   int max_delay = -1;

@@ -9,6 +9,7 @@
 
 #include "transport/fault_van.h"
 #include "transport/inproc_van.h"
+#include "transport/ucx_van.h"
 #include "transport/zmq_van.h"
 
 namespace ps {
@@ -17,6 +18,9 @@ std::unique_ptr<Van> MakeVan(const Config& config) {
   std::unique_ptr<Van> van;
   if (config.inproc) {
     van = std::make_unique<InprocVan>(config.inproc->hub());
+  } else if (config.van == "ucx") {
+    van = std::make_unique<UcxVan>(static_cast<int64_t>(config.max_message_mb) << 20,
+                                   config.send_queue);
   } else {
     van = std::make_unique<ZmqVan>(static_cast<int64_t>(config.max_message_mb) << 20,
                                    config.send_queue);

@@ -22,6 +22,8 @@ struct VanCounters {
   std::atomic<uint64_t> malformed_dropped{0};
   // Messages not sent because the peer's queue was full (Config::send_queue).
   std::atomic<uint64_t> send_queue_full{0};
+  // Messages dropped because the receive queue was full (UcxVan: its peers cannot be paused).
+  std::atomic<uint64_t> recv_queue_full{0};
   // Faults injected by FaultVan (tests).
   std::atomic<uint64_t> injected_drops{0};
   std::atomic<uint64_t> injected_duplicates{0};

@@ -18,6 +18,8 @@ TEST(ConfigTest, ReadsPsNamesAndDmlcAliases) {
   EXPECT_EQ(c.num_servers, 3);
   EXPECT_EQ(c.num_workers, 4);
   EXPECT_EQ(c.vnodes, 64);
+  EXPECT_EQ(c.van, "zmq");
+  EXPECT_EQ(Config::FromMap({{"PS_ROLE", "scheduler"}, {"DMLC_PS_VAN_TYPE", "ucx"}}).van, "ucx");
 }
 
 // The library reports fatal conditions as errors; exiting is the launcher's choice (ps-launch
@@ -52,6 +54,8 @@ TEST(ConfigTest, ErrorsNameTheOption) {
       std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "worker"}}).find("PS_SCHEDULER_PORT"), std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VNODES", "0"}}).find("PS_VNODES"),
+            std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VAN", "tcp"}}).find("PS_VAN='tcp'"),
             std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "scheduler"},
                      {"PS_HEARTBEAT_INTERVAL_MS", "500"},

@@ -1,0 +1,450 @@
+#include "transport/ucx_van.h"
+
+#include <arpa/inet.h>
+#include <glog/logging.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+namespace ps {
+namespace {
+
+constexpr unsigned kAmId = 7;
+constexpr uint32_t kHeaderMagic = 0x50535558;  // "PSUX"
+constexpr size_t kMaxFrames = 64;
+// The header: magic, meta length, frame count, a spare word, the sender's stream and the
+// message's sequence number in it, then the frame sizes and the meta bytes.
+struct Fixed {
+  uint32_t magic, meta_size, frames, spare;
+  uint64_t stream, seq;
+};
+constexpr size_t kFixed = sizeof(Fixed);
+// Messages one stream may hold back waiting for an earlier one (a bound on what a peer can
+// make us keep).
+constexpr size_t kMaxHeld = 65536;
+const char kPad[8] = {0};
+
+size_t Padded(size_t n) { return (n + 7) & ~size_t{7}; }
+
+// Everything a send needs until UCX is done with it.
+struct SendHold {
+  std::vector<char> header;
+  std::vector<ucp_dt_iov_t> iov;
+  std::vector<SArray<char>> frames;
+};
+
+void SendDone(void* request, ucs_status_t, void* user) {
+  delete static_cast<SendHold*>(user);
+  ucp_request_free(request);
+}
+
+sockaddr_in Resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) {
+    throw Error(ErrorCode::kBadConfig, "cannot resolve host '" + host + "' (set PS_NODE_HOST)");
+  }
+  sockaddr_in sa = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+  freeaddrinfo(res);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  return sa;
+}
+
+// A rendezvous receive in progress: its slot in the sender's stream.
+struct RecvHold {
+  UcxVan* van;
+  uint64_t stream;
+  std::shared_ptr<UcxVan::Slot> slot;
+};
+
+void RecvDone(void* request, ucs_status_t status, size_t, void* user) {
+  std::unique_ptr<RecvHold> h(static_cast<RecvHold*>(user));
+  h->slot->ready = true;
+  h->slot->failed = status != UCS_OK;
+  h->van->Flush(h->stream);
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+UcxVan::UcxVan(int64_t max_message, int recv_queue)
+    : max_message_(max_message),
+      recv_queue_(static_cast<size_t>(recv_queue)),
+      seed_(std::random_device{}() * 0x9E3779B97F4A7C15ull ^
+            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+
+UcxVan::~UcxVan() { Stop(0); }
+
+void UcxVan::Start() {
+  if (worker_) return;
+  ucp_config_t* config;
+  if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
+    throw Error(ErrorCode::kBadConfig, "UCX: cannot read its configuration (UCX_* variables)");
+  }
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  ucs_status_t st = ucp_init(&p, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    throw Error(ErrorCode::kBadConfig, std::string("UCX init: ") + ucs_status_string(st));
+  }
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) {
+    throw Error(ErrorCode::kBadConfig, std::string("UCX worker: ") + ucs_status_string(st));
+  }
+  ucp_worker_get_efd(worker_, &efd_);
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  hp.id = kAmId;
+  hp.arg = this;
+  hp.cb = [](void* arg, const void* header, size_t header_length, void* data, size_t length,
+             const ucp_am_recv_param_t* param) {
+    return static_cast<UcxVan*>(arg)->OnMessage(header, header_length, data, length, param);
+  };
+  ucp_worker_set_am_recv_handler(worker_, &hp);
+  progress_ = std::thread([this] { ProgressLoop(); });
+}
+
+void UcxVan::ProgressLoop() {
+  while (!stop_.load()) {
+    if (ucp_worker_progress(worker_)) continue;
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
+    pollfd p{efd_, POLLIN, 0};
+    poll(&p, 1, 100);  // Stop and Send signal the worker; the timeout is a backstop
+  }
+}
+
+int UcxVan::Bind(const std::string& host, int port) {
+  Start();
+  sockaddr_in sa = Resolve(host, port);
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
+  lp.sockaddr.addrlen = sizeof(sa);
+  lp.conn_handler.cb = [](ucp_conn_request_h req, void* arg) {
+    static_cast<UcxVan*>(arg)->OnConnRequest(req);
+  };
+  lp.conn_handler.arg = this;
+  ucs_status_t st = ucp_listener_create(worker_, &lp, &listener_);
+  if (st != UCS_OK) {
+    throw Error(ErrorCode::kBadConfig, "cannot bind " + host + ":" + std::to_string(port) +
+                                           " over UCX: " + ucs_status_string(st) +
+                                           " (set PS_NODE_HOST/PS_PORT)");
+  }
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  if (ucp_listener_query(listener_, &attr) != UCS_OK) return port;
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+}
+
+void UcxVan::OnConnRequest(ucp_conn_request_h req) {
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.conn_request = req;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  // A peer that connected to us is not one we send to: its failure is seen on our own
+  // endpoint to it (Connect), so the error of this one only retires it.
+  ep.err_handler.cb = [](void* arg, ucp_ep_h e, ucs_status_t) {
+    static_cast<UcxVan*>(arg)->OnPeerError(-1, e);
+  };
+  ep.err_handler.arg = this;
+  ucp_ep_h e;
+  if (ucp_ep_create(worker_, &ep, &e) == UCS_OK) {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    accepted_.push_back(e);
+  }
+}
+
+void UcxVan::Connect(int id, const std::string& host, int port) {
+  Start();
+  sockaddr_in sa = Resolve(host, port);
+  auto err = std::make_unique<PeerErr>(PeerErr{this, id});
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
+  p.sockaddr.addrlen = sizeof(sa);
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = [](void* arg, ucp_ep_h e, ucs_status_t) {
+    auto* pe = static_cast<PeerErr*>(arg);
+    pe->van->OnPeerError(pe->id, e);
+  };
+  p.err_handler.arg = err.get();
+  ucp_ep_h e;
+  ucs_status_t st = ucp_ep_create(worker_, &p, &e);
+  if (st != UCS_OK) {
+    throw Error(ErrorCode::kBadConfig, "cannot connect to " + host + ":" + std::to_string(port) +
+                                           " over UCX: " + ucs_status_string(st));
+  }
+  auto peer = std::make_shared<Peer>();
+  peer->ep = e;
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
+  peer->stream = seed_ ^ (seed_ >> 29);
+  auto it = peers_.find(id);
+  if (it != peers_.end()) retired_.push_back(it->second->ep);
+  peers_[id] = peer;
+  peer_errs_.push_back(std::move(err));
+}
+
+void UcxVan::OnPeerError(int id, ucp_ep_h ep) {
+  std::function<void(int)> lost;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    if (id >= 0) {
+      auto it = peers_.find(id);
+      if (it == peers_.end() || it->second->ep != ep) return;  // an endpoint replaced since
+      peers_.erase(it);
+      lost = lost_;
+    }
+    retired_.push_back(ep);
+  }
+  if (lost) lost(id);
+}
+
+bool UcxVan::Connected(int id) const { return GetPeer(id) != nullptr; }
+
+std::shared_ptr<UcxVan::Peer> UcxVan::GetPeer(int id) const {
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  auto it = peers_.find(id);
+  return it == peers_.end() ? nullptr : it->second;
+}
+
+bool UcxVan::Send(const Message& msg) {
+  std::shared_ptr<Peer> peer = GetPeer(msg.meta.receiver());
+  if (!peer || stop_.load()) return false;
+  const size_t meta_size = msg.meta.ByteSizeLong();
+  const size_t n = msg.data.size();
+  if (meta_size == 0 || meta_size > (1u << 24) || n > kMaxFrames) return false;
+  auto hold = std::make_unique<SendHold>();
+  hold->header.resize(kFixed + n * sizeof(uint64_t) + meta_size);
+  char* h = hold->header.data();
+  Fixed fixed{
+      kHeaderMagic, static_cast<uint32_t>(meta_size), static_cast<uint32_t>(n), 0, peer->stream, 0};
+  size_t bytes = meta_size;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t size = msg.data[i].size();
+    std::memcpy(h + kFixed + i * sizeof(uint64_t), &size, sizeof(size));
+    if (size) hold->iov.push_back({msg.data[i].data(), size});
+    if (Padded(size) != size) hold->iov.push_back({const_cast<char*>(kPad), Padded(size) - size});
+    bytes += size;
+  }
+  msg.meta.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
+  hold->frames = msg.data;
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  // No data at all goes as an empty contiguous buffer (UCX rejects an empty iov).
+  const bool empty = hold->iov.empty();
+  p.datatype = empty ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
+  p.cb.send = SendDone;
+  p.user_data = hold.get();
+  void* r;
+  {
+    std::lock_guard<std::mutex> lk(peer->mu);
+    fixed.seq = peer->next_seq;
+    std::memcpy(h, &fixed, kFixed);
+    r = ucp_am_send_nbx(peer->ep, kAmId, hold->header.data(), hold->header.size(),
+                        empty ? nullptr : hold->iov.data(), hold->iov.size(), &p);
+    if (!UCS_PTR_IS_ERR(r)) peer->next_seq++;
+  }
+  if (UCS_PTR_IS_ERR(r)) return false;
+  if (r != nullptr) hold.release();  // SendDone frees it
+  ucp_worker_signal(worker_);        // the progress thread moves the send along
+  counters_.messages_sent++;
+  counters_.bytes_sent += bytes;
+  return true;
+}
+
+ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* data, size_t length,
+                               const ucp_am_recv_param_t* param) {
+  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+  auto drop = [&] {
+    counters_.malformed_dropped++;
+    counters_.bytes_received += header_length + length;
+    if (rndv) ucp_am_data_release(worker_, data);
+    return UCS_OK;
+  };
+  if (header_length < kFixed || static_cast<int64_t>(length) > max_message_) return drop();
+  Fixed fixed;
+  std::memcpy(&fixed, header, kFixed);
+  Stream& st = streams_[fixed.stream];
+  if (fixed.seq < st.next || st.held.count(fixed.seq) || st.held.size() >= kMaxHeld) {
+    return drop();  // a repeat, or more held back than any peer of ours sends
+  }
+  auto slot = std::make_shared<Slot>();
+  slot->header = SArray<char>(header_length);
+  std::memcpy(slot->header.data(), header, header_length);
+  if (!rndv) {
+    slot->data = SArray<char>(length);
+    if (length) std::memcpy(slot->data.data(), data, length);
+    slot->ready = true;
+    st.held.emplace(fixed.seq, slot);
+    Flush(fixed.stream);
+    return UCS_OK;
+  }
+  slot->data = SArray<char>::Uninitialized(length);
+  st.held.emplace(fixed.seq, slot);
+  const uint64_t stream = fixed.stream;
+  auto hold = std::make_unique<RecvHold>(RecvHold{this, stream, slot});
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.recv_am = RecvDone;
+  p.user_data = hold.get();
+  void* r = ucp_am_recv_data_nbx(worker_, data, slot->data.data(), length, &p);
+  if (UCS_PTR_IS_ERR(r)) {
+    slot->ready = slot->failed = true;
+  } else if (r == nullptr) {
+    slot->ready = true;
+  } else {
+    hold.release();  // RecvDone marks it ready
+    return UCS_OK;
+  }
+  Flush(stream);
+  return UCS_OK;
+}
+
+void UcxVan::Flush(uint64_t stream) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  Stream& st = it->second;
+  while (!st.held.empty() && st.held.begin()->first == st.next && st.held.begin()->second->ready) {
+    std::shared_ptr<Slot> s = std::move(st.held.begin()->second);
+    st.held.erase(st.held.begin());
+    st.next++;
+    if (s->failed) {
+      counters_.malformed_dropped++;
+      counters_.bytes_received += s->header.size() + s->data.size();
+    } else {
+      Deliver(s->header, s->data);
+    }
+  }
+}
+
+void UcxVan::Deliver(const SArray<char>& header, SArray<char> data) {
+  const size_t total = header.size() + data.size();
+  Fixed fixed;
+  std::memcpy(&fixed, header.data(), kFixed);
+  const size_t n = fixed.frames, meta_size = fixed.meta_size;
+  Message msg;
+  std::string why;
+  bool ok = fixed.magic == kHeaderMagic && n <= kMaxFrames &&
+            header.size() == kFixed + n * sizeof(uint64_t) + meta_size &&
+            DecodeMeta(header.data() + kFixed + n * sizeof(uint64_t), meta_size, &msg.meta, &why);
+  size_t at = 0;
+  for (size_t i = 0; ok && i < n; ++i) {
+    uint64_t size;
+    std::memcpy(&size, header.data() + kFixed + i * sizeof(uint64_t), sizeof(size));
+    if (size > data.size() || at > data.size() - size) {
+      ok = false;
+      break;
+    }
+    msg.data.push_back(data.Segment(at, at + size));
+    at += Padded(size);
+  }
+  std::lock_guard<std::mutex> lk(q_mu_);
+  counters_.bytes_received += total;
+  if (!ok) {
+    counters_.malformed_dropped++;
+    VLOG(1) << "dropped malformed UCX message: " << why;
+    return;
+  }
+  if (queue_.size() >= recv_queue_) {
+    counters_.recv_queue_full++;
+    return;
+  }
+  counters_.messages_received++;
+  queue_.push_back(std::move(msg));
+  q_cv_.notify_one();
+}
+
+bool UcxVan::Recv(Message* msg, int timeout_ms) {
+  std::unique_lock<std::mutex> lk(q_mu_);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (queue_.empty() && !interrupted_ && !stopped_) {
+    if (q_cv_.wait_until(lk, until) == std::cv_status::timeout) break;
+  }
+  if (interrupted_) {
+    interrupted_ = false;
+    return false;
+  }
+  if (queue_.empty()) return false;
+  *msg = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void UcxVan::Interrupt() {
+  std::lock_guard<std::mutex> lk(q_mu_);
+  interrupted_ = true;
+  q_cv_.notify_all();
+}
+
+void UcxVan::WatchPeers(std::function<void(int)> lost) {
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  lost_ = std::move(lost);
+}
+
+void UcxVan::Stop(int linger_ms) {
+  {
+    std::lock_guard<std::mutex> lk(q_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    q_cv_.notify_all();
+  }
+  if (!worker_) return;
+  // Sends still in flight get up to linger_ms.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
+  std::vector<ucp_ep_h> eps;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    lost_ = nullptr;
+    for (auto& p : peers_) eps.push_back(p.second->ep);
+    eps.insert(eps.end(), accepted_.begin(), accepted_.end());
+    eps.insert(eps.end(), retired_.begin(), retired_.end());
+    peers_.clear();
+    accepted_.clear();
+    retired_.clear();
+  }
+  stop_ = true;
+  ucp_worker_signal(worker_);
+  if (progress_.joinable()) progress_.join();
+  for (ucp_ep_h e : eps) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = linger_ms > 0 ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    void* r = ucp_ep_close_nbx(e, &p);
+    if (r && !UCS_PTR_IS_ERR(r)) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+        ucp_worker_progress(worker_);
+        if (std::chrono::steady_clock::now() > until) {
+          // Past the linger: force what is left.
+          break;
+        }
+      }
+      ucp_request_free(r);
+    }
+  }
+  if (listener_) ucp_listener_destroy(listener_);
+  ucp_worker_destroy(worker_);
+  ucp_cleanup(context_);
+  worker_ = nullptr;
+  listener_ = nullptr;
+  context_ = nullptr;
+}
+
+}  // namespace ps
