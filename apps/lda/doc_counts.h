@@ -7,9 +7,8 @@
 // is dense (K 16-bit counts) where that takes at most four times the hash row's bytes: a dense
 // lookup is one load without a branch, and a lookup touches one cache line either way, so
 // dense rows win until the block's rows no longer fit the caches; rows of documents with few
-// topics among many stay small (serial, SOTU, K = 1000, ps_lda --serial: 3.3 M tokens/s with
-// rows dense only where no larger than the hash row, 3.8-4.0 M at four times, 3.4-3.5 M at
-// sixteen times).
+// topics among many stay small (measured against one, eight and sixteen times: see
+// docs/apps/lda.md, "The sampler").
 // Usable when K < 2^16 - 1 and no document is longer than 2^16 - 1 tokens (Fits); the sampler
 // falls back to a WordTopicTable otherwise.
 #ifndef PS_APPS_LDA_DOC_COUNTS_H_

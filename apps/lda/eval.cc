@@ -12,7 +12,7 @@
 namespace lda {
 
 LgammaTable::LgammaTable(double a, uint64_t max_n) : a_(a), lg_a_(std::lgamma(a)) {
-  t_.resize(std::min<uint64_t>(max_n + 1, 4096));
+  t_.resize(std::min<uint64_t>(max_n + 1, kMaxTable));
   for (size_t n = 0; n < t_.size(); ++n) t_[n] = std::lgamma(static_cast<double>(n) + a) - lg_a_;
 }
 
@@ -40,7 +40,7 @@ double DocLogLikelihood(const Corpus& c, size_t begin, size_t end, const uint32_
 
 double WordRowsLogLikelihood(const WordTopicTable& table, const std::vector<uint32_t>& words,
                              double beta) {
-  const LgammaTable lg(beta, 4095);
+  const LgammaTable lg(beta);
   double ll = 0;
   for (uint32_t w : words) {
     if (!table.Has(w)) continue;

@@ -20,8 +20,9 @@ namespace lda {
 /// values as calling lgamma, a load instead of a call for nearly every count.
 class LgammaTable {
  public:
-  /// A table for n < min(max_n + 1, 4096).
-  LgammaTable(double a, uint64_t max_n);
+  static constexpr uint64_t kMaxTable = 4096;
+  /// A table for n < min(max_n + 1, kMaxTable).
+  explicit LgammaTable(double a, uint64_t max_n = kMaxTable - 1);
   double operator()(int64_t n) const {
     return n >= 0 && static_cast<uint64_t>(n) < t_.size()
                ? t_[static_cast<size_t>(n)]

@@ -222,17 +222,17 @@ uint64_t Sampler::SampleBlock(Table* docs, const Corpus& corpus, size_t begin, s
     // (in cache while the word's tokens are sampled) once it has met as many tokens as it has
     // topics: builds cost at most a cell per token, and a proposal never lags far behind the
     // counts it proposes for (stale proposals bias the sweep: see sampler.h).
+    // (Draws made ahead for this token never meet a rebuild: they were made only if p.since
+    // was below p.n after the previous token, the very test that rebuilds here.)
     if (p.pass != pass_) {
       BuildWord(w, *c_.snapshot);
-      mine.size = 0;
     } else if (p.since >= p.n) {
       BuildWord(w, *c_.live);
-      mine.size = 0;
     }
     p.since++;
-    // The next token's first word proposal does not depend on this token's update (the
-    // proposal stays until a rebuild): drawn now, the document count it will read is fetched
-    // while this token is sampled.
+    // The next token's word-step proposals do not depend on this token's update (the proposal
+    // stays until a rebuild): drawn now, the document counts they will read are fetched while
+    // this token is sampled.
     if (j + 1 < n) {
       const TokenRef& nx = order[j + 1];
       const uint32_t nr = static_cast<uint32_t>(nx.doc - begin);

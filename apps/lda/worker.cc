@@ -164,7 +164,7 @@ class Reporter {
   const uint64_t corpus_tokens_;
   Corpus test_;
   std::vector<std::pair<ps::Key, uint32_t>> row_of_key_;
-  const LgammaTable lg_beta_{o_.hyper.beta, 4095};
+  const LgammaTable lg_beta_{o_.hyper.beta};
   std::map<int, Line> lines_;
   int pulling_ = -1;  // the line whose numbers are being pulled
   int64_t pull_ts_ = 0;

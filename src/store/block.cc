@@ -135,21 +135,9 @@ void Block<V>::Insert(Fresh* fresh) {
 
 template <typename V>
 void Block<V>::MergeSide(Fresh* fresh) {
-  // Three sorted, disjoint sources: main arrays, side table, fresh slots (in key order: pushes
-  // carry sorted keys); zero slots of a rule that drops them are left out.
-  if (!std::is_sorted(fresh->keys.begin(), fresh->keys.end())) {
-    Fresh sorted;
-    std::vector<size_t> order(fresh->keys.size());
-    for (size_t j = 0; j < order.size(); ++j) order[j] = j;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return fresh->keys[a] < fresh->keys[b]; });
-    for (size_t j : order) {
-      const size_t size = fresh->off[j + 1] - fresh->off[j];
-      std::copy_n(fresh->data.begin() + static_cast<std::ptrdiff_t>(fresh->off[j]), size,
-                  sorted.Add(fresh->keys[j], size));
-    }
-    *fresh = std::move(sorted);
-  }
+  // Three sorted, disjoint sources: main arrays, side table, fresh slots (in key order: Apply
+  // takes sorted, unique keys, which the server checks before the store sees them); zero
+  // slots of a rule that drops them are left out.
   // The side table joins the fresh slots (both small next to the arrays), then they are
   // merged into the arrays in place, from the back: no second copy of the block and no freshly
   // faulted pages for it (a push of many new keys merges every time).

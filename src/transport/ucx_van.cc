@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -209,8 +210,12 @@ void UcxVan::OnPeerError(int id, ucp_ep_h ep) {
       if (it == peers_.end() || it->second->ep != ep) return;  // an endpoint replaced since
       peers_.erase(it);
       lost = lost_;
+    } else {
+      auto it = std::find(accepted_.begin(), accepted_.end(), ep);
+      if (it == accepted_.end()) return;  // reported before
+      accepted_.erase(it);
     }
-    retired_.push_back(ep);
+    retired_.push_back(ep);  // closed once, at Stop
   }
   if (lost) lost(id);
 }
@@ -282,6 +287,7 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
   if (header_length < kFixed || static_cast<int64_t>(length) > max_message_) return drop();
   Fixed fixed;
   std::memcpy(&fixed, header, kFixed);
+  if (fixed.magic != kHeaderMagic) return drop();  // before it can name a stream
   Stream& st = streams_[fixed.stream];
   if (fixed.seq < st.next || st.held.count(fixed.seq) || st.held.size() >= kMaxHeld) {
     return drop();  // a repeat, or more held back than any peer of ours sends
