@@ -120,6 +120,7 @@ Config Config::FromMap(const Env& env) {
   ReadInt64(env, "PS_FIRST_TIMESTAMP", 0, int64_t{1} << 62, &c.first_timestamp);
   ReadInt(env, {"PS_MAX_MESSAGE_MB"}, 1, 1 << 20, &c.max_message_mb);
   ReadInt(env, {"PS_REFILL_PIECE_MB"}, 1, 1 << 20, &c.refill_piece_mb);
+  ReadInt(env, {"PS_MALLOC_RETAIN_MB"}, 0, 1 << 20, &c.malloc_retain_mb);
   ReadInt(env, {"PS_SEND_QUEUE"}, 16, 1 << 30, &c.send_queue);
   ReadInt(env, {"PS_MAX_INFLIGHT"}, 1, 1 << 24, &c.max_inflight);
   ReadInt(env, {"PS_TASK_TIMEOUT_MS"}, 0, 1 << 30, &c.task_timeout_ms);

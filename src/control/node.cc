@@ -9,6 +9,7 @@
 
 #include "consistency/barrier_policy.h"
 #include "control/node_impl.h"
+#include "util/retain_memory.h"
 
 namespace ps {
 namespace {
@@ -135,6 +136,9 @@ void Node::Impl::Start() {
                     std::to_string(cfg.scheduler_port) +
                     " (PS_SCHEDULER_HOST/PS_SCHEDULER_PORT): a node can join only a running job; "
                     "ps-launch prints the address to give --join when the job starts");
+  }
+  if (cfg.role == Role::kServer && !cfg.inproc && cfg.malloc_retain_mb > 0) {
+    RetainFreedMemory(static_cast<size_t>(cfg.malloc_retain_mb));
   }
   van = MakeVan(cfg);
   const bool scheduler = cfg.role == Role::kScheduler;

@@ -422,10 +422,16 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
       SArray<char> v;
       SArray<int> l;
       store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l, m.step());
+      counts[i] = k.size();
+      if (nr == 1) {  // the common case: the arrays go out as they are, without a copy
+        keys = k;
+        vals = v;
+        lens = l;
+        break;
+      }
       keys.append(k);
       vals.append(v);
       lens.append(l);
-      counts[i] = k.size();
     }
     reply->data = {SArray<char>(keys), vals, SArray<char>(lens), SArray<char>(counts)};
     return "";

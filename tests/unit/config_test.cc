@@ -20,6 +20,10 @@ TEST(ConfigTest, ReadsPsNamesAndDmlcAliases) {
   EXPECT_EQ(c.vnodes, 64);
   EXPECT_EQ(c.van, "zmq");
   EXPECT_EQ(Config::FromMap({{"PS_ROLE", "scheduler"}, {"DMLC_PS_VAN_TYPE", "ucx"}}).van, "ucx");
+  EXPECT_EQ(c.malloc_retain_mb, 64);
+  EXPECT_EQ(
+      Config::FromMap({{"PS_ROLE", "scheduler"}, {"PS_MALLOC_RETAIN_MB", "0"}}).malloc_retain_mb,
+      0);
 }
 
 // The library reports fatal conditions as errors; exiting is the launcher's choice (ps-launch
@@ -54,6 +58,9 @@ TEST(ConfigTest, ErrorsNameTheOption) {
       std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "worker"}}).find("PS_SCHEDULER_PORT"), std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VNODES", "0"}}).find("PS_VNODES"),
+            std::string::npos);
+  EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_MALLOC_RETAIN_MB", "-1"}})
+                .find("PS_MALLOC_RETAIN_MB"),
             std::string::npos);
   EXPECT_NE(message({{"PS_ROLE", "scheduler"}, {"PS_VAN", "tcp"}}).find("PS_VAN='tcp'"),
             std::string::npos);
