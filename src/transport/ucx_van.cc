@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <random>
 
@@ -24,22 +25,32 @@ struct Fixed {
   uint64_t stream, seq;
 };
 constexpr size_t kFixed = sizeof(Fixed);
-// Messages one stream may hold back waiting for an earlier one (a bound on what a peer can
-// make us keep).
-constexpr size_t kMaxHeld = 65536;
+// Bounds on what a sender (or garbage that passes for one) can make us hold back: how far
+// ahead of the next expected message of its stream a message may be, and how many streams we
+// track. Held messages' bytes are bounded too (UcxVan::max_held_).
+constexpr uint64_t kMaxAhead = 1u << 20;
+constexpr size_t kMaxStreams = 65536;
 const char kPad[8] = {0};
 
 size_t Padded(size_t n) { return (n + 7) & ~size_t{7}; }
 
+}  // namespace
+
 // Everything a send needs until UCX is done with it.
 struct SendHold {
+  std::shared_ptr<UcxVan::Peer> peer;
   std::vector<char> header;
   std::vector<ucp_dt_iov_t> iov;
   std::vector<SArray<char>> frames;
+  size_t bytes = 0;
 };
 
+namespace {
+
 void SendDone(void* request, ucs_status_t, void* user) {
-  delete static_cast<SendHold*>(user);
+  auto* hold = static_cast<SendHold*>(user);
+  hold->peer->inflight--;
+  delete hold;
   ucp_request_free(request);
 }
 
@@ -74,9 +85,14 @@ void RecvDone(void* request, ucs_status_t status, size_t, void* user) {
 
 }  // namespace
 
-UcxVan::UcxVan(int64_t max_message, int recv_queue)
+UcxVan::Job::Job() = default;
+UcxVan::Job::Job(Job&&) noexcept = default;
+UcxVan::Job::~Job() = default;
+
+UcxVan::UcxVan(int64_t max_message, int queue)
     : max_message_(max_message),
-      recv_queue_(static_cast<size_t>(recv_queue)),
+      max_held_(2 * static_cast<uint64_t>(max_message)),
+      queue_bound_(static_cast<size_t>(queue)),
       seed_(std::random_device{}() * 0x9E3779B97F4A7C15ull ^
             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
 
@@ -98,7 +114,7 @@ void UcxVan::Start() {
   }
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the progress thread alone calls UCX
   st = ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) {
     throw Error(ErrorCode::kBadConfig, std::string("UCX worker: ") + ucs_status_string(st));
@@ -114,19 +130,43 @@ void UcxVan::Start() {
     return static_cast<UcxVan*>(arg)->OnMessage(header, header_length, data, length, param);
   };
   ucp_worker_set_am_recv_handler(worker_, &hp);
-  progress_ = std::thread([this] { ProgressLoop(); });
+}
+
+void UcxVan::Run() {
+  Start();
+  if (!progress_.joinable()) progress_ = std::thread([this] { ProgressLoop(); });
 }
 
 void UcxVan::ProgressLoop() {
   while (!stop_.load()) {
-    if (ucp_worker_progress(worker_)) continue;
+    const bool ran = RunJobs();
+    if (ucp_worker_progress(worker_) || ran) continue;
+    // A job queued after RunJobs signalled the worker: arm sees the signal and says busy.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
     pollfd p{efd_, POLLIN, 0};
-    poll(&p, 1, 100);  // Stop and Send signal the worker; the timeout is a backstop
+    poll(&p, 1, 100);  // Send, Connect and Stop signal the worker; the timeout is a backstop
   }
 }
 
+bool UcxVan::RunJobs() {
+  std::deque<Job> jobs;
+  {
+    std::lock_guard<std::mutex> lk(jobs_mu_);
+    jobs.swap(jobs_);
+  }
+  for (Job& j : jobs) {
+    if (j.send) {
+      SendNow(&j);
+    } else {
+      MakeEndpoint(&j);
+    }
+  }
+  return !jobs.empty();
+}
+
 int UcxVan::Bind(const std::string& host, int port) {
+  // Before the progress thread runs: nodes bind first, then connect.
+  if (progress_.joinable()) throw Error("UcxVan::Bind after Connect");
   Start();
   sockaddr_in sa = Resolve(host, port);
   ucp_listener_params_t lp{};
@@ -145,8 +185,12 @@ int UcxVan::Bind(const std::string& host, int port) {
   }
   ucp_listener_attr_t attr{};
   attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  if (ucp_listener_query(listener_, &attr) != UCS_OK) return port;
-  return ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  int bound = port;
+  if (ucp_listener_query(listener_, &attr) == UCS_OK) {
+    bound = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  }
+  Run();
+  return bound;
 }
 
 void UcxVan::OnConnRequest(ucp_conn_request_h req) {
@@ -162,22 +206,39 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
   };
   ep.err_handler.arg = this;
   ucp_ep_h e;
-  if (ucp_ep_create(worker_, &ep, &e) == UCS_OK) {
-    std::lock_guard<std::mutex> lk(peers_mu_);
-    accepted_.push_back(e);
-  }
+  if (ucp_ep_create(worker_, &ep, &e) == UCS_OK) accepted_.push_back(e);
 }
 
 void UcxVan::Connect(int id, const std::string& host, int port) {
-  Start();
-  sockaddr_in sa = Resolve(host, port);
-  auto err = std::make_unique<PeerErr>(PeerErr{this, id});
+  sockaddr_in sa = Resolve(host, port);  // a bad name is the caller's error, at once
+  Run();
+  auto peer = std::make_shared<Peer>();
+  peer->id = id;
+  Job job;
+  std::memcpy(&job.addr, &sa, sizeof(sa));
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
+    peer->stream = seed_ ^ (seed_ >> 29);
+    peers_[id] = peer;  // sends queue behind the endpoint's making
+  }
+  job.peer = std::move(peer);
+  {
+    std::lock_guard<std::mutex> lk(jobs_mu_);
+    jobs_.push_back(std::move(job));
+  }
+  ucp_worker_signal(worker_);
+}
+
+void UcxVan::MakeEndpoint(Job* job) {
+  Peer& peer = *job->peer;
+  auto err = std::make_unique<PeerErr>(PeerErr{this, peer.id});
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
   p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
-  p.sockaddr.addrlen = sizeof(sa);
+  p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&job->addr);
+  p.sockaddr.addrlen = sizeof(sockaddr_in);
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   p.err_handler.cb = [](void* arg, ucp_ep_h e, ucs_status_t) {
     auto* pe = static_cast<PeerErr*>(arg);
@@ -187,35 +248,41 @@ void UcxVan::Connect(int id, const std::string& host, int port) {
   ucp_ep_h e;
   ucs_status_t st = ucp_ep_create(worker_, &p, &e);
   if (st != UCS_OK) {
-    throw Error(ErrorCode::kBadConfig, "cannot connect to " + host + ":" + std::to_string(port) +
-                                           " over UCX: " + ucs_status_string(st));
+    LOG(WARNING) << "UCX: cannot connect to node " << peer.id << ": " << ucs_status_string(st);
+    peer.failed = true;
+    std::function<void(int)> lost;
+    {
+      std::lock_guard<std::mutex> lk(peers_mu_);
+      auto it = peers_.find(peer.id);
+      if (it == peers_.end() || it->second != job->peer) return;  // replaced since
+      peers_.erase(it);
+      lost = lost_;
+    }
+    if (lost) lost(peer.id);
+    return;
   }
-  auto peer = std::make_shared<Peer>();
-  peer->ep = e;
-  std::lock_guard<std::mutex> lk(peers_mu_);
-  seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
-  peer->stream = seed_ ^ (seed_ >> 29);
-  auto it = peers_.find(id);
-  if (it != peers_.end()) retired_.push_back(it->second->ep);
-  peers_[id] = peer;
+  peer.ep = e;
   peer_errs_.push_back(std::move(err));
+  made_.push_back(job->peer);
 }
 
 void UcxVan::OnPeerError(int id, ucp_ep_h ep) {
+  retired_.push_back(ep);  // closed once, at Stop
+  if (id < 0) {
+    auto it = std::find(accepted_.begin(), accepted_.end(), ep);
+    if (it != accepted_.end()) accepted_.erase(it);
+    return;
+  }
+  for (auto& p : made_) {
+    if (p->ep == ep) p->failed = true;  // its queued sends are dropped
+  }
   std::function<void(int)> lost;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
-    if (id >= 0) {
-      auto it = peers_.find(id);
-      if (it == peers_.end() || it->second->ep != ep) return;  // an endpoint replaced since
-      peers_.erase(it);
-      lost = lost_;
-    } else {
-      auto it = std::find(accepted_.begin(), accepted_.end(), ep);
-      if (it == accepted_.end()) return;  // reported before
-      accepted_.erase(it);
-    }
-    retired_.push_back(ep);  // closed once, at Stop
+    auto it = peers_.find(id);
+    if (it == peers_.end() || it->second->ep != ep) return;  // an endpoint replaced since
+    peers_.erase(it);
+    lost = lost_;
   }
   if (lost) lost(id);
 }
@@ -234,11 +301,18 @@ bool UcxVan::Send(const Message& msg) {
   const size_t meta_size = msg.meta.ByteSizeLong();
   const size_t n = msg.data.size();
   if (meta_size == 0 || meta_size > (1u << 24) || n > kMaxFrames) return false;
+  if (static_cast<size_t>(peer->inflight.load()) >= queue_bound_) {
+    counters_.send_queue_full++;  // a stalled peer costs bounded memory; resends cover the loss
+    return false;
+  }
+  // The header and the iov are made here, on the caller's thread; the progress thread only
+  // stamps the sequence number and hands them to UCX.
   auto hold = std::make_unique<SendHold>();
   hold->header.resize(kFixed + n * sizeof(uint64_t) + meta_size);
   char* h = hold->header.data();
   Fixed fixed{
       kHeaderMagic, static_cast<uint32_t>(meta_size), static_cast<uint32_t>(n), 0, peer->stream, 0};
+  std::memcpy(h, &fixed, kFixed);
   size_t bytes = meta_size;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t size = msg.data[i].size();
@@ -250,6 +324,31 @@ bool UcxVan::Send(const Message& msg) {
   msg.meta.SerializeWithCachedSizesToArray(
       reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
   hold->frames = msg.data;
+  hold->bytes = bytes;
+  hold->peer = peer;
+  peer->inflight++;
+  Job job;
+  job.peer = std::move(peer);
+  job.send = std::move(hold);
+  {
+    std::lock_guard<std::mutex> lk(jobs_mu_);
+    jobs_.push_back(std::move(job));
+  }
+  ucp_worker_signal(worker_);
+  counters_.messages_sent++;
+  counters_.bytes_sent += bytes;
+  return true;
+}
+
+void UcxVan::SendNow(Job* job) {
+  Peer& peer = *job->peer;
+  std::unique_ptr<SendHold> hold = std::move(job->send);
+  if (peer.failed || !peer.ep) {
+    peer.inflight--;
+    return;  // lost with the peer, as a message in a broken connection is
+  }
+  const uint64_t seq = peer.next_seq++;
+  std::memcpy(hold->header.data() + offsetof(Fixed, seq), &seq, sizeof(seq));
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -258,21 +357,13 @@ bool UcxVan::Send(const Message& msg) {
   p.datatype = empty ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
   p.cb.send = SendDone;
   p.user_data = hold.get();
-  void* r;
-  {
-    std::lock_guard<std::mutex> lk(peer->mu);
-    fixed.seq = peer->next_seq;
-    std::memcpy(h, &fixed, kFixed);
-    r = ucp_am_send_nbx(peer->ep, kAmId, hold->header.data(), hold->header.size(),
-                        empty ? nullptr : hold->iov.data(), hold->iov.size(), &p);
-    if (!UCS_PTR_IS_ERR(r)) peer->next_seq++;
+  void* r = ucp_am_send_nbx(peer.ep, kAmId, hold->header.data(), hold->header.size(),
+                            empty ? nullptr : hold->iov.data(), hold->iov.size(), &p);
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+    hold.release();  // SendDone frees it
+  } else {
+    peer.inflight--;  // done at once, or failed (the endpoint's error handler reports it)
   }
-  if (UCS_PTR_IS_ERR(r)) return false;
-  if (r != nullptr) hold.release();  // SendDone frees it
-  ucp_worker_signal(worker_);        // the progress thread moves the send along
-  counters_.messages_sent++;
-  counters_.bytes_sent += bytes;
-  return true;
 }
 
 ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* data, size_t length,
@@ -288,10 +379,18 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
   Fixed fixed;
   std::memcpy(&fixed, header, kFixed);
   if (fixed.magic != kHeaderMagic) return drop();  // before it can name a stream
-  Stream& st = streams_[fixed.stream];
-  if (fixed.seq < st.next || st.held.count(fixed.seq) || st.held.size() >= kMaxHeld) {
-    return drop();  // a repeat, or more held back than any peer of ours sends
+  auto sit = streams_.find(fixed.stream);
+  if (sit == streams_.end()) {
+    if (streams_.size() >= kMaxStreams) return drop();
+    sit = streams_.emplace(fixed.stream, Stream()).first;
   }
+  Stream& st = sit->second;
+  const uint64_t bytes = header_length + length;
+  if (fixed.seq < st.next || fixed.seq - st.next >= kMaxAhead || st.held.count(fixed.seq) ||
+      held_bytes_ + bytes > max_held_) {
+    return drop();  // a repeat, or further ahead or more than any peer of ours sends
+  }
+  held_bytes_ += bytes;
   auto slot = std::make_shared<Slot>();
   slot->header = SArray<char>(header_length);
   std::memcpy(slot->header.data(), header, header_length);
@@ -332,6 +431,7 @@ void UcxVan::Flush(uint64_t stream) {
     std::shared_ptr<Slot> s = std::move(st.held.begin()->second);
     st.held.erase(st.held.begin());
     st.next++;
+    held_bytes_ -= s->header.size() + s->data.size();
     if (s->failed) {
       counters_.malformed_dropped++;
       counters_.bytes_received += s->header.size() + s->data.size();
@@ -369,7 +469,7 @@ void UcxVan::Deliver(const SArray<char>& header, SArray<char> data) {
     VLOG(1) << "dropped malformed UCX message: " << why;
     return;
   }
-  if (queue_.size() >= recv_queue_) {
+  if (queue_.size() >= queue_bound_) {
     counters_.recv_queue_full++;
     return;
   }
@@ -413,34 +513,49 @@ void UcxVan::Stop(int linger_ms) {
     q_cv_.notify_all();
   }
   if (!worker_) return;
-  // Sends still in flight get up to linger_ms.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
-  std::vector<ucp_ep_h> eps;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
     lost_ = nullptr;
-    for (auto& p : peers_) eps.push_back(p.second->ep);
-    eps.insert(eps.end(), accepted_.begin(), accepted_.end());
-    eps.insert(eps.end(), retired_.begin(), retired_.end());
     peers_.clear();
-    accepted_.clear();
-    retired_.clear();
   }
   stop_ = true;
   ucp_worker_signal(worker_);
   if (progress_.joinable()) progress_.join();
+  // The progress thread is gone: this thread is UCX's only caller now. Sends queued before
+  // Stop go out, and get up to linger_ms with everything still in flight.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
+  if (linger_ms > 0) {
+    RunJobs();
+    while (std::chrono::steady_clock::now() < until) {
+      bool busy = false;
+      for (const auto& p : made_) busy |= p->inflight.load() > 0 && !p->failed;
+      if (!busy) break;
+      ucp_worker_progress(worker_);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(jobs_mu_);
+    jobs_.clear();
+  }
+  std::vector<ucp_ep_h> eps;
+  for (const auto& p : made_) {
+    if (std::find(retired_.begin(), retired_.end(), p->ep) == retired_.end()) eps.push_back(p->ep);
+  }
+  eps.insert(eps.end(), accepted_.begin(), accepted_.end());
+  eps.insert(eps.end(), retired_.begin(), retired_.end());
+  made_.clear();
+  accepted_.clear();
+  retired_.clear();
   for (ucp_ep_h e : eps) {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = linger_ms > 0 ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     void* r = ucp_ep_close_nbx(e, &p);
     if (r && !UCS_PTR_IS_ERR(r)) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+      // Past the linger what is left is forced.
+      while (ucp_request_check_status(r) == UCS_INPROGRESS &&
+             std::chrono::steady_clock::now() < until) {
         ucp_worker_progress(worker_);
-        if (std::chrono::steady_clock::now() > until) {
-          // Past the linger: force what is left.
-          break;
-        }
       }
       ucp_request_free(r);
     }

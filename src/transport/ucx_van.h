@@ -4,13 +4,18 @@
 // (8-byte aligned), sent from the SArrays without a copy and, when UCX uses rendezvous for a
 // large message, received into one buffer without a copy.
 //
-// Threads: one progress thread owns the waiting (it sleeps on the worker's event fd when idle)
-// and runs the receive callbacks; the worker is created thread-safe (UCS_THREAD_MODE_MULTI), so
-// Send may be called from any thread and only wakes the progress thread. Received messages
-// wait in a bounded queue for Recv (one thread).
+// Threads: one progress thread is the only caller of UCX (the worker is single-threaded, so
+// UCX takes no locks). It sleeps on the worker's event fd when idle, runs the receive and
+// error callbacks, and makes the endpoints and sends that other threads queue: Send and
+// Connect only queue the work and wake it (ucp_worker_signal may be called from any thread),
+// so a caller never waits for the network or for UCX's lock. With a shared thread-safe worker
+// the progress thread, busy with incoming traffic, held UCX's lock for hundreds of ms at a
+// time: senders waited, a server's heartbeat stalled and the scheduler declared it dead.
+// Received messages wait in a bounded queue for Recv (one thread).
 #ifndef PS_TRANSPORT_UCX_VAN_H_
 #define PS_TRANSPORT_UCX_VAN_H_
 
+#include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -28,11 +33,14 @@
 
 namespace ps {
 
+struct SendHold;  // a send's header, iov and frames until UCX is done with them
+
 class UcxVan : public Van {
  public:
   /// max_message: the largest message accepted (larger ones are dropped and counted);
-  /// recv_queue: messages held for Recv before more are dropped and counted.
-  explicit UcxVan(int64_t max_message = int64_t{4} << 30, int recv_queue = 10000);
+  /// queue: messages held for Recv, and messages in flight to one peer, before more are
+  /// dropped and counted (recv_queue_full, send_queue_full).
+  explicit UcxVan(int64_t max_message = int64_t{4} << 30, int queue = 10000);
   ~UcxVan() override;
   int Bind(const std::string& host, int port) override;
   void Connect(int id, const std::string& host, int port) override;
@@ -43,7 +51,7 @@ class UcxVan : public Van {
   void Stop(int linger_ms) override;
   void WatchPeers(std::function<void(int)> lost) override;
 
-  // Entry points of UCX's callbacks (not for callers).
+  // Entry points of UCX's callbacks (progress thread; not for callers).
   ucs_status_t OnMessage(const void* header, size_t header_length, void* data, size_t length,
                          const ucp_am_recv_param_t* param);
   void OnConnRequest(ucp_conn_request_h req);
@@ -58,28 +66,45 @@ class UcxVan : public Van {
     bool ready = false, failed = false;
   };
   void Flush(uint64_t stream);
+  struct Peer {
+    int id = -1;
+    ucp_ep_h ep = nullptr;         // made by the progress thread
+    bool failed = false;           // progress thread: its sends are dropped
+    uint64_t stream = 0;           // random: names this endpoint's sequence to the receiver
+    uint64_t next_seq = 0;         // progress thread
+    std::atomic<int> inflight{0};  // queued or in UCX, not yet completed
+  };
 
  private:
   struct PeerErr {
     UcxVan* van;
     int id;
   };
-  struct Peer {
-    ucp_ep_h ep = nullptr;
-    uint64_t stream = 0;  // random: names this endpoint's sequence to the receiver
-    uint64_t next_seq = 0;
-    std::mutex mu;  // a message's sequence number and its send are taken together
-  };
   struct Stream {
     uint64_t next = 0;
     std::map<uint64_t, std::shared_ptr<Slot>> held;
   };
-  void Start();  // context, worker and progress thread, once
+  // Work for the progress thread, in the order queued: make an endpoint, or send.
+  struct Job {
+    std::shared_ptr<Peer> peer;
+    sockaddr_storage addr{};         // connect
+    std::unique_ptr<SendHold> send;  // null: connect
+    Job();
+    Job(Job&&) noexcept;
+    ~Job();
+  };
+  void Start();  // context and worker, once
+  void Run();    // the progress thread, once
   void ProgressLoop();
+  bool RunJobs();  // false when none were queued
+  void MakeEndpoint(Job* job);
+  void SendNow(Job* job);
   std::shared_ptr<Peer> GetPeer(int id) const;
 
   int64_t max_message_;
-  size_t recv_queue_;
+  uint64_t max_held_;        // bytes of messages held back for order, at most
+  uint64_t held_bytes_ = 0;  // progress thread
+  size_t queue_bound_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
@@ -87,17 +112,20 @@ class UcxVan : public Van {
   std::thread progress_;
   std::atomic<bool> stop_{false};
 
+  std::mutex jobs_mu_;
+  std::deque<Job> jobs_;
+
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
-  std::vector<std::unique_ptr<PeerErr>> peer_errs_;
-  std::vector<ucp_ep_h> accepted_;  // endpoints of peers that connected to us
-  std::vector<ucp_ep_h> retired_;   // replaced or failed, closed at Stop
   std::function<void(int)> lost_;
-
-  // Per sender's stream: the next sequence number and the messages that wait for it. Progress
-  // thread only.
+  // Progress thread (and Stop, after it ends) only.
+  std::vector<std::unique_ptr<PeerErr>> peer_errs_;
+  std::vector<ucp_ep_h> accepted_;           // endpoints of peers that connected to us
+  std::vector<ucp_ep_h> retired_;            // replaced or failed, closed at Stop
+  std::vector<std::shared_ptr<Peer>> made_;  // every peer given an endpoint
+  // Per sender's stream: the next sequence number and the messages that wait for it.
   std::unordered_map<uint64_t, Stream> streams_;
-  uint64_t seed_;  // of the stream names
+  uint64_t seed_;  // of the stream names (under peers_mu_)
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -32,6 +33,7 @@
 #include <string>
 #include <thread>
 
+#include "integration/ucx_raw.h"
 #include "ps/ps.h"
 
 namespace {
@@ -157,6 +159,21 @@ std::vector<std::string> HugeClaim(int sender, int receiver, uint64_t ts) {
   return {meta, claim, claim};
 }
 
+void RawTcpJunk(const ps::NodeInfo& n, std::mt19937_64* rng) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(n.port));
+  inet_pton(AF_INET, n.host.c_str(), &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    std::string junk(65536, '\0');
+    for (auto& c : junk) c = static_cast<char>((*rng)());
+    ssize_t ignored = write(fd, junk.data(), junk.size());
+    (void)ignored;
+  }
+  close(fd);
+}
+
 void SendGarbage(const std::vector<ps::NodeInfo>& nodes, int self, uint64_t seed, int frames,
                  int claims) {
   std::mt19937_64 rng(seed);
@@ -194,21 +211,44 @@ void SendGarbage(const std::vector<ps::NodeInfo>& nodes, int self, uint64_t seed
     }
     zmq_send(s, "end", 3, 0);
     zmq_close(s);
-    // Raw bytes that are not even ZMTP.
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(n.port);
-    inet_pton(AF_INET, n.host.c_str(), &sa.sin_addr);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
-      std::string junk(65536, '\0');
-      for (auto& c : junk) c = static_cast<char>(rng());
-      ssize_t ignored = write(fd, junk.data(), junk.size());
-      (void)ignored;
-    }
-    close(fd);
+    RawTcpJunk(n, &rng);  // bytes that are not even ZMTP
   }
   zmq_ctx_term(ctx);
+}
+
+// The same over UCX: the crafted size claims in UcxVan's framing to every other node, then to
+// each server active messages of random bytes (now and then with the van's magic in front)
+// and raw bytes on its listening port.
+void SendGarbageUcx(const std::vector<ps::NodeInfo>& nodes, int self, uint64_t seed, int frames,
+                    int claims) {
+  std::mt19937_64 rng(seed);
+  for (const auto& n : nodes) {
+    if (n.id == self) continue;
+    ps_test::RawUcx raw(n.host, n.port);
+    const uint64_t stream = rng();
+    for (int i = 0; i < claims; ++i) {
+      auto parts = HugeClaim(self, n.id, (uint64_t{1} << 40) + static_cast<uint64_t>(i));
+      if (!raw.Send(ps_test::RawUcx::Header(stream, static_cast<uint64_t>(i), parts[0],
+                                            {parts[1].size(), parts[2].size()}),
+                    ps_test::RawUcx::Data({parts[1], parts[2]}))) {
+        std::cerr << "garbage: a crafted claim to node " << n.id << " was not sent\n";
+      }
+    }
+  }
+  for (const auto& n : nodes) {
+    if (n.role != ps::Role::kServer) continue;
+    ps_test::RawUcx raw(n.host, n.port);
+    for (int i = 0; i < frames; ++i) {
+      std::string header(1 + rng() % 200, '\0'), data(rng() % 200, '\0');
+      for (auto& c : header) c = static_cast<char>(rng());
+      for (auto& c : data) c = static_cast<char>(rng());
+      if (i % 50 == 0 && header.size() >= 4) {
+        std::memcpy(&header[0], &ps_test::RawUcx::kMagic, 4);
+      }
+      raw.Send(header, data);
+    }
+    RawTcpJunk(n, &rng);
+  }
 }
 
 int RunWorker(ps::Node* node, const Options& o) {
@@ -231,7 +271,11 @@ int RunWorker(ps::Node* node, const Options& o) {
   std::deque<int64_t> open_assign, open_adagrad;
   std::thread garbage;
   if (o.scenario == "garbage" && rank == 0) {
-    garbage = std::thread([&] { SendGarbage(node->nodes(), node->id(), o.seed, 10000, 20); });
+    const char* van = std::getenv("PS_VAN");
+    const bool ucx = van && std::string(van) == "ucx";
+    garbage = std::thread([&, ucx] {
+      (ucx ? SendGarbageUcx : SendGarbage)(node->nodes(), node->id(), o.seed, 10000, 20);
+    });
   }
   // Push: round t's push is in flight while round t+1's is prepared.
   std::cout << "PUSHING worker " << rank << std::endl;

@@ -6,8 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <future>
 #include <random>
+
+#include "integration/ucx_raw.h"
 
 namespace ps {
 namespace {
@@ -140,6 +144,85 @@ TEST(UcxVanTest, ALostPeerIsReportedAndInterruptWakesRecv) {
   EXPECT_FALSE(a.Connected(4));
   a.Interrupt();
   EXPECT_FALSE(a.Recv(&got, 5000));
+}
+
+// Send and Connect only queue work for the progress thread: they return while that thread is
+// busy, here held inside the lost-peer callback. With a worker shared under UCX's lock, Send
+// waited for the lock for as long as the progress thread kept it, which stalled a busy server's
+// heartbeat for 700 ms until the scheduler declared it dead (fault.slow_server under UCX).
+TEST(UcxVanTest, SendAndConnectDoNotWaitForABusyProgressThread) {
+  UcxVan a;
+  auto b = std::make_unique<UcxVan>();
+  UcxVan c;
+  const int port_b = b->Bind("127.0.0.1", 0);
+  const int port_c = c.Bind("127.0.0.1", 0);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> inside{false};
+  a.WatchPeers([&](int) {
+    inside = true;
+    released.wait();
+  });
+  a.Connect(4, "127.0.0.1", port_b);
+  a.Connect(5, "127.0.0.1", port_c);
+  ASSERT_TRUE(a.Send(Frames(4, {16}, 1)));
+  Message got;
+  ASSERT_TRUE(RecvSoon(b.get(), &got));
+  b.reset();
+  for (int i = 0; i < 100 && !inside.load(); ++i) {
+    a.Send(Frames(4, {16}, 2));
+    usleep(50000);
+  }
+  ASSERT_TRUE(inside.load()) << "the lost peer was never reported";
+  auto sent = std::async(std::launch::async, [&] {
+    a.Connect(6, "127.0.0.1", port_c);
+    return a.Send(Frames(5, {32}, 3)) && a.Send(Frames(6, {48}, 4));
+  });
+  const bool returned = sent.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  release.set_value();
+  ASSERT_TRUE(returned) << "Send or Connect waited for the progress thread";
+  EXPECT_TRUE(sent.get());
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 2 && RecvSoon(&c, &got); ++i) sizes.push_back(got.data[0].size());
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<size_t>{32, 48}));
+}
+
+// What a sender can make the van hold back for order is bounded: a message more than 2^20
+// ahead of its stream, a repeat, and a header without the magic are dropped and counted; a
+// gap filled late delivers the held message after the one that filled it.
+TEST(UcxVanTest, MessagesHeldForOrderAreBoundedAndAGapFilledLateDelivers) {
+  UcxVan b;
+  const int port = b.Bind("127.0.0.1", 0);
+  ps_test::RawUcx raw("127.0.0.1", port);
+  ASSERT_TRUE(raw.ok());
+  auto meta = [](int app) {
+    Message m;
+    m.meta.set_magic(kMagic);
+    m.meta.set_receiver(1);
+    m.meta.set_app_id(app);
+    return m.meta.SerializeAsString();
+  };
+  const uint64_t stream = 0x1234567;
+  const std::string frame = "abc";
+  auto send = [&](uint64_t seq, int app, uint32_t magic = ps_test::RawUcx::kMagic) {
+    return raw.Send(ps_test::RawUcx::Header(stream, seq, meta(app), {frame.size()}, magic),
+                    ps_test::RawUcx::Data({frame}));
+  };
+  ASSERT_TRUE(send(1, 11));              // held: waits for 0
+  ASSERT_TRUE(send(1u << 20, 12));       // too far ahead of 0: dropped
+  ASSERT_TRUE(send(1, 13));              // a repeat of 1: dropped
+  ASSERT_TRUE(send(0, 14, 0xdeadbeef));  // no magic: dropped
+  Message got;
+  EXPECT_FALSE(b.Recv(&got, 300)) << "a message was delivered before the gap was filled";
+  ASSERT_TRUE(send(0, 10));
+  ASSERT_TRUE(RecvSoon(&b, &got));
+  EXPECT_EQ(got.meta.app_id(), 10);
+  ASSERT_TRUE(RecvSoon(&b, &got));
+  EXPECT_EQ(got.meta.app_id(), 11);
+  EXPECT_EQ(got.data[0].size(), frame.size());
+  EXPECT_FALSE(b.Recv(&got, 300));
+  EXPECT_EQ(b.counters().malformed_dropped.load(), 3u);
 }
 
 }  // namespace
