@@ -1,6 +1,7 @@
 #include "transport/ucx_van.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <glog/logging.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -68,6 +69,15 @@ sockaddr_in Resolve(const std::string& host, int port) {
   return sa;
 }
 
+bool HasRdmaDevice() {
+  DIR* d = opendir("/sys/class/infiniband");
+  if (!d) return false;
+  bool any = false;
+  while (dirent* e = readdir(d)) any |= e->d_name[0] != '.';
+  closedir(d);
+  return any;
+}
+
 // A rendezvous receive in progress: its slot in the sender's stream.
 struct RecvHold {
   UcxVan* van;
@@ -98,11 +108,25 @@ UcxVan::UcxVan(int64_t max_message, int queue)
 
 UcxVan::~UcxVan() { Stop(0); }
 
-void UcxVan::Start() {
+void UcxVan::Start(const sockaddr_in& where) {
   if (worker_) return;
   ucp_config_t* config;
   if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
     throw Error(ErrorCode::kBadConfig, "UCX: cannot read its configuration (UCX_* variables)");
+  }
+  // A node on a loopback address talks to this host only: without this UCX also opens lanes
+  // over the other interfaces' addresses (traffic to our own eth0 address, say). UCX_NET_DEVICES
+  // set by the user wins.
+  if ((ntohl(where.sin_addr.s_addr) >> 24) == 127 && !getenv("UCX_NET_DEVICES")) {
+    ucp_config_modify(config, "NET_DEVICES", "lo");
+  }
+  // Without an RDMA device UCX's rendezvous moves the data by copies anyway (over TCP: an
+  // am_bcopy pipeline) and only adds a handshake per message, each a wake-up of both progress
+  // threads: ps's messages (values in parts of 1 MB) go eager instead. That doubled the 1M-key
+  // push and the 4 MB dense push (bench/kv_bench, docs/benchmarks.md). UCX_RNDV_THRESH set by
+  // the user wins; with an RDMA device UCX's own choice (zero-copy rendezvous) stands.
+  if (!getenv("UCX_RNDV_THRESH") && !HasRdmaDevice()) {
+    ucp_config_modify(config, "RNDV_THRESH", "8mb");
   }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;
@@ -132,8 +156,8 @@ void UcxVan::Start() {
   ucp_worker_set_am_recv_handler(worker_, &hp);
 }
 
-void UcxVan::Run() {
-  Start();
+void UcxVan::Run(const sockaddr_in& where) {
+  Start(where);
   if (!progress_.joinable()) progress_ = std::thread([this] { ProgressLoop(); });
 }
 
@@ -167,8 +191,8 @@ bool UcxVan::RunJobs() {
 int UcxVan::Bind(const std::string& host, int port) {
   // Before the progress thread runs: nodes bind first, then connect.
   if (progress_.joinable()) throw Error("UcxVan::Bind after Connect");
-  Start();
   sockaddr_in sa = Resolve(host, port);
+  Start(sa);
   ucp_listener_params_t lp{};
   lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
@@ -189,7 +213,7 @@ int UcxVan::Bind(const std::string& host, int port) {
   if (ucp_listener_query(listener_, &attr) == UCS_OK) {
     bound = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
   }
-  Run();
+  Run(sa);
   return bound;
 }
 
@@ -211,7 +235,7 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
 
 void UcxVan::Connect(int id, const std::string& host, int port) {
   sockaddr_in sa = Resolve(host, port);  // a bad name is the caller's error, at once
-  Run();
+  Run(sa);
   auto peer = std::make_shared<Peer>();
   peer->id = id;
   Job job;
@@ -354,11 +378,15 @@ void UcxVan::SendNow(Job* job) {
       UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   // No data at all goes as an empty contiguous buffer (UCX rejects an empty iov).
   const bool empty = hold->iov.empty();
-  p.datatype = empty ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
+  const bool one = hold->iov.size() == 1;
+  p.datatype = empty || one ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
   p.cb.send = SendDone;
   p.user_data = hold.get();
   void* r = ucp_am_send_nbx(peer.ep, kAmId, hold->header.data(), hold->header.size(),
-                            empty ? nullptr : hold->iov.data(), hold->iov.size(), &p);
+                            empty ? nullptr
+                            : one ? hold->iov[0].buffer
+                                  : hold->iov.data(),
+                            one ? hold->iov[0].length : hold->iov.size(), &p);
   if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
     hold.release();  // SendDone frees it
   } else {

@@ -15,6 +15,7 @@
 #ifndef PS_TRANSPORT_UCX_VAN_H_
 #define PS_TRANSPORT_UCX_VAN_H_
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
@@ -93,8 +94,8 @@ class UcxVan : public Van {
     Job(Job&&) noexcept;
     ~Job();
   };
-  void Start();  // context and worker, once
-  void Run();    // the progress thread, once
+  void Start(const sockaddr_in& where);  // context and worker, once
+  void Run(const sockaddr_in& where);    // the progress thread, once
   void ProgressLoop();
   bool RunJobs();  // false when none were queued
   void MakeEndpoint(Job* job);
