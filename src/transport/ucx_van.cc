@@ -240,15 +240,17 @@ void UcxVan::Connect(int id, const std::string& host, int port) {
   peer->id = id;
   Job job;
   std::memcpy(&job.addr, &sa, sizeof(sa));
+  job.peer = peer;
   {
-    std::lock_guard<std::mutex> lk(peers_mu_);
-    seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
-    peer->stream = seed_ ^ (seed_ >> 29);
-    peers_[id] = peer;  // sends queue behind the endpoint's making
-  }
-  job.peer = std::move(peer);
-  {
-    std::lock_guard<std::mutex> lk(jobs_mu_);
+    // Published and queued under jobs_mu_: a Send that finds the peer queues behind the
+    // endpoint's making (Send takes jobs_mu_ after it found the peer).
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    {
+      std::lock_guard<std::mutex> lk(peers_mu_);
+      seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull;
+      peer->stream = seed_ ^ (seed_ >> 29);
+      peers_[id] = peer;
+    }
     jobs_.push_back(std::move(job));
   }
   ucp_worker_signal(worker_);
