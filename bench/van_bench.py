@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 
+from run_kv_bench import pick
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIGS = [("zmq", {"PS_VAN": "zmq"}),
@@ -42,10 +44,6 @@ def kv(a, s, w, env):
     return rows_of([sys.executable, os.path.join(ROOT, "tracker", "ps-launch"), "-s", str(s),
                     "-w", str(w), "--timeout", "1200", "--",
                     os.path.join(a.build, "bench", "kv_bench"), "--scale", str(a.scale)], env)
-
-
-def pick(rows, **want):
-    return [r for r in rows if all(r.get(k) == v for k, v in want.items())]
 
 
 def main():
