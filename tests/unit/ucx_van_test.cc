@@ -189,6 +189,46 @@ TEST(UcxVanTest, SendAndConnectDoNotWaitForABusyProgressThread) {
   EXPECT_EQ(sizes, (std::vector<size_t>{32, 48}));
 }
 
+// Sends in flight to one peer are bounded: a peer that never takes them (here a UCX listener
+// nobody progresses, so the connection never completes) costs at most `queue` messages, and
+// the rest are refused and counted, as ZeroMQ's high-water mark does.
+TEST(UcxVanTest, SendsInFlightToAStalledPeerAreBounded) {
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  ucp_listener_h listener = nullptr;
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_AM;
+  ASSERT_EQ(ucp_init(&p, nullptr, &ctx), UCS_OK);
+  ucp_worker_params_t wp{};
+  ASSERT_EQ(ucp_worker_create(ctx, &wp, &worker), UCS_OK);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ucp_listener_params_t lp{};
+  lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&sa);
+  lp.sockaddr.addrlen = sizeof(sa);
+  lp.conn_handler.cb = [](ucp_conn_request_h, void*) {};
+  ASSERT_EQ(ucp_listener_create(worker, &lp, &listener), UCS_OK);
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  ASSERT_EQ(ucp_listener_query(listener, &attr), UCS_OK);
+  const int port = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  {
+    const int kQueue = 16;
+    UcxVan a(int64_t{1} << 30, kQueue);
+    a.Connect(1, "127.0.0.1", port);
+    int taken = 0;
+    for (int i = 0; i < 100; ++i) taken += a.Send(Frames(1, {1000}, static_cast<uint64_t>(i)));
+    EXPECT_EQ(taken, kQueue);
+    EXPECT_EQ(a.counters().send_queue_full.load(), static_cast<uint64_t>(100 - kQueue));
+  }
+  ucp_listener_destroy(listener);
+  ucp_worker_destroy(worker);
+  ucp_cleanup(ctx);
+}
+
 // What a sender can make the van hold back for order is bounded: a message more than 2^20
 // ahead of its stream, a repeat, and a header without the magic are dropped and counted; a
 // gap filled late delivers the held message after the one that filled it.
