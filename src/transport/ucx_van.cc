@@ -122,11 +122,13 @@ void UcxVan::Start(const sockaddr_in& where) {
   }
   // Without an RDMA device UCX's rendezvous moves the data by copies anyway (over TCP: an
   // am_bcopy pipeline) and only adds a handshake per message, each a wake-up of both progress
-  // threads: ps's messages (values in parts of 1 MB) go eager instead. That doubled the 1M-key
-  // push and the 4 MB dense push (bench/kv_bench, docs/benchmarks.md). UCX_RNDV_THRESH set by
-  // the user wins; with an RDMA device UCX's own choice (zero-copy rendezvous) stands.
+  // threads: messages up to 2 MB (ps's parts of 1 MB of values) go eager instead. That took
+  // the 4 MB dense push from 0.9 to 1.7 GB/s (docs/benchmarks.md). Not higher: at 8 MB eager
+  // messages that arrived faster than the node handled them took a refilling server 300 MB
+  // past its slots (fault.big_handoff.ucx; 60-80 MB at 1-2 MB). UCX_RNDV_THRESH set by the
+  // user wins; with an RDMA device UCX's own choice (zero-copy rendezvous) stands.
   if (!getenv("UCX_RNDV_THRESH") && !HasRdmaDevice()) {
-    ucp_config_modify(config, "RNDV_THRESH", "8mb");
+    ucp_config_modify(config, "RNDV_THRESH", "2mb");
   }
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES;

@@ -46,7 +46,7 @@ TEST(UcxVanTest, FramesArriveIntactSmallAndLarge) {
   const int port = b.Bind("127.0.0.1", 0);
   ASSERT_GT(port, 0);
   a.Connect(1, "127.0.0.1", port);
-  // Up to 9 MB: past the 8 MB below which the van sends eager when there is no RDMA device.
+  // Up to 9 MB: past the 2 MB below which the van sends eager when there is no RDMA device.
   const size_t sizes[] = {0, 1, 3, 8, 13, 511, 70000, 1 << 20, 5 << 20, 9 << 20};
   for (int round = 0; round < 40; ++round) {
     std::vector<size_t> s;
