@@ -237,6 +237,8 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
 
 void UcxVan::Connect(int id, const std::string& host, int port) {
   sockaddr_in sa = Resolve(host, port);  // a bad name is the caller's error, at once
+  Caller in(&callers_);
+  if (stop_.load()) return;
   Run(sa);
   auto peer = std::make_shared<Peer>();
   peer->id = id;
@@ -324,6 +326,7 @@ std::shared_ptr<UcxVan::Peer> UcxVan::GetPeer(int id) const {
 }
 
 bool UcxVan::Send(const Message& msg) {
+  Caller in(&callers_);  // Stop waits for it before it destroys the worker
   std::shared_ptr<Peer> peer = GetPeer(msg.meta.receiver());
   if (!peer || stop_.load()) return false;
   const size_t meta_size = msg.meta.ByteSizeLong();
@@ -551,6 +554,8 @@ void UcxVan::Stop(int linger_ms) {
     peers_.clear();
   }
   stop_ = true;
+  // A Send or Connect that read stop_ before it was set may still touch the worker.
+  while (callers_.load() > 0) std::this_thread::yield();
   ucp_worker_signal(worker_);
   if (progress_.joinable()) progress_.join();
   // The progress thread is gone: this thread is UCX's only caller now. Sends queued before

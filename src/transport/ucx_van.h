@@ -112,6 +112,12 @@ class UcxVan : public Van {
   int efd_ = -1;
   std::thread progress_;
   std::atomic<bool> stop_{false};
+  std::atomic<int> callers_{0};  // Send and Connect calls in progress
+  struct Caller {
+    explicit Caller(std::atomic<int>* n) : n_(n) { n_->fetch_add(1); }
+    ~Caller() { n_->fetch_sub(1); }
+    std::atomic<int>* n_;
+  };
 
   std::mutex jobs_mu_;
   std::deque<Job> jobs_;
