@@ -1,9 +1,9 @@
 // The vans alone, without the rest of ps: an 8-byte round trip and a stream of 4 MB messages
-// (window 4, each acknowledged by an 8-byte message) between two processes over ZmqVan and
-// UcxVan, to set beside the raw floors of floor_bench (a van's cost over its transport) and
+// (--bytes) (window 4, each acknowledged by an 8-byte message) between two processes over ZmqVan
+// and UcxVan, to set beside the raw floors of floor_bench (a van's cost over its transport) and
 // kv_bench (ps's cost over its van). JSON lines.
 //
-//   van_floor [--van zmq|ucx] [--iters 20000] [--blocks 400]
+//   van_floor [--van zmq|ucx] [--iters 20000] [--blocks 400] [--bytes 4194304]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,7 +66,7 @@ double Pct(std::vector<double> v, double q) {
   return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
 }
 
-void Run(const std::string& van, int iters, int blocks) {
+void Run(const std::string& van, int iters, int blocks, size_t bytes) {
   int a[2], b[2];
   if (pipe(a) != 0 || pipe(b) != 0) return;
   const pid_t pid = fork();
@@ -86,7 +86,6 @@ void Run(const std::string& van, int iters, int blocks) {
     if (i >= 200)
       lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  const size_t bytes = static_cast<size_t>(getenv("VF_BYTES") ? atol(getenv("VF_BYTES")) : 4 << 20);
   ps::SArray<char> big(bytes);
   const int window = 4;
   double mbps = 0;
@@ -129,14 +128,16 @@ void Run(const std::string& van, int iters, int blocks) {
 int main(int argc, char** argv) {
   std::string only;
   int iters = 20000, blocks = 400;
+  size_t bytes = 4 << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--van") only = argv[i + 1];
     if (k == "--iters") iters = std::stoi(argv[i + 1]);
     if (k == "--blocks") blocks = std::stoi(argv[i + 1]);
+    if (k == "--bytes") bytes = std::stoul(argv[i + 1]);
   }
   for (const char* van : {"zmq", "ucx"}) {
-    if (only.empty() || only == van) Run(van, iters, blocks);
+    if (only.empty() || only == van) Run(van, iters, blocks, bytes);
   }
   return 0;
 }

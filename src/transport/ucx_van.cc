@@ -43,7 +43,6 @@ struct SendHold {
   std::vector<char> header;
   std::vector<ucp_dt_iov_t> iov;
   std::vector<SArray<char>> frames;
-  size_t bytes = 0;
 };
 
 namespace {
@@ -228,7 +227,7 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
   // A peer that connected to us is not one we send to: its failure is seen on our own
   // endpoint to it (Connect), so the error of this one only retires it.
   ep.err_handler.cb = [](void* arg, ucp_ep_h e, ucs_status_t) {
-    static_cast<UcxVan*>(arg)->OnPeerError(-1, e);
+    static_cast<UcxVan*>(arg)->OnAcceptedError(e);
   };
   ep.err_handler.arg = this;
   ucp_ep_h e;
@@ -241,6 +240,7 @@ void UcxVan::Connect(int id, const std::string& host, int port) {
   if (stop_.load()) return;
   Run(sa);
   auto peer = std::make_shared<Peer>();
+  peer->van = this;
   peer->id = id;
   Job job;
   std::memcpy(&job.addr, &sa, sizeof(sa));
@@ -262,7 +262,6 @@ void UcxVan::Connect(int id, const std::string& host, int port) {
 
 void UcxVan::MakeEndpoint(Job* job) {
   Peer& peer = *job->peer;
-  auto err = std::make_unique<PeerErr>(PeerErr{this, peer.id});
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -270,11 +269,12 @@ void UcxVan::MakeEndpoint(Job* job) {
   p.sockaddr.addr = reinterpret_cast<const sockaddr*>(&job->addr);
   p.sockaddr.addrlen = sizeof(sockaddr_in);
   p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  p.err_handler.cb = [](void* arg, ucp_ep_h e, ucs_status_t) {
-    auto* pe = static_cast<PeerErr*>(arg);
-    pe->van->OnPeerError(pe->id, e);
+  // The peer lives as long as the endpoint: made_ holds it until Stop closes the endpoint.
+  p.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) {
+    auto* peer = static_cast<Peer*>(arg);
+    peer->van->OnPeerError(peer);
   };
-  p.err_handler.arg = err.get();
+  p.err_handler.arg = &peer;
   ucp_ep_h e;
   ucs_status_t st = ucp_ep_create(worker_, &p, &e);
   if (st != UCS_OK) {
@@ -292,29 +292,27 @@ void UcxVan::MakeEndpoint(Job* job) {
     return;
   }
   peer.ep = e;
-  peer_errs_.push_back(std::move(err));
   made_.push_back(job->peer);
 }
 
-void UcxVan::OnPeerError(int id, ucp_ep_h ep) {
+void UcxVan::OnAcceptedError(ucp_ep_h ep) {
+  auto it = std::find(accepted_.begin(), accepted_.end(), ep);
+  if (it == accepted_.end()) return;  // reported before
+  accepted_.erase(it);
   retired_.push_back(ep);  // closed once, at Stop
-  if (id < 0) {
-    auto it = std::find(accepted_.begin(), accepted_.end(), ep);
-    if (it != accepted_.end()) accepted_.erase(it);
-    return;
-  }
-  for (auto& p : made_) {
-    if (p->ep == ep) p->failed = true;  // its queued sends are dropped
-  }
+}
+
+void UcxVan::OnPeerError(Peer* peer) {
+  peer->failed = true;  // its queued sends are dropped; the endpoint is closed at Stop
   std::function<void(int)> lost;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
-    auto it = peers_.find(id);
-    if (it == peers_.end() || it->second->ep != ep) return;  // an endpoint replaced since
+    auto it = peers_.find(peer->id);
+    if (it == peers_.end() || it->second.get() != peer) return;  // replaced since
     peers_.erase(it);
     lost = lost_;
   }
-  if (lost) lost(id);
+  if (lost) lost(peer->id);
 }
 
 bool UcxVan::Connected(int id) const { return GetPeer(id) != nullptr; }
@@ -355,7 +353,6 @@ bool UcxVan::Send(const Message& msg) {
   msg.meta.SerializeWithCachedSizesToArray(
       reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
   hold->frames = msg.data;
-  hold->bytes = bytes;
   hold->peer = peer;
   peer->inflight++;
   Job job;
@@ -429,32 +426,27 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
   auto slot = std::make_shared<Slot>();
   slot->header = SArray<char>(header_length);
   std::memcpy(slot->header.data(), header, header_length);
+  st.held.emplace(fixed.seq, slot);
   if (!rndv) {
     slot->data = SArray<char>(length);
     if (length) std::memcpy(slot->data.data(), data, length);
     slot->ready = true;
-    st.held.emplace(fixed.seq, slot);
-    Flush(fixed.stream);
-    return UCS_OK;
-  }
-  slot->data = SArray<char>::Uninitialized(length);
-  st.held.emplace(fixed.seq, slot);
-  const uint64_t stream = fixed.stream;
-  auto hold = std::make_unique<RecvHold>(RecvHold{this, stream, slot});
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  p.cb.recv_am = RecvDone;
-  p.user_data = hold.get();
-  void* r = ucp_am_recv_data_nbx(worker_, data, slot->data.data(), length, &p);
-  if (UCS_PTR_IS_ERR(r)) {
-    slot->ready = slot->failed = true;
-  } else if (r == nullptr) {
-    slot->ready = true;
   } else {
-    hold.release();  // RecvDone marks it ready
-    return UCS_OK;
+    slot->data = SArray<char>::Uninitialized(length);
+    auto hold = std::make_unique<RecvHold>(RecvHold{this, fixed.stream, slot});
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = RecvDone;
+    p.user_data = hold.get();
+    void* r = ucp_am_recv_data_nbx(worker_, data, slot->data.data(), length, &p);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+      hold.release();  // RecvDone marks it ready and flushes
+      return UCS_OK;
+    }
+    slot->ready = true;
+    slot->failed = UCS_PTR_IS_ERR(r);
   }
-  Flush(stream);
+  Flush(fixed.stream);
   return UCS_OK;
 }
 
@@ -575,12 +567,9 @@ void UcxVan::Stop(int linger_ms) {
     jobs_.clear();
   }
   std::vector<ucp_ep_h> eps;
-  for (const auto& p : made_) {
-    if (std::find(retired_.begin(), retired_.end(), p->ep) == retired_.end()) eps.push_back(p->ep);
-  }
+  for (const auto& p : made_) eps.push_back(p->ep);
   eps.insert(eps.end(), accepted_.begin(), accepted_.end());
   eps.insert(eps.end(), retired_.begin(), retired_.end());
-  made_.clear();
   accepted_.clear();
   retired_.clear();
   for (ucp_ep_h e : eps) {
@@ -599,6 +588,7 @@ void UcxVan::Stop(int linger_ms) {
   }
   if (listener_) ucp_listener_destroy(listener_);
   ucp_worker_destroy(worker_);
+  made_.clear();  // after the worker: a peer is its endpoint's error-handler argument
   ucp_cleanup(context_);
   worker_ = nullptr;
   listener_ = nullptr;

@@ -56,7 +56,9 @@ class UcxVan : public Van {
   ucs_status_t OnMessage(const void* header, size_t header_length, void* data, size_t length,
                          const ucp_am_recv_param_t* param);
   void OnConnRequest(ucp_conn_request_h req);
-  void OnPeerError(int id, ucp_ep_h ep);
+  struct Peer;
+  void OnPeerError(Peer* peer);       // an endpoint of ours to a peer failed
+  void OnAcceptedError(ucp_ep_h ep);  // an endpoint a peer made to us failed
   void Deliver(const SArray<char>& header, SArray<char> data);
   // A message of one sender's stream, delivered only after every earlier one: UCX does not
   // keep an endpoint's messages in order (a rendezvous completes after smaller messages sent
@@ -68,6 +70,7 @@ class UcxVan : public Van {
   };
   void Flush(uint64_t stream);
   struct Peer {
+    UcxVan* van = nullptr;
     int id = -1;
     ucp_ep_h ep = nullptr;         // made by the progress thread
     bool failed = false;           // progress thread: its sends are dropped
@@ -77,10 +80,6 @@ class UcxVan : public Van {
   };
 
  private:
-  struct PeerErr {
-    UcxVan* van;
-    int id;
-  };
   struct Stream {
     uint64_t next = 0;
     std::map<uint64_t, std::shared_ptr<Slot>> held;
@@ -126,10 +125,9 @@ class UcxVan : public Van {
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   std::function<void(int)> lost_;
   // Progress thread (and Stop, after it ends) only.
-  std::vector<std::unique_ptr<PeerErr>> peer_errs_;
   std::vector<ucp_ep_h> accepted_;           // endpoints of peers that connected to us
-  std::vector<ucp_ep_h> retired_;            // replaced or failed, closed at Stop
-  std::vector<std::shared_ptr<Peer>> made_;  // every peer given an endpoint
+  std::vector<ucp_ep_h> retired_;            // accepted ones that failed, closed at Stop
+  std::vector<std::shared_ptr<Peer>> made_;  // every peer given an endpoint, closed at Stop
   // Per sender's stream: the next sequence number and the messages that wait for it.
   std::unordered_map<uint64_t, Stream> streams_;
   uint64_t seed_;  // of the stream names (under peers_mu_)
