@@ -17,6 +17,15 @@ namespace ps {
 namespace {
 
 constexpr unsigned kAmId = 7;
+constexpr unsigned kCreditAmId = 8;
+constexpr uint32_t kCreditMagic = 0x50534352;  // "PSCR"
+// A receiver's credit: of the sender's stream, this many messages and bytes are taken.
+struct Credit {
+  uint32_t magic, spare;
+  uint64_t stream, taken, bytes;
+};
+// What a sender keeps in a receiver's hands at most (UcxVan's flow control).
+constexpr uint64_t kWindowBytes = 16u << 20;
 constexpr uint32_t kHeaderMagic = 0x50535558;  // "PSUX"
 constexpr size_t kMaxFrames = 64;
 // The header: magic, meta length, frame count, a spare word, the sender's stream and the
@@ -43,9 +52,15 @@ struct SendHold {
   std::vector<char> header;
   std::vector<ucp_dt_iov_t> iov;
   std::vector<SArray<char>> frames;
+  uint64_t bytes = 0;  // header and padded frames: what the receiver counts
 };
 
 namespace {
+
+void CreditDone(void* request, ucs_status_t, void* user) {
+  delete static_cast<Credit*>(user);
+  ucp_request_free(request);
+}
 
 void SendDone(void* request, ucs_status_t, void* user) {
   auto* hold = static_cast<SendHold*>(user);
@@ -103,7 +118,8 @@ UcxVan::UcxVan(int64_t max_message, int queue)
       max_held_(2 * static_cast<uint64_t>(max_message)),
       queue_bound_(static_cast<size_t>(queue)),
       seed_(std::random_device{}() * 0x9E3779B97F4A7C15ull ^
-            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {}
+            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
+      credit_batch_(std::max<size_t>(1, static_cast<size_t>(queue) / 8)) {}
 
 UcxVan::~UcxVan() { Stop(0); }
 
@@ -155,6 +171,13 @@ void UcxVan::Start(const sockaddr_in& where) {
     return static_cast<UcxVan*>(arg)->OnMessage(header, header_length, data, length, param);
   };
   ucp_worker_set_am_recv_handler(worker_, &hp);
+  hp.id = kCreditAmId;
+  hp.cb = [](void* arg, const void* header, size_t header_length, void*, size_t,
+             const ucp_am_recv_param_t*) {
+    static_cast<UcxVan*>(arg)->OnCredit(header, header_length);
+    return UCS_OK;
+  };
+  ucp_worker_set_am_recv_handler(worker_, &hp);
 }
 
 void UcxVan::Run(const sockaddr_in& where) {
@@ -180,7 +203,9 @@ bool UcxVan::RunJobs() {
     jobs.swap(jobs_);
   }
   for (Job& j : jobs) {
-    if (j.send) {
+    if (!j.peer) {
+      SendCredit(j);
+    } else if (j.send) {
       SendNow(&j);
     } else {
       MakeEndpoint(&j);
@@ -293,6 +318,7 @@ void UcxVan::MakeEndpoint(Job* job) {
   }
   peer.ep = e;
   made_.push_back(job->peer);
+  by_stream_[peer.stream] = &peer;
 }
 
 void UcxVan::OnAcceptedError(ucp_ep_h ep) {
@@ -304,6 +330,8 @@ void UcxVan::OnAcceptedError(ucp_ep_h ep) {
 
 void UcxVan::OnPeerError(Peer* peer) {
   peer->failed = true;  // its queued sends are dropped; the endpoint is closed at Stop
+  peer->inflight -= static_cast<int>(peer->waiting.size());
+  peer->waiting.clear();
   std::function<void(int)> lost;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
@@ -330,7 +358,7 @@ bool UcxVan::Send(const Message& msg) {
   const size_t meta_size = msg.meta.ByteSizeLong();
   const size_t n = msg.data.size();
   if (meta_size == 0 || meta_size > (1u << 24) || n > kMaxFrames) return false;
-  if (static_cast<size_t>(peer->inflight.load()) >= queue_bound_) {
+  if (peer->sent.load() - peer->credited.load() >= queue_bound_) {
     counters_.send_queue_full++;  // a stalled peer costs bounded memory; resends cover the loss
     return false;
   }
@@ -353,8 +381,11 @@ bool UcxVan::Send(const Message& msg) {
   msg.meta.SerializeWithCachedSizesToArray(
       reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
   hold->frames = msg.data;
+  hold->bytes = hold->header.size();
+  for (const auto& v : hold->iov) hold->bytes += v.length;
   hold->peer = peer;
   peer->inflight++;
+  peer->sent++;
   Job job;
   job.peer = std::move(peer);
   job.send = std::move(hold);
@@ -375,18 +406,32 @@ void UcxVan::SendNow(Job* job) {
     peer.inflight--;
     return;  // lost with the peer, as a message in a broken connection is
   }
-  const uint64_t seq = peer.next_seq++;
+  // A large message counts as half a window, so that one that waits always has more than an
+  // eighth of a window taken ahead of it, and the credit that lets it go is sure to come.
+  const uint64_t out = peer.bytes_out - peer.bytes_credited;
+  if (!peer.waiting.empty() ||
+      (out > 0 && out + std::min(hold->bytes, kWindowBytes / 2) > kWindowBytes)) {
+    peer.waiting.push_back(std::move(hold));
+    return;
+  }
+  Hand(&peer, std::move(hold));
+}
+
+void UcxVan::Hand(Peer* peer, std::unique_ptr<SendHold> hold) {
+  const uint64_t seq = peer->next_seq++;
   std::memcpy(hold->header.data() + offsetof(Fixed, seq), &seq, sizeof(seq));
+  peer->bytes_out += hold->bytes;
   ucp_request_param_t p{};
-  p.op_attr_mask =
-      UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_CALLBACK |
+                   UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_AM_SEND_FLAG_REPLY;  // the receiver's credits come back by this endpoint
   // No data at all goes as an empty contiguous buffer (UCX rejects an empty iov).
   const bool empty = hold->iov.empty();
   const bool one = hold->iov.size() == 1;
   p.datatype = empty || one ? ucp_dt_make_contig(1) : ucp_dt_make_iov();
   p.cb.send = SendDone;
   p.user_data = hold.get();
-  void* r = ucp_am_send_nbx(peer.ep, kAmId, hold->header.data(), hold->header.size(),
+  void* r = ucp_am_send_nbx(peer->ep, kAmId, hold->header.data(), hold->header.size(),
                             empty ? nullptr
                             : one ? hold->iov[0].buffer
                                   : hold->iov.data(),
@@ -394,7 +439,7 @@ void UcxVan::SendNow(Job* job) {
   if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
     hold.release();  // SendDone frees it
   } else {
-    peer.inflight--;  // done at once, or failed (the endpoint's error handler reports it)
+    peer->inflight--;  // done at once, or failed (the endpoint's error handler reports it)
   }
 }
 
@@ -417,6 +462,7 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
     sit = streams_.emplace(fixed.stream, Stream()).first;
   }
   Stream& st = sit->second;
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) st.reply = param->reply_ep;
   const uint64_t bytes = header_length + length;
   if (fixed.seq < st.next || fixed.seq - st.next >= kMaxAhead || st.held.count(fixed.seq) ||
       held_bytes_ + bytes > max_held_) {
@@ -460,8 +506,10 @@ void UcxVan::Flush(uint64_t stream) {
     st.next++;
     held_bytes_ -= s->header.size() + s->data.size();
     if (s->failed) {
+      std::lock_guard<std::mutex> lk(q_mu_);
       counters_.malformed_dropped++;
       counters_.bytes_received += s->header.size() + s->data.size();
+      Taken(stream, &inbox_[stream], s->header.size() + s->data.size());
     } else {
       Deliver(s->header, s->data);
     }
@@ -491,33 +539,109 @@ void UcxVan::Deliver(const SArray<char>& header, SArray<char> data) {
   }
   std::lock_guard<std::mutex> lk(q_mu_);
   counters_.bytes_received += total;
+  Inbox& in = inbox_[fixed.stream];
   if (!ok) {
     counters_.malformed_dropped++;
     VLOG(1) << "dropped malformed UCX message: " << why;
+    Taken(fixed.stream, &in, total);
     return;
   }
-  if (queue_.size() >= queue_bound_) {
+  if (in.q.size() >= queue_bound_) {
+    // Only a sender that ignores our credits gets here.
     counters_.recv_queue_full++;
+    Taken(fixed.stream, &in, total);
     return;
   }
   counters_.messages_received++;
-  queue_.push_back(std::move(msg));
+  in.q.emplace_back(std::move(msg), total);
+  if (!in.listed) {
+    in.listed = true;
+    ready_.push_back(fixed.stream);
+  }
   q_cv_.notify_one();
+}
+
+void UcxVan::Taken(uint64_t stream, Inbox* in, uint64_t bytes) {
+  in->taken++;
+  in->taken_bytes += bytes;
+  if (in->taken - in->credited < credit_batch_ &&
+      in->taken_bytes - in->credited_bytes < kWindowBytes / 8) {
+    return;
+  }
+  in->credited = in->taken;
+  in->credited_bytes = in->taken_bytes;
+  Job job;
+  job.credit_stream = stream;
+  job.credit = in->taken;
+  job.credit_bytes = in->taken_bytes;
+  {
+    std::lock_guard<std::mutex> jl(jobs_mu_);
+    jobs_.push_back(std::move(job));
+  }
+  // From Recv's thread as well: Stop destroys the worker only after Recv's callers are gone
+  // (it sets stopped_ under q_mu_, which the caller of Taken holds).
+  if (!stopped_) ucp_worker_signal(worker_);
+}
+
+void UcxVan::SendCredit(const Job& job) {
+  auto it = streams_.find(job.credit_stream);
+  if (it == streams_.end() || !it->second.reply) return;  // a sender that wants no credits
+  auto* c = new Credit{kCreditMagic, 0, job.credit_stream, job.credit, job.credit_bytes};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = CreditDone;
+  p.user_data = c;
+  void* r = ucp_am_send_nbx(it->second.reply, kCreditAmId, c, sizeof(*c), nullptr, 0, &p);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) delete c;  // done at once, or the endpoint failed
+}
+
+void UcxVan::OnCredit(const void* header, size_t length) {
+  Credit c;
+  if (length != sizeof(c)) return;
+  std::memcpy(&c, header, sizeof(c));
+  if (c.magic != kCreditMagic) return;
+  auto it = by_stream_.find(c.stream);
+  if (it == by_stream_.end()) return;
+  Peer* peer = it->second;
+  // Cumulative, so a late credit cannot shrink the window; never past what was sent.
+  uint64_t cur = peer->credited.load();
+  const uint64_t to = std::min(c.taken, peer->sent.load());
+  while (cur < to && !peer->credited.compare_exchange_weak(cur, to)) {
+  }
+  peer->bytes_credited = std::max(peer->bytes_credited, std::min(c.bytes, peer->bytes_out));
+  while (!peer->waiting.empty() && !peer->failed) {
+    const uint64_t out = peer->bytes_out - peer->bytes_credited;
+    const uint64_t next = std::min(peer->waiting.front()->bytes, kWindowBytes / 2);
+    if (out > 0 && out + next > kWindowBytes) break;
+    std::unique_ptr<SendHold> hold = std::move(peer->waiting.front());
+    peer->waiting.pop_front();
+    Hand(peer, std::move(hold));
+  }
 }
 
 bool UcxVan::Recv(Message* msg, int timeout_ms) {
   std::unique_lock<std::mutex> lk(q_mu_);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (queue_.empty() && !interrupted_ && !stopped_) {
+  while (ready_.empty() && !interrupted_ && !stopped_) {
     if (q_cv_.wait_until(lk, until) == std::cv_status::timeout) break;
   }
   if (interrupted_) {
     interrupted_ = false;
     return false;
   }
-  if (queue_.empty()) return false;
-  *msg = std::move(queue_.front());
-  queue_.pop_front();
+  if (ready_.empty()) return false;
+  const uint64_t stream = ready_.front();
+  ready_.pop_front();
+  Inbox& in = inbox_[stream];
+  *msg = std::move(in.q.front().first);
+  const uint64_t bytes = in.q.front().second;
+  in.q.pop_front();
+  if (in.q.empty()) {
+    in.listed = false;
+  } else {
+    ready_.push_back(stream);
+  }
+  Taken(stream, &in, bytes);
   return true;
 }
 
@@ -588,6 +712,7 @@ void UcxVan::Stop(int linger_ms) {
   }
   if (listener_) ucp_listener_destroy(listener_);
   ucp_worker_destroy(worker_);
+  by_stream_.clear();
   made_.clear();  // after the worker: a peer is its endpoint's error-handler argument
   ucp_cleanup(context_);
   worker_ = nullptr;

@@ -11,7 +11,19 @@
 // so a caller never waits for the network or for UCX's lock. With a shared thread-safe worker
 // the progress thread, busy with incoming traffic, held UCX's lock for hundreds of ms at a
 // time: senders waited, a server's heartbeat stalled and the scheduler declared it dead.
-// Received messages wait in a bounded queue for Recv (one thread).
+// Received messages wait for Recv (one thread) in a queue per sender's stream, taken in turn
+// as ZeroMQ's router does: a scheduler's heartbeat never waits behind a worker's backlog.
+//
+// Flow control: UCX reads every socket it progresses, so a receiver cannot stop reading one
+// peer as ZeroMQ does (TCP back-pressure). Instead the receiver tells each sender what it has
+// taken of its messages (credits: counts of messages and bytes, on the endpoint the sender's
+// messages came by). A sender keeps at most kWindowBytes (16 MB, or one larger message) in the
+// receiver's hands; what is beyond waits in the sender, where its frames are anyway. Messages
+// not yet taken are at most `queue` per peer: beyond that Send drops and counts
+// (send_queue_full), as ZeroMQ's high-water mark does. Without credits a slow server took in
+// everything, dropped past its queue, and the resends that followed took its chain master to
+// 750 MB (fault.slow_server.ucx on one core); with a message count alone a refilling server
+// held 500 MB of workers' pushes (fault.big_handoff.ucx).
 #ifndef PS_TRANSPORT_UCX_VAN_H_
 #define PS_TRANSPORT_UCX_VAN_H_
 
@@ -72,23 +84,40 @@ class UcxVan : public Van {
   struct Peer {
     UcxVan* van = nullptr;
     int id = -1;
-    ucp_ep_h ep = nullptr;         // made by the progress thread
-    bool failed = false;           // progress thread: its sends are dropped
-    uint64_t stream = 0;           // random: names this endpoint's sequence to the receiver
-    uint64_t next_seq = 0;         // progress thread
-    std::atomic<int> inflight{0};  // queued or in UCX, not yet completed
+    ucp_ep_h ep = nullptr;              // made by the progress thread
+    bool failed = false;                // progress thread: its sends are dropped
+    uint64_t stream = 0;                // random: names this endpoint's sequence to the receiver
+    uint64_t next_seq = 0;              // progress thread
+    std::atomic<int> inflight{0};       // queued or in UCX, not yet completed
+    std::atomic<uint64_t> sent{0};      // messages Send accepted
+    std::atomic<uint64_t> credited{0};  // of them, taken by the receiver (its credits)
+    // Progress thread: bytes handed to UCX and taken by the receiver; sends that wait for
+    // credits.
+    uint64_t bytes_out = 0, bytes_credited = 0;
+    std::deque<std::unique_ptr<SendHold>> waiting;
   };
+  void OnCredit(const void* header, size_t length);
 
  private:
   struct Stream {
     uint64_t next = 0;
     std::map<uint64_t, std::shared_ptr<Slot>> held;
+    ucp_ep_h reply = nullptr;  // the endpoint the sender's messages come by: credits go back
   };
-  // Work for the progress thread, in the order queued: make an endpoint, or send.
+  // A sender's delivered messages waiting for Recv (under q_mu_).
+  struct Inbox {
+    std::deque<std::pair<Message, uint64_t>> q;  // and its bytes
+    uint64_t taken = 0, taken_bytes = 0;         // messages taken by Recv or dropped, and bytes
+    uint64_t credited = 0, credited_bytes = 0;   // what the sender was last told
+    bool listed = false;                         // in ready_
+  };
+  void Taken(uint64_t stream, Inbox* in, uint64_t bytes);  // q_mu_ held
+  // Work for the progress thread, in the order queued: make an endpoint, send, or credit.
   struct Job {
     std::shared_ptr<Peer> peer;
-    sockaddr_storage addr{};         // connect
-    std::unique_ptr<SendHold> send;  // null: connect
+    uint64_t credit_stream = 0, credit = 0, credit_bytes = 0;  // peer null: a credit
+    sockaddr_storage addr{};                                   // connect
+    std::unique_ptr<SendHold> send;                            // null: connect
     Job();
     Job(Job&&) noexcept;
     ~Job();
@@ -99,6 +128,8 @@ class UcxVan : public Van {
   bool RunJobs();  // false when none were queued
   void MakeEndpoint(Job* job);
   void SendNow(Job* job);
+  void Hand(Peer* peer, std::unique_ptr<SendHold> hold);  // to UCX
+  void SendCredit(const Job& job);
   std::shared_ptr<Peer> GetPeer(int id) const;
 
   int64_t max_message_;
@@ -125,16 +156,19 @@ class UcxVan : public Van {
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   std::function<void(int)> lost_;
   // Progress thread (and Stop, after it ends) only.
-  std::vector<ucp_ep_h> accepted_;           // endpoints of peers that connected to us
-  std::vector<ucp_ep_h> retired_;            // accepted ones that failed, closed at Stop
-  std::vector<std::shared_ptr<Peer>> made_;  // every peer given an endpoint, closed at Stop
+  std::vector<ucp_ep_h> accepted_;                 // endpoints of peers that connected to us
+  std::vector<ucp_ep_h> retired_;                  // accepted ones that failed, closed at Stop
+  std::vector<std::shared_ptr<Peer>> made_;        // every peer given an endpoint, closed at Stop
+  std::unordered_map<uint64_t, Peer*> by_stream_;  // of made_: whose credits arrive
   // Per sender's stream: the next sequence number and the messages that wait for it.
   std::unordered_map<uint64_t, Stream> streams_;
   uint64_t seed_;  // of the stream names (under peers_mu_)
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;
-  std::deque<Message> queue_;
+  std::unordered_map<uint64_t, Inbox> inbox_;
+  std::deque<uint64_t> ready_;  // streams with messages, in turn
+  size_t credit_batch_;
   bool interrupted_ = false;
   bool stopped_ = false;
 };
