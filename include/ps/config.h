@@ -89,10 +89,10 @@ struct Config {
   /// (PS_REFILL_PIECE_MB): each piece is imported before the next is asked for, so a hand-off
   /// of a multi-GB range costs each end about a piece of memory, not the range.
   int refill_piece_mb = 16;
-  /// A server's process keeps up to this many MB of freed memory for reuse instead of handing
-  /// it back to the kernel (PS_MALLOC_RETAIN_MB; glibc's malloc thresholds, process-wide, set
-  /// at Start by server roles only): the MB-sized buffers of each step are then not faulted in
-  /// page by page again. 0 leaves malloc as it is.
+  /// A server's or worker's process keeps up to this many MB of freed memory for reuse instead
+  /// of handing it back to the kernel (PS_MALLOC_RETAIN_MB; glibc's malloc thresholds,
+  /// process-wide, set at Start by server and worker roles): the MB-sized buffers of each step
+  /// are then not faulted in page by page again. 0 leaves malloc as it is.
   int malloc_retain_mb = 64;
   /// Messages queued per peer and direction (PS_SEND_QUEUE): beyond it a node stops reading
   /// from that peer (TCP back-pressure) and drops, and counts, what it would send to it; the

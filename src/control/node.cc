@@ -137,9 +137,7 @@ void Node::Impl::Start() {
                     " (PS_SCHEDULER_HOST/PS_SCHEDULER_PORT): a node can join only a running job; "
                     "ps-launch prints the address to give --join when the job starts");
   }
-  if (cfg.role == Role::kServer && !cfg.inproc && cfg.malloc_retain_mb > 0) {
-    RetainFreedMemory(static_cast<size_t>(cfg.malloc_retain_mb));
-  }
+  if (ShouldRetainFreedMemory(cfg)) RetainFreedMemory(static_cast<size_t>(cfg.malloc_retain_mb));
   van = MakeVan(cfg);
   const bool scheduler = cfg.role == Role::kScheduler;
   port_ = van->Bind(scheduler ? cfg.scheduler_host : cfg.host,

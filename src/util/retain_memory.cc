@@ -21,4 +21,8 @@ bool RetainFreedMemory(size_t mb) {
 #endif
 }
 
+bool ShouldRetainFreedMemory(const Config& cfg) {
+  return cfg.role != Role::kScheduler && !cfg.inproc && cfg.malloc_retain_mb > 0;
+}
+
 }  // namespace ps

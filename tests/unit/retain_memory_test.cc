@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__GLIBC__)
@@ -79,6 +80,25 @@ TEST(RetainMemoryTest, FreedBuffersOfMBsStayInTheHeapForTheNextMessages) {
   EXPECT_EQ(with.mmapped, 0);
   EXPECT_EQ(with.returned, 0) << "peak heap " << with.peak_kb << " KB";
 #endif
+}
+
+// Workers gather request parts for several servers into fresh buffers of MBs: they retain
+// freed memory too (a 100K-key push to 2 servers ran at a tenth of the speed of a push to one).
+TEST(RetainMemoryTest, ServersAndWorkersRetainTheSchedulerAndInProcessClustersDoNot) {
+  Config c;
+  c.malloc_retain_mb = 64;
+  c.role = Role::kServer;
+  EXPECT_TRUE(ShouldRetainFreedMemory(c));
+  c.role = Role::kWorker;
+  EXPECT_TRUE(ShouldRetainFreedMemory(c));
+  c.role = Role::kScheduler;
+  EXPECT_FALSE(ShouldRetainFreedMemory(c));
+  c.role = Role::kWorker;
+  c.inproc = std::make_shared<InprocNetwork>();
+  EXPECT_FALSE(ShouldRetainFreedMemory(c));
+  c.inproc = nullptr;
+  c.malloc_retain_mb = 0;
+  EXPECT_FALSE(ShouldRetainFreedMemory(c));
 }
 
 }  // namespace
