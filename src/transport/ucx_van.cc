@@ -406,15 +406,18 @@ void UcxVan::SendNow(Job* job) {
     peer.inflight--;
     return;  // lost with the peer, as a message in a broken connection is
   }
-  // A large message counts as half a window, so that one that waits always has more than an
-  // eighth of a window taken ahead of it, and the credit that lets it go is sure to come.
-  const uint64_t out = peer.bytes_out - peer.bytes_credited;
-  if (!peer.waiting.empty() ||
-      (out > 0 && out + std::min(hold->bytes, kWindowBytes / 2) > kWindowBytes)) {
+  if (!peer.waiting.empty() || !FitsWindow(peer, hold->bytes)) {
     peer.waiting.push_back(std::move(hold));
     return;
   }
   Hand(&peer, std::move(hold));
+}
+
+bool UcxVan::FitsWindow(const Peer& peer, uint64_t bytes) {
+  // A large message counts as half a window, so that one that waits always has more than an
+  // eighth of a window taken ahead of it, and the credit that lets it go is sure to come.
+  const uint64_t out = peer.bytes_out - peer.bytes_credited;
+  return out == 0 || out + std::min(bytes, kWindowBytes / 2) <= kWindowBytes;
 }
 
 void UcxVan::Hand(Peer* peer, std::unique_ptr<SendHold> hold) {
@@ -603,16 +606,13 @@ void UcxVan::OnCredit(const void* header, size_t length) {
   auto it = by_stream_.find(c.stream);
   if (it == by_stream_.end()) return;
   Peer* peer = it->second;
-  // Cumulative, so a late credit cannot shrink the window; never past what was sent.
-  uint64_t cur = peer->credited.load();
+  // Cumulative, so a late credit cannot shrink the window; never past what was sent. This
+  // thread alone writes credited.
   const uint64_t to = std::min(c.taken, peer->sent.load());
-  while (cur < to && !peer->credited.compare_exchange_weak(cur, to)) {
-  }
+  if (to > peer->credited.load()) peer->credited.store(to);
   peer->bytes_credited = std::max(peer->bytes_credited, std::min(c.bytes, peer->bytes_out));
-  while (!peer->waiting.empty() && !peer->failed) {
-    const uint64_t out = peer->bytes_out - peer->bytes_credited;
-    const uint64_t next = std::min(peer->waiting.front()->bytes, kWindowBytes / 2);
-    if (out > 0 && out + next > kWindowBytes) break;
+  while (!peer->waiting.empty() && !peer->failed &&
+         FitsWindow(*peer, peer->waiting.front()->bytes)) {
     std::unique_ptr<SendHold> hold = std::move(peer->waiting.front());
     peer->waiting.pop_front();
     Hand(peer, std::move(hold));

@@ -128,7 +128,8 @@ class UcxVan : public Van {
   bool RunJobs();  // false when none were queued
   void MakeEndpoint(Job* job);
   void SendNow(Job* job);
-  void Hand(Peer* peer, std::unique_ptr<SendHold> hold);  // to UCX
+  void Hand(Peer* peer, std::unique_ptr<SendHold> hold);     // to UCX
+  static bool FitsWindow(const Peer& peer, uint64_t bytes);  // flow control: may it go now
   void SendCredit(const Job& job);
   std::shared_ptr<Peer> GetPeer(int id) const;
 
