@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 
+#include "store/block.h"
+
 namespace ps {
 
 ServerCore::ServerCore(int a, DataType t, std::shared_ptr<StoreBase> s,
@@ -210,7 +212,9 @@ void ServerCore::ProcessLocked(Message& msg) {
       err = Handle(piece, &scratch, true, false);
       if (!err.empty()) break;
     }
-    if (err.empty() && pull && pass) err = Handle(msg, &reply, false, true);
+    // A read the barrier holds is still validated now (pass false: nothing is read), so a
+    // malformed one is refused at once rather than when it is released.
+    if (err.empty() && pull) err = Handle(msg, &reply, false, pass);
   }
   if (push && err.empty()) {
     auto ring = ring_ ? ring_() : nullptr;
@@ -453,10 +457,11 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
   if (kf.size() % sizeof(Key)) return "keys frame size";
   const size_t n = kf.size() / sizeof(Key);
   const Key* keys = reinterpret_cast<const Key*>(kf.data());
-  for (size_t i = 1; i < n; ++i) {
-    if (keys[i] <= keys[i - 1]) return "keys not sorted and unique";
-  }
   const bool part = m.val_total() > 0;
+  // The store checks the order of the keys in the walk that finds their slots (one read of
+  // the key frame, not two); a request that reaches no store call is checked here.
+  const bool stored = (m.push() && do_push) || (m.pull() && do_pull && !part);
+  if (!stored && !SortedUnique(keys, n)) return kUnsortedKeys;
   if (m.width() > 0 && n * static_cast<uint64_t>(m.width()) > (1ull << 30)) {
     return "request too large";
   }

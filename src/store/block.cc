@@ -17,23 +17,23 @@ constexpr size_t kSideOverhead = 80;
 }  // namespace
 
 template <typename V>
-typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
+void Block<V>::Seek(Key k, size_t* cursor) const {
   const size_t n = keys_.size(), base = *cursor;
-  Found f;
   // Fast path: a key list pushed again walks the main arrays in step.
-  if (base < n && keys_[base] == k) {
-    f.slot = data_.data() + off_[base];
-    f.len = SlotLen(off_[base + 1] - off_[base]);
-    *cursor = base + 1;
-    return f;
-  }
+  if (base >= n || keys_[base] >= k) return;
   // Exponential search forward from the cursor, then binary search in the last doubling.
-  size_t bound = 1;
+  size_t bound = 2;
   while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
-  size_t lo = base + bound / 2, hi = std::min(n, base + bound);
-  size_t i = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
-  *cursor = i;
-  if (i < n && keys_[i] == k) {
+  const size_t lo = base + bound / 2, hi = std::min(n, base + bound);
+  *cursor = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();
+}
+
+template <typename V>
+typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
+  Seek(k, cursor);
+  const size_t i = *cursor;
+  Found f;
+  if (i < keys_.size() && keys_[i] == k) {
     f.slot = data_.data() + off_[i];
     f.len = SlotLen(off_[i + 1] - off_[i]);
     *cursor = i + 1;
@@ -50,40 +50,63 @@ typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
 }
 
 template <typename V>
-std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w) {
-  // A fixed-width push into a block whose slots all have that width cannot mismatch, so the
-  // common case skips this pass.
-  if (!lens && (uniform_ == 0 || uniform_ == w)) return "";
+std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w,
+                            std::vector<Span>* spans) {
+  spans->clear();
+  // A fixed-width push into a block whose slots all have that width cannot mismatch.
+  const bool lengths = lens || (uniform_ != 0 && uniform_ != w);
+  // Apply can take stretches of adjacent slots in one call (then lengths is false).
+  const bool stretch = contiguous() && !lens && uniform_ == w;
+  if (!lengths && !stretch) return SortedUnique(keys, n) ? "" : kUnsortedKeys;
   size_t cur = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Found f = Find(keys[i], &cur);
-    const int want = lens ? lens[i] : w;
-    if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
+  for (size_t i = 0; i < n;) {
+    if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
+    if (stretch) {
+      const size_t m = RunLength(keys + i, n - i, cur);
+      if (m > 1) {
+        // Equal to main-array keys one for one, so sorted and unique like them.
+        spans->push_back(Span{i, cur, m});
+        cur += m;
+        i += m;
+        continue;
+      }
+      if (m == 1) {
+        ++cur;
+        ++i;
+        continue;
+      }
+      // Not where the cursor is: find it, and take a stretch from there when it is stored.
+      Seek(keys[i], &cur);
+      if (cur < keys_.size() && keys_[cur] == keys[i]) continue;
+    } else {
+      Found f = Find(keys[i], &cur);
+      const int want = lens ? lens[i] : w;
+      if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
+    }
+    ++i;
   }
   return "";
 }
 
 template <typename V>
-void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w) {
+void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w,
+                     const std::vector<Span>& spans) {
   Fresh fresh;
-  size_t cur = 0, pos = 0;
-  const bool spans = contiguous() && !lens && uniform_ == w;
+  size_t cur = 0, pos = 0, s = 0;
   for (size_t i = 0; i < n;) {
-    if (spans) {
+    if (s < spans.size() && spans[s].i == i) {
       // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
-      // Apply covers the whole run.
-      size_t m = RunLength(keys + i, n - i, cur);
-      if (m > 1) {
-        rule_->Apply(keys[i], vals + pos, data_.data() + off_[cur], nullptr,
-                     static_cast<int>(m * w));
-        for (size_t j = 0; drops_ && j < m; ++j) {
-          zeros_ += Dropped(data_.data() + off_[cur + j], static_cast<size_t>(w));
-        }
-        cur += m;
-        pos += m * w;
-        i += m;
-        continue;
+      // Apply covers the whole stretch, and its keys are not read again.
+      const Span& sp = spans[s++];
+      V* slots = data_.data() + off_[sp.cur];
+      rule_->Apply(keys[i], vals + pos, slots, nullptr, static_cast<int>(sp.m * w));
+      for (size_t j = 0; drops_ && j < sp.m; ++j) {
+        zeros_ += Dropped(slots + j * w, static_cast<size_t>(w));
       }
+      cur = sp.cur + sp.m;
+      pos += sp.m * w;
+      i += sp.m;
+      continue;
     }
     const int len = lens ? lens[i] : w;
     Found f = Find(keys[i], &cur);
@@ -223,7 +246,9 @@ std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t
   size_t cur = 0;
   const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
   for (size_t i = 0; i < n; ++i, out += width) {
+    if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
     if (spans) {
+      // A stretch equal to main-array keys is sorted and unique like them.
       size_t m = RunLength(keys + i, n - i, cur);
       if (m > 1) {
         rule_->ReadAt(keys[i], data_.data() + off_[cur], nullptr, out, static_cast<int>(m * width),

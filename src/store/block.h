@@ -18,6 +18,24 @@
 
 namespace ps {
 
+/// What a request with keys out of order gets (the store checks the order as it walks).
+inline constexpr char kUnsortedKeys[] = "keys not sorted and unique";
+
+/// keys[0, n) are strictly increasing. Eight comparisons per branch, which the compiler
+/// turns into vector compares.
+inline bool SortedUnique(const Key* keys, size_t n) {
+  size_t i = 1;
+  for (; i + 8 <= n; i += 8) {
+    bool bad = false;
+    for (size_t j = 0; j < 8; ++j) bad |= keys[i + j] <= keys[i + j - 1];
+    if (bad) return false;
+  }
+  for (; i < n; ++i) {
+    if (keys[i] <= keys[i - 1]) return false;
+  }
+  return true;
+}
+
 template <typename V>
 class Block {
  public:
@@ -26,19 +44,29 @@ class Block {
     int len = 0;
   };
 
+  /// Keys [i, i + m) of a request equal main-array keys [cur, cur + m) one for one.
+  struct Span {
+    size_t i, cur, m;
+  };
+
   Block(const UpdateRule<V>* rule, int state_width)
       : rule_(rule), sw_(state_width), drops_(rule->DropsZeros()) {}
 
   /// Looks up k, galloping in the main arrays from *cursor (advanced past k).
   Found Find(Key k, size_t* cursor);
-  /// "" or why n sorted keys with lens (or width w each) do not fit the slots they hit.
-  std::string Check(const Key* keys, size_t n, const int* lens, int w);
-  /// Applies checked values (lens or width w per key); new keys get fresh slots.
-  void Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w);
+  /// "" or why n keys with lens (or width w each) cannot be applied: they are not sorted and
+  /// unique, or do not fit the slots they hit. Appends to *spans (cleared first) the stretches
+  /// that equal main-array keys one for one, so that Apply takes them without reading their
+  /// keys again: one walk over a repeated key list both checks and locates it.
+  std::string Check(const Key* keys, size_t n, const int* lens, int w, std::vector<Span>* spans);
+  /// Applies checked values (lens or width w per key) with the spans Check found, before
+  /// anything else changed this block; new keys get fresh slots.
+  void Apply(const Key* keys, size_t n, const V* vals, const int* lens, int w,
+             const std::vector<Span>& spans);
   /// Creates the slot of key (Init) and applies vals to [offset, offset + count) of it.
   void InsertPart(Key key, uint64_t offset, uint64_t total, const V* vals, size_t count);
   /// Reads n sorted keys, width values each (checked by the caller's rule widths); zeros for
-  /// missing keys. "" or a width error.
+  /// missing keys. "" or a width error, or kUnsortedKeys (out is then partly written).
   std::string Read(const Key* keys, size_t n, int width, V* out, int64_t step);
   /// Calls f(key, slot, slot size) for each key in r in order until f returns false; returns
   /// false when f did.
@@ -89,12 +117,22 @@ class Block {
   // the rule allows calls that span keys.
   bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
   // How many of keys[0, n) equal keys_[cur, ...) one for one (capped for cache locality).
+  // Eight at a time with one branch, which the compiler turns into vector compares.
   size_t RunLength(const Key* keys, size_t n, size_t cur) const {
     size_t m = 0, limit = std::min(n, keys_.size() - std::min(cur, keys_.size()));
     limit = std::min<size_t>(limit, 1 << 16);
-    while (m < limit && keys_[cur + m] == keys[m]) ++m;
+    const Key* mine = keys_.data() + cur;
+    while (m + 8 <= limit) {
+      Key diff = 0;
+      for (size_t k = 0; k < 8; ++k) diff |= mine[m + k] ^ keys[m + k];
+      if (diff != 0) break;
+      m += 8;
+    }
+    while (m < limit && mine[m] == keys[m]) ++m;
     return m;
   }
+  // Moves *cursor to where k is or would be in the main arrays (Find without the side table).
+  void Seek(Key k, size_t* cursor) const;
   void NoteWidth(int len) {
     if (uniform_ == 0) {
       uniform_ = len;

@@ -68,15 +68,22 @@ std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t va
   const V* vals = reinterpret_cast<const V*>(raw);
   const int w = lens || n == 0 ? 0 : static_cast<int>(val_count / n);
   const auto runs = Runs(keys, n);
-  // Checked first over every block, so a bad request changes nothing.
-  for (const Run& r : runs) {
-    std::string err =
-        r.block->Check(keys + r.begin, r.end - r.begin, lens ? lens + r.begin : nullptr, w);
+  // Checked first over every block, so a bad request changes nothing. The check also locates
+  // the stretches of known keys, so Apply does not read them again.
+  std::vector<std::vector<typename Block<V>::Span>> spans(runs.size());
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Run& r = runs[k];
+    // Each run is checked for order inside; so are the seams between runs.
+    if (r.begin > 0 && keys[r.begin] <= keys[r.begin - 1]) return kUnsortedKeys;
+    std::string err = r.block->Check(keys + r.begin, r.end - r.begin,
+                                     lens ? lens + r.begin : nullptr, w, &spans[k]);
     if (!err.empty()) return err;
   }
   size_t pos = 0;
-  for (const Run& r : runs) {
-    r.block->Apply(keys + r.begin, r.end - r.begin, vals + pos, lens ? lens + r.begin : nullptr, w);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Run& r = runs[k];
+    r.block->Apply(keys + r.begin, r.end - r.begin, vals + pos, lens ? lens + r.begin : nullptr, w,
+                   spans[k]);
     if (lens) {
       for (size_t i = r.begin; i < r.end; ++i) pos += lens[i];
     } else {
@@ -113,6 +120,7 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
   if (width > 0) {
     auto vals = SArray<V>::Uninitialized(n * static_cast<size_t>(width));
     for (const Run& r : runs) {
+      if (r.begin > 0 && keys[r.begin] <= keys[r.begin - 1]) return kUnsortedKeys;
       std::string err = r.block->Read(keys + r.begin, r.end - r.begin, width,
                                       vals.data() + r.begin * width, step);
       if (!err.empty()) return err;
@@ -126,6 +134,7 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
   for (const Run& r : runs) {
     size_t cur = 0;
     for (size_t i = r.begin; i < r.end; ++i) {
+      if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
       found[i] = r.block->Find(keys[i], &cur);
       total += found[i].slot ? rule_->ReadWidth(found[i].len) : 0;
     }

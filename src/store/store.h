@@ -23,7 +23,8 @@ class StoreBase {
  public:
   virtual ~StoreBase() = default;
   /// Applies pushed values to n sorted unique keys. lens == nullptr: every key has
-  /// val_count / n values; else key i has lens[i] values.
+  /// val_count / n values; else key i has lens[i] values. Keys out of order are refused: the
+  /// walk that finds their slots checks the order too, so a server need not read them first.
   virtual std::string Push(const Key* keys, size_t n, const char* vals, size_t val_count,
                            const int* lens) = 0;
   /// Applies values [offset, offset + count) of a key whose slot holds `total` values.
@@ -31,9 +32,9 @@ class StoreBase {
                                size_t count) = 0;
   /// The step of a read that has none (every push counts).
   static constexpr int64_t kLatest = INT64_MAX;
-  /// Reads n sorted keys. width > 0: width values per key, zeros for missing keys. width == 0:
-  /// each key's own length goes to *lens (0 for missing keys). step: the worker's step the pull
-  /// was issued in (UpdateRule::ReadAt).
+  /// Reads n sorted keys (refused out of order, like Push). width > 0: width values per key, zeros
+  /// for missing keys. width == 0: each key's own length goes to *lens (0 for missing keys). step:
+  /// the worker's step the pull was issued in (UpdateRule::ReadAt).
   virtual std::string Pull(const Key* keys, size_t n, int width, SArray<char>* vals,
                            SArray<int>* lens, int64_t step = kLatest) = 0;
   /// Reads values [offset, offset + count) of a key whose slot holds `total` values.

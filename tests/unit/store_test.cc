@@ -343,5 +343,77 @@ TEST(StoreTest, SmallBlocksMatchReferenceUnderPushesImportsAndErases) {
   }
 }
 
+// The store checks the order of a request's keys in the walk that finds their slots (the
+// server no longer reads the key frame once more to check it): a key out of order anywhere (in
+// a stretch of stored keys, where one starts, among new keys, at a seam between blocks) is
+// refused by Push and Pull, and a refused push changes nothing.
+TEST(StoreTest, KeysOutOfOrderAreRefusedWhereverTheyAreAndChangeNothing) {
+  struct Shape {
+    const char* name;
+    std::shared_ptr<const UpdateRule<float>> rule;
+    int width;  // 0: lengths 1..3 per key
+  };
+  const std::vector<Shape> shapes = {
+      {"sum, width 1", std::make_shared<SumRule<float>>(), 1},
+      {"sum, width 2", std::make_shared<SumRule<float>>(), 2},
+      {"sum, lengths", std::make_shared<SumRule<float>>(), 0},
+      {"adagrad (state)", std::make_shared<AdaGradRule<float>>(0.1f), 1}};
+  for (const Shape& shape : shapes) {
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      SCOPED_TRACE(std::string(shape.name) + ", seed " + std::to_string(seed));
+      std::mt19937_64 rng(seed);
+      Store<float> s(shape.rule, 4096);  // small blocks: many seams
+      auto len_of = [&](Key k) {
+        return shape.width > 0 ? shape.width : 1 + static_cast<int>(k % 3);
+      };
+      auto push = [&](const std::vector<Key>& keys) {
+        std::vector<int> lens;
+        size_t nv = 0;
+        for (Key k : keys) {
+          lens.push_back(len_of(k));
+          nv += lens.back();
+        }
+        std::vector<float> vals(nv, 1.0f);
+        return s.Push(keys.data(), keys.size(), reinterpret_cast<char*>(vals.data()), nv,
+                      shape.width > 0 ? nullptr : lens.data());
+      };
+      std::vector<Key> stored;
+      for (Key k = 0; k < 3000; ++k) {
+        if (rng() % 3 != 0) stored.push_back(k * 4);
+      }
+      ASSERT_EQ(push(stored), "");
+      // A request: stretches of stored keys and new keys between them, sorted.
+      std::vector<Key> req;
+      for (Key k = 0; k < 12000; ++k) {
+        const bool is_stored = std::binary_search(stored.begin(), stored.end(), k);
+        if ((is_stored && rng() % 8 != 0) || (!is_stored && rng() % 50 == 0)) req.push_back(k);
+      }
+      ASSERT_EQ(push(req), "") << "the sorted request is taken";
+      SArray<Key> k0;
+      SArray<char> s0;
+      SArray<uint64_t> z0;
+      s.ExportRange(Range::All(), &k0, &s0, &z0);
+      // One defect at a random place: two neighbours swapped, or a key repeated.
+      const size_t j = 1 + rng() % (req.size() - 1);
+      if (rng() % 2) {
+        std::swap(req[j], req[j - 1]);
+      } else {
+        req[j] = req[j - 1];
+      }
+      EXPECT_EQ(push(req), kUnsortedKeys) << "defect at " << j << " of " << req.size();
+      SArray<Key> k1;
+      SArray<char> s1;
+      SArray<uint64_t> z1;
+      s.ExportRange(Range::All(), &k1, &s1, &z1);
+      EXPECT_EQ(k0.ToVector(), k1.ToVector());
+      EXPECT_EQ(s0.ToVector(), s1.ToVector());
+      EXPECT_EQ(z0.ToVector(), z1.ToVector());
+      SArray<char> out;
+      SArray<int> lens;
+      EXPECT_EQ(s.Pull(req.data(), req.size(), shape.width, &out, &lens), kUnsortedKeys);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ps

@@ -1,0 +1,142 @@
+// The server's side of a sparse push and pull, in one process: what a ServerCore spends on a
+// 1M-key request (float values, sorted hash keys, 1 MB parts like a worker sends), with no
+// network. Prints one JSON line per measurement:
+//   build/bench/server_bench [--keys N] [--reps R]
+// Lines: "push"/"pull" through ServerCore::Process (validation, exactly-once log, store,
+// reply), and "store_push"/"store_pull" through the Store alone, in ns per key.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "consistency/barrier_policy.h"
+#include "kv/server_core.h"
+#include "store/store.h"
+
+namespace {
+
+using ps_bench::Clock;
+
+constexpr int kServer = 8, kWorker = 9;
+constexpr size_t kPartKeys = (1 << 20) / sizeof(float);  // a worker's 1 MB value parts
+
+struct Bench {
+  std::shared_ptr<ps::Store<float>> store =
+      std::make_shared<ps::Store<float>>(std::make_shared<ps::SumRule<float>>());
+  size_t replies = 0;
+  std::string last_error;
+  ps::ServerCore core{0,
+                      ps::DataType::kFloat,
+                      store,
+                      ps::ParsePolicy("asp"),
+                      1,
+                      {kWorker},
+                      [this](ps::Message& m) {
+                        replies++;
+                        if (!m.meta.error().empty()) last_error = m.meta.error();
+                      },
+                      [] { return int64_t{0}; },
+                      kServer};
+  int64_t ts = 0;
+
+  // One request of the whole key list, cut in parts like a worker cuts it.
+  void Request(const ps::SArray<ps::Key>& keys, const ps::SArray<float>& vals, bool push) {
+    const int64_t t = ts++;
+    int part = 0;
+    for (size_t b = 0; b < keys.size(); b += kPartKeys, ++part) {
+      const size_t e = std::min(keys.size(), b + kPartKeys);
+      ps::Message m;
+      m.meta.set_sender(kWorker);
+      m.meta.set_receiver(kServer);
+      m.meta.set_request(true);
+      m.meta.set_dtype(static_cast<int>(ps::DataType::kFloat));
+      m.meta.set_width(1);
+      m.meta.set_timestamp(t);
+      m.meta.set_lwm(t);
+      m.meta.set_part(part);
+      m.data.push_back(ps::SArray<char>(keys.Segment(b, e)));
+      if (push) {
+        m.meta.set_push(true);
+        m.data.push_back(ps::SArray<char>(vals.Segment(b, e)));
+      } else {
+        m.meta.set_pull(true);
+      }
+      core.Process(m);
+    }
+  }
+};
+
+void Emit(const char* op, size_t n, int reps, double sec) {
+  printf(
+      "{\"bench\":\"server\",\"op\":\"%s\",\"keys\":%zu,\"reps\":%d,\"ns_per_key\":%.3f,"
+      "\"MBps_of_values\":%.1f}\n",
+      op, n, reps, sec * 1e9 / (static_cast<double>(n) * reps),
+      static_cast<double>(n) * sizeof(float) * reps / sec / 1e6);
+  fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t n = 1000000;
+  int reps = 30;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--keys") {
+      n = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (k == "--reps") {
+      reps = std::atoi(argv[i + 1]);
+    } else {
+      fprintf(stderr, "usage: server_bench [--keys N] [--reps R]\n");
+      return 2;
+    }
+  }
+  ps::SArray<ps::Key> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = ps::HashKey(i);
+  std::sort(keys.begin(), keys.end());
+  ps::SArray<float> vals(n, 0.5f);
+
+  Bench b;
+  b.Request(keys, vals, true);  // inserts: not timed
+  auto t = Clock::now();
+  for (int r = 0; r < reps; ++r) b.Request(keys, vals, true);
+  Emit("push", n, reps, ps_bench::Sec(Clock::now() - t));
+  t = Clock::now();
+  for (int r = 0; r < reps; ++r) b.Request(keys, vals, false);
+  Emit("pull", n, reps, ps_bench::Sec(Clock::now() - t));
+
+  t = Clock::now();
+  for (int r = 0; r < reps; ++r) {
+    for (size_t s = 0; s < n; s += kPartKeys) {
+      const size_t m = std::min(n - s, kPartKeys);
+      b.store->Push(keys.data() + s, m, reinterpret_cast<const char*>(vals.data() + s), m, nullptr);
+    }
+  }
+  Emit("store_push", n, reps, ps_bench::Sec(Clock::now() - t));
+  t = Clock::now();
+  for (int r = 0; r < reps; ++r) {
+    for (size_t s = 0; s < n; s += kPartKeys) {
+      const size_t m = std::min(n - s, kPartKeys);
+      ps::SArray<char> out;
+      ps::SArray<int> lens;
+      b.store->Pull(keys.data() + s, m, 1, &out, &lens);
+    }
+  }
+  Emit("store_pull", n, reps, ps_bench::Sec(Clock::now() - t));
+
+  // Sanity: every key was pushed 1 + 2 * reps times by now.
+  ps::SArray<char> out;
+  ps::SArray<int> lens;
+  b.store->Pull(keys.data() + n / 2, 1, 1, &out, &lens);
+  const float want = 0.5f * static_cast<float>(1 + 2 * reps);
+  const float got = ps::SArray<float>(out)[0];
+  if (got != want || !b.last_error.empty() || b.replies == 0) {
+    fprintf(stderr, "server_bench: wrong result %g (want %g), error '%s'\n", got, want,
+            b.last_error.c_str());
+    return 1;
+  }
+  return 0;
+}
