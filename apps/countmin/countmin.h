@@ -1,0 +1,88 @@
+// ps_countmin: a CountMin sketch on the parameter server (docs/apps/countmin.md).
+//
+// The w × d cells live on the servers as int64 counters under the Sum rule, one key per cell:
+// cell i (row-major) has key i · stride with stride = floor((2^64 - 1) / (w · d)), so the cells
+// spread evenly over the key space and hence over the servers' ranges of the ring, and a
+// sorted list of cells is a sorted list of keys. Workers take parts of the stream from the
+// scheduler's task pool, count a batch of items into a local array of cell deltas (so every
+// duplicate within a batch, and every item sharing a cell, is combined before sending), and
+// push the changed cells: one message per server per batch, a bounded number in flight.
+#ifndef PS_APPS_COUNTMIN_COUNTMIN_H_
+#define PS_APPS_COUNTMIN_COUNTMIN_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "countmin/sketch.h"
+#include "countmin/stream.h"
+#include "ps/ps.h"
+
+namespace countmin {
+
+/// Application ids of the two tables.
+constexpr int kCellsApp = 0;       // the cells: int64, Sum rule
+constexpr int kCandidatesApp = 1;  // heavy-hitter candidates: id, name (Assign rule)
+
+struct Options {
+  std::string input;
+  Format format = Format::kTokens;
+  Shape shape;
+  uint64_t seed = 1;
+  uint64_t batch = 1 << 20;  // items counted locally before a push
+  int max_inflight = 4;      // pushes in flight per worker
+  uint64_t part_bytes = 8 << 20;
+  std::string query;       // items to estimate at the end, one per line
+  std::string sketch_out;  // the final cells (WriteSketch)
+  int top_k = 100;
+  size_t hh_capacity = 4096;  // SpaceSaving entries per worker
+  uint32_t hh_sample = 4;     // every this many items feed the SpaceSaving summary
+  double progress_s = 1.0;    // seconds between progress lines (0: none)
+  double rate = 0;            // items per second per worker (0: as fast as it goes)
+  bool quiet = false;
+};
+
+/// Key of cell i of a sketch with `cells` cells.
+inline ps::Key CellKey(uint64_t i, uint64_t cells) { return i * (ps::kMaxKey / cells); }
+
+/// Queries against the sketch on the servers, from any worker, during or after the stream,
+/// through the worker's KVWorkers of the two tables (a node has one KVWorker per app id).
+class Client {
+ public:
+  Client(ps::KVWorker<int64_t>* cells, ps::KVWorker<int64_t>* candidates, Shape shape,
+         uint64_t seed)
+      : cells_(*cells), candidates_(*candidates), shape_(shape), seed_(seed) {}
+  /// Pulls every cell (a consistent copy is not promised while inserts go on: each cell is as
+  /// of its server's answer).
+  LocalSketch PullSketch();
+  /// Point estimates of items (text) or ids (u64 streams: the decimal id) against a sketch.
+  static std::vector<int64_t> Estimate(const LocalSketch& s, const std::vector<std::string>& items,
+                                       Format format);
+  /// The k candidates with the largest estimates in s, largest first (name, estimate).
+  std::vector<std::pair<std::string, int64_t>> HeavyHitters(const LocalSketch& s, size_t k);
+
+ private:
+  ps::KVWorker<int64_t>& cells_;
+  ps::KVWorker<int64_t>& candidates_;
+  Shape shape_;
+  uint64_t seed_;
+};
+
+/// The id the hash family sees for an item of the stream.
+inline uint64_t IdOf(std::string_view item, Format format) {
+  if (format != Format::kU64) return ItemId(item);
+  uint64_t x = 0;
+  for (char c : item) x = x * 10 + static_cast<uint64_t>(c - '0');
+  return x;
+}
+
+/// The roles. Each returns the process's exit code.
+void RunServer(ps::Node* node);
+int RunWorker(ps::Node* node, const Options& o);
+/// The same stream counted in this process alone: the reference sketch and the speed limit.
+int RunLocal(const Options& o, bool conservative);
+
+}  // namespace countmin
+
+#endif  // PS_APPS_COUNTMIN_COUNTMIN_H_

@@ -1,0 +1,336 @@
+// The roles of ps_countmin and the query client (countmin.h).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "countmin/countmin.h"
+#include "countmin/space_saving.h"
+
+namespace countmin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::vector<std::string> ReadQueries(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read (--query)");
+  std::vector<std::string> q;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    q.push_back(line);
+  }
+  return q;
+}
+
+// Candidate values: [id, name bytes, name packed 8 bytes to a word].
+void PackCandidate(const SpaceSaving::Entry& e, std::vector<int64_t>* words) {
+  words->push_back(static_cast<int64_t>(e.id));
+  words->push_back(static_cast<int64_t>(e.name.size()));
+  for (size_t i = 0; i < e.name.size(); i += 8) {
+    uint64_t w = 0;
+    for (size_t j = 0; j < 8 && i + j < e.name.size(); ++j) {
+      w |= static_cast<uint64_t>(static_cast<unsigned char>(e.name[i + j])) << (8 * j);
+    }
+    words->push_back(static_cast<int64_t>(w));
+  }
+}
+
+std::string NameOf(uint64_t id, const std::string& name) {
+  return name.empty() ? std::to_string(id) : name;
+}
+
+// What the end of a run prints: estimates of --query and the heavy hitters.
+void Report(const Options& o, const LocalSketch& s,
+            const std::vector<std::pair<std::string, int64_t>>& top) {
+  if (!o.sketch_out.empty()) WriteSketch(o.sketch_out, s.hash().shape(), o.seed, s.cells());
+  if (!o.query.empty()) {
+    const auto q = ReadQueries(o.query);
+    const auto est = Client::Estimate(s, q, o.format);
+    for (size_t i = 0; i < q.size(); ++i) {
+      std::printf("ESTIMATE %s %lld\n", q[i].c_str(), static_cast<long long>(est[i]));
+    }
+  }
+  for (size_t i = 0; i < top.size(); ++i) {
+    std::printf("TOP %zu %s %lld\n", i + 1, top[i].first.c_str(),
+                static_cast<long long>(top[i].second));
+  }
+}
+
+int64_t RowSum(const LocalSketch& s) {
+  int64_t n = 0;
+  for (uint32_t c = 0; c < s.hash().shape().width; ++c) n += s.cells()[c];
+  return n;
+}
+
+// Counts a stream into cell deltas and heavy-hitter candidates: the part of a worker that does
+// not talk to the servers.
+class Counter {
+ public:
+  Counter(const Options& o) : o_(o), hash_(o.shape, o.seed), delta_(o.shape.cells(), 0) {
+    hh_ = std::make_unique<SpaceSaving>(o.hh_capacity);
+  }
+  // Counts one item; true when the batch is full.
+  bool Add(uint64_t id, std::string_view name) {
+    const uint32_t d = o_.shape.depth;
+    for (uint32_t j = 0; j < d; ++j) delta_[hash_.Cell(j, id)]++;
+    if (++sample_ == o_.hh_sample) {
+      sample_ = 0;
+      hh_->Add(id, name);
+    }
+    return ++in_batch_ >= o_.batch;
+  }
+  uint64_t in_batch() const { return in_batch_; }
+  // The changed cells as sorted keys and their deltas; the deltas start again from zero.
+  void Take(ps::SArray<ps::Key>* keys, ps::SArray<int64_t>* vals) {
+    const uint64_t n = delta_.size();
+    keys->clear();
+    vals->clear();
+    for (uint64_t i = 0; i < n; ++i) {
+      if (delta_[i] != 0) {
+        keys->push_back(CellKey(i, n));
+        vals->push_back(delta_[i]);
+        delta_[i] = 0;
+      }
+    }
+    in_batch_ = 0;
+  }
+  // The current candidates as sorted keys with their packed values.
+  void Candidates(size_t k, ps::SArray<ps::Key>* keys, ps::SArray<int64_t>* vals,
+                  ps::SArray<int>* lens) const {
+    auto top = hh_->Top(k);
+    std::sort(top.begin(), top.end(), [](const SpaceSaving::Entry& a, const SpaceSaving::Entry& b) {
+      return ps::HashKey(a.id) < ps::HashKey(b.id);
+    });
+    std::vector<int64_t> words;
+    keys->clear();
+    vals->clear();
+    lens->clear();
+    for (const auto& e : top) {
+      const ps::Key k = ps::HashKey(e.id);
+      if (k == ps::kMaxKey || (!keys->empty() && keys->back() == k)) continue;
+      words.clear();
+      PackCandidate(e, &words);
+      keys->push_back(k);
+      lens->push_back(static_cast<int>(words.size()));
+      for (int64_t w : words) vals->push_back(w);
+    }
+  }
+  const SpaceSaving& hh() const { return *hh_; }
+
+ private:
+  const Options& o_;
+  HashFamily hash_;
+  std::vector<int64_t> delta_;
+  std::unique_ptr<SpaceSaving> hh_;
+  uint32_t sample_ = 0;
+  uint64_t in_batch_ = 0;
+};
+
+}  // namespace
+
+LocalSketch Client::PullSketch() {
+  const uint64_t n = shape_.cells();
+  ps::SArray<ps::Key> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = CellKey(i, n);
+  ps::SArray<int64_t> vals(n);
+  cells_.Wait(cells_.Pull(keys, &vals));
+  LocalSketch s(shape_, seed_);
+  std::copy(vals.begin(), vals.end(), s.mutable_cells()->begin());
+  return s;
+}
+
+std::vector<int64_t> Client::Estimate(const LocalSketch& s, const std::vector<std::string>& items,
+                                      Format format) {
+  std::vector<int64_t> out;
+  for (const auto& item : items) {
+    if (format == Format::kU64 && item.find_first_not_of("0123456789") != std::string::npos) {
+      throw std::runtime_error("query '" + item + "' is not a decimal id (--format u64)");
+    }
+    out.push_back(s.Estimate(IdOf(item, format)));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, int64_t>> Client::HeavyHitters(const LocalSketch& s, size_t k) {
+  ps::SArray<ps::Key> keys;
+  ps::SArray<int64_t> vals;
+  ps::SArray<int> lens;
+  candidates_.Wait(candidates_.PullRange(ps::Range::All(), &keys, &vals, &lens));
+  std::vector<std::pair<std::string, int64_t>> all;
+  size_t at = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const size_t n = static_cast<size_t>(lens[i]);
+    if (n < 2 || at + n > vals.size()) throw std::runtime_error("malformed candidate entry");
+    const uint64_t id = static_cast<uint64_t>(vals[at]);
+    const size_t bytes = static_cast<size_t>(vals[at + 1]);
+    if ((bytes + 7) / 8 != n - 2) throw std::runtime_error("malformed candidate name");
+    std::string name(bytes, '\0');
+    for (size_t j = 0; j < bytes; ++j) {
+      name[j] = static_cast<char>(static_cast<uint64_t>(vals[at + 2 + j / 8]) >> (8 * (j % 8)));
+    }
+    all.emplace_back(NameOf(id, name), s.Estimate(id));
+    at += n;
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (all.size() > k) all.resize(k);
+  return all;
+}
+
+void RunServer(ps::Node* node) {
+  ps::KVServer<int64_t> cells(node, kCellsApp);
+  ps::KVServer<int64_t> candidates(node, kCandidatesApp,
+                                   std::make_shared<ps::AssignRule<int64_t>>());
+  node->Barrier(ps::kAllGroups);
+  node->Finalize();
+  const auto st = node->stats();
+  std::printf("SERVER rank %d cells %zu candidates %zu MB received %.2f sent %.2f\n", node->rank(),
+              cells.NumKeys(), candidates.NumKeys(), st.bytes_received / 1e6, st.bytes_sent / 1e6);
+  std::fflush(stdout);
+}
+
+int RunWorker(ps::Node* node, const Options& o) {
+  ps::KVWorker<int64_t> cells(node, kCellsApp), candidates(node, kCandidatesApp);
+  Counter counter(o);
+  std::deque<std::pair<ps::KVWorker<int64_t>*, int64_t>> inflight;
+  const auto start = Clock::now();
+  auto last = start;
+  uint64_t items = 0, batches = 0, pushed_cells = 0, items_at_last = 0;
+  auto wait_to = [&](size_t n) {
+    while (inflight.size() > n) {
+      inflight.front().first->Wait(inflight.front().second);
+      inflight.pop_front();
+    }
+  };
+  auto flush = [&] {
+    if (counter.in_batch() == 0) return;
+    ps::SArray<ps::Key> keys;
+    ps::SArray<int64_t> vals;
+    counter.Take(&keys, &vals);
+    pushed_cells += keys.size();
+    batches++;
+    inflight.emplace_back(&cells, cells.Push(keys, vals));
+    ps::SArray<int> lens;
+    counter.Candidates(2 * static_cast<size_t>(o.top_k), &keys, &vals, &lens);
+    if (!keys.empty()) inflight.emplace_back(&candidates, candidates.Push(keys, vals, lens));
+    wait_to(static_cast<size_t>(2 * o.max_inflight));
+    if (!o.quiet && o.progress_s > 0 && Since(last) >= o.progress_s) {
+      const auto st = node->stats();
+      std::printf(
+          "progress worker %d items %llu items/s %.0f cells/batch %.0f batches %llu MB_sent "
+          "%.1f\n",
+          node->rank(), static_cast<unsigned long long>(items),
+          (items - items_at_last) / Since(last),
+          static_cast<double>(pushed_cells) / static_cast<double>(batches),
+          static_cast<unsigned long long>(batches), st.bytes_sent / 1e6);
+      std::fflush(stdout);
+      last = Clock::now();
+      items_at_last = items;
+    }
+  };
+  // Replays the stream at o.rate items per second (a live stream's pace, for queries during
+  // it and for tests that kill a node mid-stream).
+  auto pace = [&](uint64_t done) {
+    const double ahead = static_cast<double>(done) / o.rate - Since(start);
+    if (ahead > 0) std::this_thread::sleep_for(std::chrono::duration<double>(ahead));
+  };
+  std::string buffer;
+  PartItems part;
+  int parts = 0;
+  for (;;) {
+    const int t = node->NextTask();
+    if (t < 0) break;
+    ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+    const bool u64 = o.format == Format::kU64;
+    const size_t n = u64 ? part.ids.size() : part.items.size();
+    for (size_t i = 0; i < n; ++i) {
+      const bool full =
+          u64 ? counter.Add(part.ids[i], {}) : counter.Add(ItemId(part.items[i]), part.items[i]);
+      if (full) flush();
+      if (o.rate > 0 && (i & 4095) == 4095) pace(items + i + 1);
+    }
+    items += n;
+    // Everything counted from the part is acknowledged before the part is reported done.
+    flush();
+    wait_to(0);
+    node->TaskDone(t);
+    parts++;
+  }
+  flush();
+  wait_to(0);
+  const double own_s = Since(start);
+  std::printf("WORKER rank %d parts %d items %llu seconds %.3f items/s %.0f\n", node->rank(), parts,
+              static_cast<unsigned long long>(items), own_s, items / std::max(own_s, 1e-9));
+  std::fflush(stdout);
+  node->Barrier(ps::kWorkerGroup);
+  if (node->rank() != 0) return 0;
+  const double secs = Since(start);
+  Client client(&cells, &candidates, o.shape, o.seed);
+  const LocalSketch s = client.PullSketch();
+  const int64_t n = RowSum(s);
+  Report(o, s, client.HeavyHitters(s, static_cast<size_t>(o.top_k)));
+  std::printf("RESULT items %lld width %u depth %u seconds %.3f items/s %.0f\n",
+              static_cast<long long>(n), o.shape.width, o.shape.depth, secs,
+              static_cast<double>(n) / std::max(secs, 1e-9));
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunLocal(const Options& o, bool conservative) {
+  LocalSketch s(o.shape, o.seed);
+  SpaceSaving hh(o.hh_capacity);
+  const int parts = CountParts(o.input, o.format, o.part_bytes);
+  std::string buffer;
+  PartItems part;
+  uint64_t items = 0;
+  uint32_t sample = 0;
+  const auto start = Clock::now();
+  auto add = [&](uint64_t id, std::string_view name) {
+    if (conservative) {
+      s.AddConservative(id);
+    } else {
+      s.Add(id);
+    }
+    if (++sample == o.hh_sample) {
+      sample = 0;
+      hh.Add(id, name);
+    }
+  };
+  for (int t = 0; t < parts; ++t) {
+    ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+    if (o.format == Format::kU64) {
+      for (uint64_t id : part.ids) add(id, {});
+      items += part.ids.size();
+    } else {
+      for (std::string_view item : part.items) add(ItemId(item), item);
+      items += part.items.size();
+    }
+  }
+  const double secs = Since(start);
+  std::vector<std::pair<std::string, int64_t>> top;
+  for (const auto& e : hh.Top(hh.size())) top.emplace_back(NameOf(e.id, e.name), s.Estimate(e.id));
+  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (top.size() > static_cast<size_t>(o.top_k)) top.resize(static_cast<size_t>(o.top_k));
+  Report(o, s, top);
+  std::printf("RESULT local items %llu width %u depth %u seconds %.3f items/s %.0f%s\n",
+              static_cast<unsigned long long>(items), o.shape.width, o.shape.depth, secs,
+              items / std::max(secs, 1e-9), conservative ? " conservative" : "");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace countmin

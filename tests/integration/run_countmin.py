@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""apps/countmin with real processes over loopback, on streams the test makes (seeded).
+
+  exact        a text stream (Zipf-distributed words) counted by 2 servers and 2 workers in
+               many small parts and batches ends with cells byte-identical to the same stream
+               counted in one process (--local); every estimate is at least the exact count
+               (a Python dict), at most delta of the items err by more than epsilon * N, and
+               the top 20 heavy hitters are the exact top 20. The same for a stream of u64 ids.
+  kill_server  3 servers with one replica, 2 workers replaying a u64 stream at a fixed rate:
+               SIGKILL to server 1 mid-stream (by PID); the job ends and its cells are
+               byte-identical to the local count.
+"""
+import argparse
+import collections
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+
+WIDTH, DEPTH = 1500, 4
+
+
+def make_text(d, seed):
+    rng = random.Random(seed)
+    vocab = sorted({"".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+                    for _ in range(6000)})
+    rng.shuffle(vocab)
+    weights = [1.0 / (k + 1) ** 1.1 for k in range(len(vocab))]
+    tokens = rng.choices(vocab, weights=weights, k=300000)
+    path = os.path.join(d, "tokens.txt")
+    with open(path, "w") as f:
+        for i in range(0, len(tokens), 17):
+            f.write(" ".join(tokens[i:i + 17]) + ("\n" if i % 3 else "  \r\n"))
+    with open(os.path.join(d, "queries.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    return path, collections.Counter(tokens), vocab
+
+
+def run(cmd, on_line=None):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if on_line:
+            on_line(line)
+    p.wait()
+    return p.returncode, "".join(lines)
+
+
+def fail(why, out=""):
+    sys.stdout.write(out[-6000:])
+    print("FAILED: " + why, flush=True)
+    sys.exit(1)
+
+
+def local(a, flags):
+    rc, out = run([a.job, "--local"] + flags)
+    if rc != 0:
+        fail("the local count exited %d" % rc, out)
+    return out
+
+
+def launch(a, servers, workers, flags, env=(), allow=(), on_line=None):
+    cmd = [sys.executable, a.launcher, "-s", str(servers), "-w", str(workers), "--timeout", "240"]
+    for e in env:
+        cmd += ["--env", e]
+    for flag in allow:
+        cmd += [flag, "1"]
+    return run(cmd + ["--", a.job] + flags, on_line)
+
+
+def same_file(x, y):
+    with open(x, "rb") as f, open(y, "rb") as g:
+        return f.read() == g.read()
+
+
+def estimates(out):
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"ESTIMATE (\S+) (-?\d+)", out)}
+
+
+def top(out):
+    return [m.group(1) for m in re.finditer(r"TOP \d+ (\S+) \d+", out)]
+
+
+def check_accuracy(out, counts, n, what):
+    est = estimates(out)
+    if len(est) < len(counts):
+        fail("%s: %d estimates for %d items" % (what, len(est), len(counts)), out)
+    eps, delta = math.e / WIDTH, math.exp(-DEPTH)
+    over = 0
+    for item, c in counts.items():
+        if est[item] < c:
+            fail("%s: estimate %d of %r below its count %d" % (what, est[item], item, c), out)
+        over += est[item] - c > eps * n
+    if over > delta * len(counts):
+        fail("%s: %d of %d items err by more than eps*N (delta %.4f)" % (
+            what, over, len(counts), delta), out)
+    want = [w for w, _ in counts.most_common(20)]
+    got = top(out)
+    if set(got) != set(want):
+        fail("%s: top 20 %s, exact %s" % (what, got, want), out)
+    return over
+
+
+def exact(a, d):
+    path, counts, vocab = make_text(d, 7)
+    n = sum(counts.values())
+    shape = ["--width", str(WIDTH), "--depth", str(DEPTH), "--top_k", "20",
+             "--query", os.path.join(d, "queries.txt")]
+    ref = os.path.join(d, "local.bin")
+    out = local(a, ["--input", path, "--sketch_out", ref] + shape)
+    check_accuracy(out, counts, n, "local")
+    dist = os.path.join(d, "dist.bin")
+    # Parts of 20 KB and batches of 3000 items: many tasks, many pushes per worker.
+    rc, out = launch(a, 2, 2, ["--input", path, "--sketch_out", dist, "--part_mb", "0.02",
+                               "--batch", "3000", "--progress_s", "0.05"] + shape)
+    if rc != 0:
+        fail("the job exited %d" % rc, out)
+    if not same_file(ref, dist):
+        fail("the distributed cells differ from the local count", out)
+    if "RESULT items %d " % n not in out:
+        fail("the job did not count %d items" % n, out)
+    over = check_accuracy(out, counts, n, "distributed")
+    print("exact: %d tokens, %d distinct: cells identical to the local count; %d items over "
+          "eps*N; top 20 exact" % (n, len(counts), over), flush=True)
+
+    ids = os.path.join(d, "ids.bin")
+    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "400000", "--zipf_distinct",
+                   "50000", "--seed", "3"])
+    if rc != 0:
+        fail("--zipf_out exited %d" % rc, out)
+    u64 = ["--input", ids, "--format", "u64", "--width", str(WIDTH), "--depth", str(DEPTH)]
+    local(a, u64 + ["--sketch_out", ref])
+    rc, out = launch(a, 2, 2, u64 + ["--sketch_out", dist, "--part_mb", "0.1", "--batch", "7000"])
+    if rc != 0 or not same_file(ref, dist):
+        fail("u64 stream: exit %d, cells identical %s" % (rc, rc == 0 and same_file(ref, dist)),
+             out)
+    print("exact: 400000 u64 ids: cells identical to the local count", flush=True)
+
+
+def kill_server(a, d):
+    ids = os.path.join(d, "ids.bin")
+    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "1200000", "--zipf_distinct",
+                   "200000", "--seed", "5"])
+    if rc != 0:
+        fail("--zipf_out exited %d" % rc, out)
+    u64 = ["--input", ids, "--format", "u64", "--width", str(WIDTH), "--depth", str(DEPTH)]
+    ref = os.path.join(d, "local.bin")
+    local(a, u64 + ["--sketch_out", ref])
+    state = {"pids": {}, "killed": None, "progress": 0}
+
+    def on_line(line):
+        m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+        if line.startswith("[worker 0] progress"):
+            state["progress"] += 1
+            if state["progress"] == 4 and state["killed"] is None:
+                os.kill(state["pids"][("server", 1)], signal.SIGKILL)  # by PID, never by name
+                state["killed"] = line.strip()
+                print("SIGKILL to server 1 at: " + line.strip(), flush=True)
+
+    dist = os.path.join(d, "dist.bin")
+    # 600 000 items per worker at 400 000 a second: the kill lands in the first half.
+    rc, out = launch(a, 3, 2, u64 + ["--sketch_out", dist, "--part_mb", "0.2", "--batch", "5000",
+                                     "--rate", "400000", "--progress_s", "0.1"],
+                     env=("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+                          "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     allow=("--allow-dead-servers",), on_line=on_line)
+    if state["killed"] is None:
+        fail("nothing was killed", out)
+    if rc != 0:
+        fail("exit %d after the kill" % rc, out)
+    if not same_file(ref, dist):
+        fail("after the kill the cells differ from the local count", out)
+    print("kill_server: server 1 killed mid-stream; cells identical to the local count",
+          flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--scenario", choices=["exact", "kill_server"], required=True)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        {"exact": exact, "kill_server": kill_server}[a.scenario](a, d)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
