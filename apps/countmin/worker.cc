@@ -214,6 +214,13 @@ int RunWorker(ps::Node* node, const Options& o) {
       inflight.pop_front();
     }
   };
+  // The part being counted and the number of its next push: a part's pushes are its own
+  // request stream on the servers (PushForTask), so a part a dead worker left half pushed is
+  // counted again from its start by another worker and nothing lands twice. Batches end at
+  // fixed item counts within the part, so push seq of a part holds the same cells whoever
+  // counts it.
+  int task = -1;
+  int64_t seq = 0;
   auto flush = [&] {
     if (counter.in_batch() == 0) return;
     ps::SArray<ps::Key> keys;
@@ -221,7 +228,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     counter.Take(&keys, &vals);
     pushed_cells += keys.size();
     batches++;
-    inflight.emplace_back(&cells, cells.Push(keys, vals));
+    inflight.emplace_back(&cells, cells.PushForTask(task, seq++, keys, vals));
     ps::SArray<int> lens;
     counter.Candidates(2 * static_cast<size_t>(o.top_k), &keys, &vals, &lens);
     if (!keys.empty()) inflight.emplace_back(&candidates, candidates.Push(keys, vals, lens));
@@ -252,6 +259,8 @@ int RunWorker(ps::Node* node, const Options& o) {
   for (;;) {
     const int t = node->NextTask();
     if (t < 0) break;
+    task = t;
+    seq = 0;
     ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
     const bool u64 = o.format == Format::kU64;
     const size_t n = u64 ? part.ids.size() : part.items.size();
@@ -262,20 +271,27 @@ int RunWorker(ps::Node* node, const Options& o) {
       if (o.rate > 0 && (i & 4095) == 4095) pace(items + i + 1);
     }
     items += n;
-    // Everything counted from the part is acknowledged before the part is reported done.
+    // Everything counted from the part is acknowledged before the part is closed on the
+    // servers (they then keep one word of it) and reported done.
     flush();
     wait_to(0);
+    cells.Wait(cells.CloseTask(t));
     node->TaskDone(t);
     parts++;
   }
-  flush();
-  wait_to(0);
   const double own_s = Since(start);
   std::printf("WORKER rank %d parts %d items %llu seconds %.3f items/s %.0f\n", node->rank(), parts,
               static_cast<unsigned long long>(items), own_s, items / std::max(own_s, 1e-9));
   std::fflush(stdout);
   node->Barrier(ps::kWorkerGroup);
-  if (node->rank() != 0) return 0;
+  // The lowest live rank reports (worker 0 unless it died).
+  const auto dead = node->dead_nodes();
+  for (const ps::NodeInfo& n : node->nodes()) {
+    if (n.role == ps::Role::kWorker && n.rank < node->rank() &&
+        std::find(dead.begin(), dead.end(), n.id) == dead.end()) {
+      return 0;
+    }
+  }
   const double secs = Since(start);
   Client client(&cells, &candidates, o.shape, o.seed);
   const LocalSketch s = client.PullSketch();

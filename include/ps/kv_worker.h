@@ -16,7 +16,7 @@ namespace ps {
 namespace detail {
 /// One request as the typed KVWorker hands it to the untyped core (internal).
 struct KVRequest {
-  enum Op { kData = 0, kRangePull = 1, kDensePush = 2, kClock = 3 };
+  enum Op { kData = 0, kRangePull = 1, kDensePush = 2, kClock = 3, kTaskClose = 4 };
   Op op = kData;
   bool push = false;
   bool pull = false;
@@ -32,6 +32,8 @@ struct KVRequest {
   SArray<int>* out_lens = nullptr;
   SArray<Key>* out_keys = nullptr;
   std::function<void()> callback;
+  int task = -1;         // a push for a data task (PushForTask), or the task CloseTask closes
+  int64_t task_seq = 0;  // its number among the task's pushes
 };
 }  // namespace detail
 
@@ -84,6 +86,18 @@ class KVWorkerBase {
   /// every worker of the job.
   void SetMaxDelay(int tau);
   int max_delay() const;
+
+  /// Tasks whose pushes servers apply exactly once whichever worker sends them: the task's
+  /// pushes are one request stream of their own (task, seq) instead of this worker's, so a
+  /// task that a dead worker left half pushed can be redone from the start by another worker:
+  /// servers apply only the part of each push that did not land before. For that, push seq of
+  /// a task must carry the same keys and values whoever sends it (a deterministic function of
+  /// the task's data), seqs count 0, 1, 2, ... per task, and a worker redoing a task pushes
+  /// them all again in order. Tasks are numbered from 0 below 2^30 (Node::NextTask's ids).
+  /// Tells every server that every push of `task` is complete (Wait on all of them first):
+  /// they keep one word for it instead of its pushes' keys, and take any later copy of such a
+  /// push (from a worker that died, say) as applied. Returns the request's timestamp.
+  int64_t CloseTask(int task);
 
   /// Sets the filters of the requests issued from now on (per worker, and per request by
   /// setting it between calls). Throws ps::Error naming the bad field.
@@ -154,6 +168,26 @@ class KVWorker : public KVWorkerBase {
     return Submit(std::move(r));
   }
 
+  /// Push number seq of data task `task` (see KVWorkerBase::CloseTask): applied exactly once
+  /// by the servers as that push of the task, whoever sends it. Push only (no pull).
+  int64_t PushForTask(int task, int64_t seq, const SArray<Key>& keys, const SArray<V>& vals,
+                      const SArray<int>& lens = {}, const Callback& cb = nullptr) {
+    if (task < 0 || task >= (1 << 30)) throw Error("PushForTask: task must be in [0, 2^30)");
+    if (seq < 0) throw Error("PushForTask: seq must not be negative");
+    detail::KVRequest r;
+    r.push = true;
+    r.callback = cb;
+    r.task = task;
+    r.task_seq = seq;
+    if (keep_ && !keys.empty()) {
+      Filter(keys, vals, lens, &r);
+    } else {
+      r.keys = keys;
+      r.vals = SArray<char>(vals);
+      r.lens = lens;
+    }
+    return Submit(std::move(r));
+  }
   /// The KKT filter hook (and any other app-side sparsification): keep(key, values, n) says
   /// whether Push sends a key; dropped keys never leave the worker. The sparse LR app drops a
   /// coordinate whose weight is zero and whose gradient lies inside the L1 band. nullptr (the

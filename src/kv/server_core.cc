@@ -178,25 +178,49 @@ void ServerCore::ProcessLocked(Message& msg) {
     AnswerReleased(released);
     return;
   }
+  if (msg.meta.op() == pb::Meta::TASK_CLOSE) {
+    if (!msg.meta.has_task() || msg.meta.task() < 0 || msg.meta.task() >= kMaxTasks) {
+      Answer(msg, &reply, "task close without a task in [0, 2^30)");
+      return;
+    }
+    // Every push of the task is applied: one word remains of it, and a late copy (from a worker
+    // that died, say) falls below it and is taken as applied.
+    log.Advance(kTaskIds + msg.meta.task(), INT64_MAX);
+    Answer(msg, &reply, "");
+    return;
+  }
   const bool push = msg.meta.push(), pull = msg.meta.pull();
   if (!push && !pull) {
     Answer(msg, &reply, "neither push nor pull");
     return;
   }
+  // Who the push belongs to for exactly-once: the worker, or the data task it was pushed for
+  // (PushForTask: one request stream whoever sends it). From here the message carries the
+  // task's numbering; the reply was made with the worker's.
+  int owner = worker;
+  if (msg.meta.has_task()) {
+    if (pull || msg.meta.task() < 0 || msg.meta.task() >= kMaxTasks || msg.meta.task_ts() < 0) {
+      Answer(msg, &reply, "a push for a task needs a task in [0, 2^30) and no pull");
+      return;
+    }
+    owner = kTaskIds + msg.meta.task();
+    msg.meta.set_timestamp(msg.meta.task_ts());
+    msg.meta.set_lwm(msg.meta.task_lwm());
+  }
   const ReadId id{msg.meta.timestamp(), msg.meta.part(), msg.meta.attempt()};
-  log.Advance(worker, msg.meta.lwm());
+  log.Advance(owner, msg.meta.lwm());
   if (pull && held_ids[worker].count(id)) return;  // a copy of a held read: one answer will do
   // Which of the push is new: a copy (resend, duplicated message, re-sliced resend) is
   // answered again but applied only where it was not applied before.
   std::vector<Message> pieces;
-  const bool fresh_all = push ? FreshPart(worker, msg, &pieces) : false;
+  const bool fresh_all = push ? FreshPart(owner, msg, &pieces) : false;
   const bool apply = push && (fresh_all || !pieces.empty());
   // Keys of a copy that no copy of this master's still on its way covers (see below).
   Message uncovered;
   if (push && !fresh_all) {
     duplicates_++;
     // Replicas apply only what they lack of what no copy on its way covers.
-    uncovered = chain_.Resend(worker, msg);
+    uncovered = chain_.Resend(owner, msg);
   }
   // The read's step reaches the table first; reads it releases are answered at the end, after
   // this request's push half is applied.
@@ -220,15 +244,15 @@ void ServerCore::ProcessLocked(Message& msg) {
     auto ring = ring_ ? ring_() : nullptr;
     const bool copies = ring && chain_.Active(*ring);
     if (fresh_all) {
-      Record(worker, msg);
-      if (copies) chain_.Replicate(worker, msg, *ring);
+      Record(owner, msg);
+      if (copies) chain_.Replicate(owner, msg, *ring);
     } else {
       // The new parts are replicated as usual; of the rest, what no copy on its way covers.
       for (const auto& piece : pieces) {
-        Record(worker, piece);
-        if (copies) chain_.Replicate(worker, piece, *ring, /*may_add=*/false);
+        Record(owner, piece);
+        if (copies) chain_.Replicate(owner, piece, *ring, /*may_add=*/false);
       }
-      if (copies && !uncovered.data.empty()) chain_.Probe(worker, uncovered, *ring);
+      if (copies && !uncovered.data.empty()) chain_.Probe(owner, uncovered, *ring);
     }
     if (apply && msg.meta.has_read_clock()) staleness[clock - msg.meta.read_clock()]++;
   }
@@ -373,7 +397,10 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
     VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
   } else {
     // A push is acknowledged only once every replica holds it (a copy of it, too).
-    if (chain_.HoldReply(msg.meta.sender(), msg.meta.timestamp(), reply)) return;
+    const int owner = msg.meta.has_task() && msg.meta.op() == pb::Meta::DATA
+                          ? kTaskIds + msg.meta.task()
+                          : msg.meta.sender();
+    if (chain_.HoldReply(owner, msg.meta.timestamp(), reply)) return;
   }
   send(*reply);
 }

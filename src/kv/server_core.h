@@ -171,6 +171,10 @@ class ServerCore : private ChainReplicator::Host {
   void ProcessLocked(Message& msg);
   std::vector<Message> early_;
   static constexpr size_t kMaxEarly = ChainReplicator::kMaxEarly;
+  // The applied log keeps a data task's pushes (PushForTask) under id kTaskIds + task, above
+  // every node id.
+  static constexpr int kMaxTasks = 1 << 30;
+  static constexpr int kTaskIds = 1 << 30;
   int self_;
   RingFn ring_;
 

@@ -51,7 +51,11 @@ KVWorkerBase::~KVWorkerBase() {
     std::unique_lock<std::mutex> lk(d->mu);
     auto writes_open = [d] {
       for (const auto& p : d->pending) {
-        if (p.second->req.push || p.second->req.op == detail::KVRequest::kClock) return true;
+        const auto op = p.second->req.op;
+        if (p.second->req.push || op == detail::KVRequest::kClock ||
+            op == detail::KVRequest::kTaskClose) {
+          return true;
+        }
       }
       return false;
     };
@@ -95,13 +99,22 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
     m.meta.set_epoch(ring->epoch());
     m.meta.set_part(static_cast<int>(part));
     m.meta.set_dead_workers(dead_workers);
+    if (Tasked(req)) {
+      m.meta.set_task(req.task);
+      m.meta.set_task_ts(req.task_seq);
+    }
     return m;
   };
 
-  if (req.op == detail::KVRequest::kClock) {
+  if (req.op == detail::KVRequest::kClock || req.op == detail::KVRequest::kTaskClose) {
     for (int server : ring->servers()) {
       Message m = base_meta(server, msgs.size());
-      m.meta.set_op(pb::Meta::CLOCK);
+      if (req.op == detail::KVRequest::kClock) {
+        m.meta.set_op(pb::Meta::CLOCK);
+      } else {
+        m.meta.set_op(pb::Meta::TASK_CLOSE);
+        m.meta.set_task(req.task);
+      }
       msgs.push_back(std::move(m));
     }
   } else if (req.op == detail::KVRequest::kData) {
@@ -342,12 +355,14 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
       return ts;
     }
     open_ts.insert(ts);
+    if (Tasked(p->req)) task_open[p->req.task].insert(p->req.task_seq);
     const int64_t lwm = *open_ts.begin();
     const int64_t safe = DoneStep(*p);
     for (auto& m : msgs) {
       m.meta.set_timestamp(ts);
       m.meta.set_lwm(lwm);
       m.meta.set_done_step(safe);
+      if (Tasked(p->req)) m.meta.set_task_lwm(TaskLwm(p->req));
     }
     // A clock that ends a step with pushes still open waits for them (and for every clock
     // before it): the servers must not count the step as done before they hold its pushes.
@@ -405,6 +420,7 @@ void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Messag
     m.meta.set_lwm(lwm);
     m.meta.set_attempt(p->attempt);
     m.meta.set_done_step(safe);
+    if (Tasked(p->req)) m.meta.set_task_lwm(TaskLwm(p->req));
   }
   p->sent = msgs;
   p->sent_at.assign(msgs.size(), p->held ? std::chrono::steady_clock::time_point::max()
@@ -523,6 +539,13 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
     }
   }
   auto cb = std::move(p->req.callback);
+  if (Tasked(p->req)) {
+    auto t = task_open.find(p->req.task);
+    if (t != task_open.end()) {
+      t->second.erase(p->req.task_seq);
+      if (t->second.empty()) task_open.erase(t);
+    }
+  }
   if (!p->error.empty()) failed[ts] = {p->error, p->error_code};
   auto it = pending.find(ts);
   if (it != pending.end()) {

@@ -134,6 +134,15 @@ struct KVWorkerBase::Impl : public Customer {
   // Timestamps in flight, ordered: the smallest is the low-water mark every message carries
   // (everything below it is complete, so servers may forget it).
   std::set<int64_t> open_ts;
+  // The same per data task (PushForTask): seqs in flight, for each message's task_lwm.
+  std::map<int, std::set<int64_t>> task_open;
+  int64_t TaskLwm(const detail::KVRequest& req) const {
+    auto it = task_open.find(req.task);
+    return it == task_open.end() || it->second.empty() ? req.task_seq : *it->second.begin();
+  }
+  static bool Tasked(const detail::KVRequest& req) {
+    return req.task >= 0 && req.op == detail::KVRequest::kData;
+  }
   std::string fatal;  // the node cannot go on (lost the scheduler, fenced): every request fails
   ErrorCode fatal_code = ErrorCode::kShutDown;
   // Resending parts that got no reply within Config::resend_timeout_ms.

@@ -9,6 +9,10 @@
   kill_server  3 servers with one replica, 2 workers replaying a u64 stream at a fixed rate:
                SIGKILL to server 1 mid-stream (by PID); the job ends and its cells are
                byte-identical to the local count.
+  kill_worker  2 servers, 3 workers replaying a u64 stream: SIGKILL to worker 1 mid-stream,
+               then (another run) to worker 0, which reports: the dead worker's parts are
+               counted again by the others (PushForTask: nothing lands twice) and the cells
+               are byte-identical to the local count.
 """
 import argparse
 import collections
@@ -181,14 +185,56 @@ def kill_server(a, d):
           flush=True)
 
 
+def kill_worker(a, d):
+    ids = os.path.join(d, "ids.bin")
+    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "1200000", "--zipf_distinct",
+                   "200000", "--seed", "9"])
+    if rc != 0:
+        fail("--zipf_out exited %d" % rc, out)
+    u64 = ["--input", ids, "--format", "u64", "--width", str(WIDTH), "--depth", str(DEPTH)]
+    ref = os.path.join(d, "local.bin")
+    local(a, u64 + ["--sketch_out", ref])
+    for victim, after in ((1, 3), (0, 5)):
+        state = {"pids": {}, "killed": None, "progress": 0}
+
+        def on_line(line, state=state, victim=victim, after=after):
+            m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
+            if m:
+                state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
+            if line.startswith("[worker %d] progress" % victim):
+                state["progress"] += 1
+                if state["progress"] == after and state["killed"] is None:
+                    os.kill(state["pids"][("worker", victim)], signal.SIGKILL)  # by PID
+                    state["killed"] = line.strip()
+                    print("SIGKILL to worker %d at: %s" % (victim, line.strip()), flush=True)
+
+        dist = os.path.join(d, "dist.bin")
+        # 400 000 items per worker at 300 000 a second, parts of 8 000 ids and batches of 3 000:
+        # the victim dies with a part half pushed and pushes in flight.
+        rc, out = launch(a, 2, 3, u64 + ["--sketch_out", dist, "--part_mb", "0.0625", "--batch",
+                                         "3000", "--rate", "300000", "--progress_s", "0.1"],
+                         env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                         allow=("--allow-dead-workers",), on_line=on_line)
+        if state["killed"] is None:
+            fail("worker %d: nothing was killed" % victim, out)
+        if rc != 0:
+            fail("exit %d after worker %d was killed" % (rc, victim), out)
+        if not same_file(ref, dist):
+            fail("after worker %d was killed the cells differ from the local count" % victim, out)
+        if "RESULT items 1200000 " not in out:
+            fail("the job did not report 1200000 items", out)
+        print("kill_worker: worker %d killed mid-stream; its parts were counted again by the "
+              "others; cells identical to the local count" % victim, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--job", required=True)
-    p.add_argument("--scenario", choices=["exact", "kill_server"], required=True)
+    p.add_argument("--scenario", choices=["exact", "kill_server", "kill_worker"], required=True)
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        {"exact": exact, "kill_server": kill_server}[a.scenario](a, d)
+        {"exact": exact, "kill_server": kill_server, "kill_worker": kill_worker}[a.scenario](a, d)
     return 0
 
 

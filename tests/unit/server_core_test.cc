@@ -99,5 +99,57 @@ TEST(ServerCoreTest, APullTheBarrierWouldHoldIsRefusedAtOnceWhenItsKeysAreOutOfO
   EXPECT_EQ(s.replies.size(), 1u);
 }
 
+Message TaskPush(int worker, int64_t ts, int task, int64_t seq, int64_t task_lwm,
+                 const std::vector<Key>& keys) {
+  Message m = Push(worker, ts, keys, 1);
+  m.meta.set_task(task);
+  m.meta.set_task_ts(seq);
+  m.meta.set_task_lwm(task_lwm);
+  return m;
+}
+
+// PushForTask: a task's pushes are one request stream whoever sends them, so a task a dead
+// worker left half pushed is redone by another worker without counting anything twice — also
+// when the redo slices a push differently (a new ring) — and a closed task takes nothing more.
+TEST(ServerCoreTest, APushForATaskIsAppliedOnceWhicheverWorkerSendsIt) {
+  Server s("asp");
+  Message a0 = TaskPush(kWorker, 0, 3, 0, 0, {1, 2, 3});
+  s.core.Process(a0);
+  Message a1 = TaskPush(kWorker, 1, 3, 1, 0, {4, 5});
+  s.core.Process(a1);
+  ASSERT_EQ(s.replies.back().meta.error(), "");
+  EXPECT_EQ(s.replies.back().meta.timestamp(), 1) << "replies carry the worker's numbering";
+  s.core.WorkerDead(kWorker);
+  // The other worker redoes task 3 from its start with its own timestamps: seq 1 now also
+  // holds key 9 (it went to another server before), and seq 2 is new.
+  for (auto m : {TaskPush(kOther, 40, 3, 0, 0, {1, 2, 3}), TaskPush(kOther, 41, 3, 1, 0, {4, 5, 9}),
+                 TaskPush(kOther, 42, 3, 2, 0, {6})}) {
+    s.core.Process(m);
+    ASSERT_EQ(s.replies.back().meta.error(), "");
+  }
+  EXPECT_EQ(s.Values({1, 2, 3, 4, 5, 6, 9}), (std::vector<int64_t>(7, 1)));
+  EXPECT_EQ(s.core.duplicates(), 2u);
+  // Another task with the same seqs is a stream of its own.
+  Message other = TaskPush(kOther, 43, 4, 0, 0, {1});
+  s.core.Process(other);
+  EXPECT_EQ(s.Values({1}), (std::vector<int64_t>{2}));
+  // Closed, task 3 takes nothing more: a late copy is acknowledged, not applied.
+  Message close = Request(kOther, 44, {});
+  close.data.clear();
+  close.meta.set_op(pb::Meta::TASK_CLOSE);
+  close.meta.set_task(3);
+  s.core.Process(close);
+  ASSERT_EQ(s.replies.back().meta.error(), "");
+  Message late = TaskPush(kOther, 45, 3, 2, 0, {6});
+  s.core.Process(late);
+  EXPECT_EQ(s.replies.back().meta.error(), "");
+  EXPECT_EQ(s.Values({6}), (std::vector<int64_t>{1}));
+  // A push for a task cannot pull.
+  Message pull = TaskPush(kOther, 46, 5, 0, 0, {1});
+  pull.meta.set_pull(true);
+  s.core.Process(pull);
+  EXPECT_NE(s.replies.back().meta.error(), "");
+}
+
 }  // namespace
 }  // namespace ps
