@@ -208,9 +208,12 @@ int RunWorker(ps::Node* node, const Options& o) {
   const auto start = Clock::now();
   auto last = start;
   uint64_t items = 0, batches = 0, pushed_cells = 0, items_at_last = 0;
+  double max_wait_s = 0;  // the longest wait for an acknowledgement (a fail-over shows here)
   auto wait_to = [&](size_t n) {
     while (inflight.size() > n) {
+      const auto t = Clock::now();
       inflight.front().first->Wait(inflight.front().second);
+      max_wait_s = std::max(max_wait_s, Since(t));
       inflight.pop_front();
     }
   };
@@ -280,8 +283,9 @@ int RunWorker(ps::Node* node, const Options& o) {
     parts++;
   }
   const double own_s = Since(start);
-  std::printf("WORKER rank %d parts %d items %llu seconds %.3f items/s %.0f\n", node->rank(), parts,
-              static_cast<unsigned long long>(items), own_s, items / std::max(own_s, 1e-9));
+  std::printf("WORKER rank %d parts %d items %llu seconds %.3f items/s %.0f max_ack_wait_ms %.1f\n",
+              node->rank(), parts, static_cast<unsigned long long>(items), own_s,
+              items / std::max(own_s, 1e-9), max_wait_s * 1e3);
   std::fflush(stdout);
   node->Barrier(ps::kWorkerGroup);
   // The lowest live rank reports (worker 0 unless it died).
