@@ -40,6 +40,7 @@ struct Options {
   uint32_t hh_sample = 4;     // every this many items feed the SpaceSaving summary
   double progress_s = 1.0;    // seconds between progress lines (0: none)
   double rate = 0;            // items per second per worker (0: as fast as it goes)
+  double top_every = 0;       // worker 0 prints the heavy hitters this often (0: at the end)
   bool quiet = false;
 };
 

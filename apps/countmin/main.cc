@@ -8,7 +8,9 @@
 
 #include "countmin/countmin.h"
 
-DEFINE_string(input, "", "the stream: a file of items (see --format)");
+DEFINE_string(input, "",
+              "the stream: a file of items (see --format); \"-\" reads stdin (--local only: "
+              "workers take parts of a file, which a dead worker's successor can read again)");
 DEFINE_string(format, "tokens",
               "tokens (whitespace-separated), lines (one item per line) or u64 (little-endian "
               "64-bit ids)");
@@ -29,6 +31,9 @@ DEFINE_uint64(hh_capacity, 4096, "SpaceSaving entries per worker for heavy-hitte
 DEFINE_uint32(hh_sample, 4, "every this many items feed the SpaceSaving summary");
 DEFINE_double(progress_s, 1.0, "seconds between progress lines (0: none)");
 DEFINE_bool(quiet, false, "no progress lines");
+DEFINE_double(top_every, 0,
+              "worker 0 prints the --top_k heavy hitters so far every this many seconds while "
+              "the stream goes on (LIVE lines; 0: only at the end)");
 DEFINE_double(rate, 0,
               "replay the stream at this many items per second per worker (0: as fast as it "
               "goes)");
@@ -69,6 +74,8 @@ countmin::Options FromFlags() {
   o.hh_sample = FLAGS_hh_sample;
   o.progress_s = FLAGS_progress_s;
   o.quiet = FLAGS_quiet;
+  if (FLAGS_top_every < 0) throw std::runtime_error("--top_every must be >= 0");
+  o.top_every = FLAGS_top_every;
   if (FLAGS_rate < 0) throw std::runtime_error("--rate must be >= 0");
   o.rate = FLAGS_rate;
   return o;
@@ -88,6 +95,11 @@ int main(int argc, char** argv) {
     const countmin::Options o = FromFlags();
     if (o.input.empty()) throw std::runtime_error("--input is required");
     if (FLAGS_local) return countmin::RunLocal(o, FLAGS_conservative);
+    if (o.input == "-") {
+      throw std::runtime_error(
+          "--input - (stdin) needs --local: a job's workers take parts of a file, so that a "
+          "part a dead worker left can be read again by another");
+    }
     if (FLAGS_conservative) {
       throw std::runtime_error(
           "--conservative needs --local: a conservative update reads the cells it raises, so "

@@ -13,10 +13,6 @@
 namespace countmin {
 namespace {
 
-bool IsSpace(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
 uint64_t SizeOf(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
@@ -55,6 +51,9 @@ class File {
 uint64_t RecordBytes(uint64_t part_bytes) { return std::max<uint64_t>(8, part_bytes / 8 * 8); }
 
 }  // namespace
+
+// Text items of [p, e) into out->items (views).
+static void CutText(const char* p, const char* e, Format format, PartItems* out);
 
 Format ParseFormat(const std::string& name) {
   if (name == "tokens") return Format::kTokens;
@@ -122,38 +121,82 @@ void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int p
     if (cut < start + got) break;
   }
   out->bytes = buffer->size();
-  const char* p = buffer->data();
-  const char* e = p + buffer->size();
-  if (begin > 0) {
+  size_t skip = 0;
+  if (begin > 0 && !buffer->empty()) {
     // Skip the tail of the previous part's item, if the part starts inside one.
+    const char* p = buffer->data();
+    const char* e = p + buffer->size();
     const bool at_start = format == Format::kLines ? *p == '\n' : IsSpace(*p);
     ++p;
     if (!at_start) {
       while (p < e && (format == Format::kLines ? *p != '\n' : !IsSpace(*p))) ++p;
     }
+    skip = static_cast<size_t>(p - buffer->data());
   }
-  if (format == Format::kLines) {
-    while (p < e) {
-      if (*p == '\n') {  // an empty line is no item
-        ++p;
-        continue;
-      }
-      const char* q = static_cast<const char*>(std::memchr(p, '\n', e - p));
-      if (!q) q = e;
-      const char* t = q;
-      if (t > p && t[-1] == '\r') --t;
-      if (t > p) out->items.emplace_back(p, static_cast<size_t>(t - p));
-      p = q;
-    }
+  CutText(buffer->data() + skip, buffer->data() + buffer->size(), format, out);
+}
+
+void CutItems(const std::string& buffer, Format format, PartItems* out) {
+  out->items.clear();
+  out->ids.clear();
+  if (format == Format::kU64) {
+    out->ids.resize(buffer.size() / 8);
+    std::memcpy(out->ids.data(), buffer.data(), out->ids.size() * 8);
     return;
   }
-  while (p < e) {
-    while (p < e && IsSpace(*p)) ++p;
-    const char* q = p;
-    while (q < e && !IsSpace(*q)) ++q;
-    if (q > p) out->items.emplace_back(p, static_cast<size_t>(q - p));
-    p = q;
+  CutText(buffer.data(), buffer.data() + buffer.size(), format, out);
+}
+
+bool ChunkReader::Next(std::string* buffer, PartItems* out) {
+  out->items.clear();
+  out->ids.clear();
+  if (eof_ && carry_.empty()) return false;
+  buffer->swap(carry_);
+  carry_.clear();
+  uint64_t want = part_bytes_;
+  size_t end = 0;
+  for (;;) {
+    while (!eof_ && buffer->size() < want) {
+      const size_t at = buffer->size();
+      buffer->resize(at + (1 << 16));
+      const ssize_t r = read(fd_, &(*buffer)[at], 1 << 16);
+      buffer->resize(at + static_cast<size_t>(std::max<ssize_t>(r, 0)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw std::runtime_error(std::string("stdin: ") + std::strerror(errno));
+      if (r == 0) eof_ = true;
+    }
+    // The item cut at the end waits for the next chunk.
+    end = buffer->size();
+    if (eof_) break;
+    if (format_ == Format::kU64) {
+      end = end / 8 * 8;
+    } else {
+      while (end > 0 && !(format_ == Format::kLines ? (*buffer)[end - 1] == '\n'
+                                                    : IsSpace((*buffer)[end - 1]))) {
+        --end;
+      }
+    }
+    if (end > 0) break;
+    want = buffer->size() + part_bytes_;  // one item longer than a chunk: read on to its end
   }
+  if (format_ == Format::kU64 && end % 8 != 0) {
+    throw std::runtime_error("stdin: " + std::to_string(offset_ + buffer->size()) +
+                             " bytes is not a whole number of 8-byte ids (the last record "
+                             "starts at byte " +
+                             std::to_string(offset_ + end / 8 * 8) + ")");
+  }
+  offset_ += end;
+  carry_.assign(*buffer, end, std::string::npos);
+  buffer->resize(end);
+  out->bytes = end;
+  CutItems(*buffer, format_, out);
+  return true;
+}
+
+static void CutText(const char* p, const char* e, Format format, PartItems* out) {
+  out->text = std::string_view(p, static_cast<size_t>(e - p));
+  if (!out->cut) return;
+  ForEachText(out->text, format, [out](std::string_view item) { out->items.push_back(item); });
 }
 
 Zipf::Zipf(uint64_t n, double s, uint64_t seed) : n_(n), s_(s), state_(seed) {

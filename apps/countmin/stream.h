@@ -5,6 +5,7 @@
 #define PS_APPS_COUNTMIN_STREAM_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,12 +25,70 @@ int CountParts(const std::string& path, Format format, uint64_t part_bytes);
 /// lies in the part, in file order. Text items are views into *buffer (valid until the next
 /// call); for kU64, ids gets the ids and items stays empty.
 struct PartItems {
+  bool cut = true;  // false: text items are left in `text` for ForEachText (no views stored)
   std::vector<std::string_view> items;
+  std::string_view text;  // the part's text, from its first item on
   std::vector<uint64_t> ids;
   uint64_t bytes = 0;  // bytes of the file read for the part
 };
+
+inline bool IsSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/// Calls f(std::string_view item) for each text item (token or line) of text, in order: a
+/// reader that counts as it cuts keeps no list of the part's items (which at 8 MB parts
+/// outgrows the caches).
+template <typename F>
+void ForEachText(std::string_view text, Format format, F&& f) {
+  const char* p = text.data();
+  const char* e = p + text.size();
+  if (format == Format::kLines) {
+    while (p < e) {
+      if (*p == '\n') {  // an empty line is no item
+        ++p;
+        continue;
+      }
+      const char* q = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(e - p)));
+      if (!q) q = e;
+      const char* t = q;
+      if (t > p && t[-1] == '\r') --t;
+      if (t > p) f(std::string_view(p, static_cast<size_t>(t - p)));
+      p = q;
+    }
+    return;
+  }
+  while (p < e) {
+    while (p < e && IsSpace(*p)) ++p;
+    const char* q = p;
+    while (q < e && !IsSpace(*q)) ++q;
+    if (q > p) f(std::string_view(p, static_cast<size_t>(q - p)));
+    p = q;
+  }
+}
 void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int part,
               std::string* buffer, PartItems* out);
+
+/// Items from a pipe (stdin), in chunks of about part_bytes: each chunk ends at an item
+/// boundary (the partial item at its end waits for the next chunk).
+class ChunkReader {
+ public:
+  ChunkReader(int fd, Format format, uint64_t part_bytes)
+      : fd_(fd), format_(format), part_bytes_(part_bytes) {}
+  /// The next chunk's items (views into *buffer, valid until the next call); false at the end.
+  bool Next(std::string* buffer, PartItems* out);
+
+ private:
+  int fd_;
+  Format format_;
+  uint64_t part_bytes_;
+  std::string carry_;  // the start of an item cut by the last read
+  bool eof_ = false;
+  uint64_t offset_ = 0;  // bytes read so far (for errors)
+};
+
+/// Cuts the items (tokens, lines or u64 records) of a buffer that ends at an item boundary.
+void CutItems(const std::string& buffer, Format format, PartItems* out);
 
 /// Zipf-distributed ranks in [1, n] with P(k) proportional to k^-s (s > 0), by rejection-
 /// inversion (Hörmann and Derflinger, 1996): O(1) expected work per sample for any n.

@@ -206,7 +206,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   Counter counter(o);
   std::deque<std::pair<ps::KVWorker<int64_t>*, int64_t>> inflight;
   const auto start = Clock::now();
-  auto last = start;
+  auto last = start, last_top = start;
   uint64_t items = 0, batches = 0, pushed_cells = 0, items_at_last = 0;
   double max_wait_s = 0;  // the longest wait for an acknowledgement (a fail-over shows here)
   auto wait_to = [&](size_t n) {
@@ -236,6 +236,18 @@ int RunWorker(ps::Node* node, const Options& o) {
     counter.Candidates(2 * static_cast<size_t>(o.top_k), &keys, &vals, &lens);
     if (!keys.empty()) inflight.emplace_back(&candidates, candidates.Push(keys, vals, lens));
     wait_to(static_cast<size_t>(2 * o.max_inflight));
+    if (o.top_every > 0 && node->rank() == 0 && Since(last_top) >= o.top_every) {
+      // A query while the stream goes on: each cell as of its server's answer.
+      Client client(&cells, &candidates, o.shape, o.seed);
+      const LocalSketch now = client.PullSketch();
+      std::string line = "LIVE items " + std::to_string(RowSum(now)) + " top";
+      for (const auto& t : client.HeavyHitters(now, static_cast<size_t>(o.top_k))) {
+        line += " " + t.first + ":" + std::to_string(t.second);
+      }
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+      last_top = Clock::now();
+    }
     if (!o.quiet && o.progress_s > 0 && Since(last) >= o.progress_s) {
       const auto st = node->stats();
       std::printf(
@@ -258,6 +270,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   };
   std::string buffer;
   PartItems part;
+  part.cut = false;  // counted as cut (ForEachText)
   int parts = 0;
   for (;;) {
     const int t = node->NextTask();
@@ -265,13 +278,16 @@ int RunWorker(ps::Node* node, const Options& o) {
     task = t;
     seq = 0;
     ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
-    const bool u64 = o.format == Format::kU64;
-    const size_t n = u64 ? part.ids.size() : part.items.size();
-    for (size_t i = 0; i < n; ++i) {
-      const bool full =
-          u64 ? counter.Add(part.ids[i], {}) : counter.Add(ItemId(part.items[i]), part.items[i]);
-      if (full) flush();
-      if (o.rate > 0 && (i & 4095) == 4095) pace(items + i + 1);
+    uint64_t n = 0;
+    auto count = [&](uint64_t id, std::string_view name) {
+      if (counter.Add(id, name)) flush();
+      ++n;
+      if (o.rate > 0 && (n & 4095) == 0) pace(items + n);
+    };
+    if (o.format == Format::kU64) {
+      for (uint64_t id : part.ids) count(id, {});
+    } else {
+      ForEachText(part.text, o.format, [&](std::string_view item) { count(ItemId(item), item); });
     }
     items += n;
     // Everything counted from the part is acknowledged before the part is closed on the
@@ -311,9 +327,10 @@ int RunWorker(ps::Node* node, const Options& o) {
 int RunLocal(const Options& o, bool conservative) {
   LocalSketch s(o.shape, o.seed);
   SpaceSaving hh(o.hh_capacity);
-  const int parts = CountParts(o.input, o.format, o.part_bytes);
+  const int parts = o.input == "-" ? 0 : CountParts(o.input, o.format, o.part_bytes);
   std::string buffer;
   PartItems part;
+  part.cut = false;
   uint64_t items = 0;
   uint32_t sample = 0;
   const auto start = Clock::now();
@@ -328,14 +345,22 @@ int RunLocal(const Options& o, bool conservative) {
       hh.Add(id, name);
     }
   };
-  for (int t = 0; t < parts; ++t) {
-    ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+  const bool piped = o.input == "-";
+  ChunkReader pipe(0, o.format, o.part_bytes);
+  for (int t = 0; piped || t < parts; ++t) {
+    if (piped) {
+      if (!pipe.Next(&buffer, &part)) break;
+    } else {
+      ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+    }
     if (o.format == Format::kU64) {
       for (uint64_t id : part.ids) add(id, {});
       items += part.ids.size();
     } else {
-      for (std::string_view item : part.items) add(ItemId(item), item);
-      items += part.items.size();
+      ForEachText(part.text, o.format, [&](std::string_view item) {
+        add(ItemId(item), item);
+        ++items;
+      });
     }
   }
   const double secs = Since(start);

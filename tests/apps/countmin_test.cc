@@ -2,6 +2,7 @@
 // parts, SpaceSaving and the Zipf generator. Seeded; failures print the seed.
 #include "countmin/countmin.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -149,6 +150,41 @@ TEST(CountMinTest, PartsOfATextFileHoldEveryItemOnce) {
       }
       EXPECT_EQ(got, want) << "seed " << seed << " part_bytes " << part_bytes << " format "
                            << (format == Format::kLines ? "lines" : "tokens");
+    }
+    std::remove(path.c_str());
+  }
+}
+
+// A pipe (stdin) read in chunks of any size yields the items of the whole stream, in order,
+// also when an item is longer than a chunk.
+TEST(CountMinTest, ChunksOfAPipeHoldEveryItemOnce) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::string text;
+    for (int i = 0; i < 200; ++i) {
+      const int len = rng() % 10 == 0 ? 300 : 1 + static_cast<int>(rng() % 12);
+      for (int j = 0; j < len; ++j) text += static_cast<char>('a' + rng() % 26);
+      text += rng() % 4 ? " " : (rng() % 2 ? "\n" : " \r\n\n");
+    }
+    const std::string path = TempPath("pipe");
+    {
+      std::ofstream f(path, std::ios::binary);
+      f << text;
+    }
+    for (Format format : {Format::kTokens, Format::kLines}) {
+      std::string buf;
+      PartItems all;
+      ReadPart(path, format, 1 << 30, 0, &buf, &all);
+      std::vector<std::string> want(all.items.begin(), all.items.end());
+      const uint64_t chunk = 1 + rng() % 100;
+      const int fd = open(path.c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      ChunkReader r(fd, format, chunk);
+      std::vector<std::string> got;
+      PartItems items;
+      while (r.Next(&buf, &items)) got.insert(got.end(), items.items.begin(), items.items.end());
+      close(fd);
+      EXPECT_EQ(got, want) << "seed " << seed << " chunk " << chunk;
     }
     std::remove(path.c_str());
   }

@@ -5,7 +5,9 @@
                many small parts and batches ends with cells byte-identical to the same stream
                counted in one process (--local); every estimate is at least the exact count
                (a Python dict), at most delta of the items err by more than epsilon * N, and
-               the top 20 heavy hitters are the exact top 20. The same for a stream of u64 ids.
+               the top 20 heavy hitters are the exact top 20; heavy hitters printed while the
+               stream goes on (LIVE lines) see a growing count. The same for a stream of u64
+               ids.
   kill_server  3 servers with one replica, 2 workers replaying a u64 stream at a fixed rate:
                SIGKILL to server 1 mid-stream (by PID); the job ends and its cells are
                byte-identical to the local count.
@@ -121,9 +123,14 @@ def exact(a, d):
     dist = os.path.join(d, "dist.bin")
     # Parts of 20 KB and batches of 3000 items: many tasks, many pushes per worker.
     rc, out = launch(a, 2, 2, ["--input", path, "--sketch_out", dist, "--part_mb", "0.02",
-                               "--batch", "3000", "--progress_s", "0.05"] + shape)
+                               "--batch", "3000", "--progress_s", "0.05", "--top_every",
+                               "0.01"] + shape)
     if rc != 0:
         fail("the job exited %d" % rc, out)
+    # Queries while the stream goes on: the items counted so far only grow, up to N.
+    live = [int(m.group(1)) for m in re.finditer(r"LIVE items (\d+) top \S+", out)]
+    if not live or live != sorted(live) or live[-1] > n:
+        fail("LIVE lines during the stream: %s" % live[:20], out)
     if not same_file(ref, dist):
         fail("the distributed cells differ from the local count", out)
     if "RESULT items %d " % n not in out:
