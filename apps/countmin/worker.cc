@@ -1,6 +1,7 @@
 // The roles of ps_countmin and the query client (countmin.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -91,11 +92,21 @@ class Counter {
     return ++in_batch_ >= o_.batch;
   }
   uint64_t in_batch() const { return in_batch_; }
+  // Distinct items in the batch Take last took (an estimate).
+  double distinct() const { return distinct_; }
   // The changed cells as sorted keys and their deltas; the deltas start again from zero.
   void Take(ps::SArray<ps::Key>* keys, ps::SArray<int64_t>* vals) {
     const uint64_t n = delta_.size();
     keys->clear();
     vals->clear();
+    // Distinct items of the batch by linear counting (Whang et al., 1990) on row 0: each item
+    // lands in one of its w cells, so with z of them still zero about -w ln(z / w) distinct
+    // items came (exact while they are few next to w, saturated when no cell is zero).
+    const uint64_t w = o_.shape.width;
+    uint64_t zeros = 0;
+    for (uint64_t c = 0; c < w; ++c) zeros += delta_[c] == 0;
+    distinct_ = zeros == 0 ? static_cast<double>(w) * std::log(static_cast<double>(w))
+                           : -static_cast<double>(w) * std::log(static_cast<double>(zeros) / w);
     for (uint64_t i = 0; i < n; ++i) {
       if (delta_[i] != 0) {
         keys->push_back(CellKey(i, n));
@@ -135,6 +146,7 @@ class Counter {
   std::unique_ptr<SpaceSaving> hh_;
   uint32_t sample_ = 0;
   uint64_t in_batch_ = 0;
+  double distinct_ = 0;
 };
 
 }  // namespace
@@ -208,6 +220,7 @@ int RunWorker(ps::Node* node, const Options& o) {
   const auto start = Clock::now();
   auto last = start, last_top = start;
   uint64_t items = 0, batches = 0, pushed_cells = 0, items_at_last = 0;
+  double distinct_sum = 0;
   double max_wait_s = 0;  // the longest wait for an acknowledgement (a fail-over shows here)
   auto wait_to = [&](size_t n) {
     while (inflight.size() > n) {
@@ -230,6 +243,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     ps::SArray<int64_t> vals;
     counter.Take(&keys, &vals);
     pushed_cells += keys.size();
+    distinct_sum += counter.distinct();
     batches++;
     inflight.emplace_back(&cells, cells.PushForTask(task, seq++, keys, vals));
     ps::SArray<int> lens;
@@ -251,10 +265,10 @@ int RunWorker(ps::Node* node, const Options& o) {
     if (!o.quiet && o.progress_s > 0 && Since(last) >= o.progress_s) {
       const auto st = node->stats();
       std::printf(
-          "progress worker %d items %llu items/s %.0f cells/batch %.0f batches %llu MB_sent "
-          "%.1f\n",
+          "progress worker %d items %llu items/s %.0f distinct/batch %.0f cells/batch %.0f "
+          "batches %llu MB_sent %.1f\n",
           node->rank(), static_cast<unsigned long long>(items),
-          (items - items_at_last) / Since(last),
+          (items - items_at_last) / Since(last), distinct_sum / static_cast<double>(batches),
           static_cast<double>(pushed_cells) / static_cast<double>(batches),
           static_cast<unsigned long long>(batches), st.bytes_sent / 1e6);
       std::fflush(stdout);
@@ -278,18 +292,16 @@ int RunWorker(ps::Node* node, const Options& o) {
     task = t;
     seq = 0;
     ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
-    uint64_t n = 0;
     auto count = [&](uint64_t id, std::string_view name) {
+      ++items;
       if (counter.Add(id, name)) flush();
-      ++n;
-      if (o.rate > 0 && (n & 4095) == 0) pace(items + n);
+      if (o.rate > 0 && (items & 4095) == 0) pace(items);
     };
     if (o.format == Format::kU64) {
       for (uint64_t id : part.ids) count(id, {});
     } else {
       ForEachText(part.text, o.format, [&](std::string_view item) { count(ItemId(item), item); });
     }
-    items += n;
     // Everything counted from the part is acknowledged before the part is closed on the
     // servers (they then keep one word of it) and reported done.
     flush();
