@@ -155,17 +155,7 @@ class KVWorker : public KVWorkerBase {
   /// filter set, only the keys it keeps are sent.
   int64_t Push(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens = {},
                const Callback& cb = nullptr) {
-    detail::KVRequest r;
-    r.push = true;
-    r.callback = cb;
-    if (keep_ && !keys.empty()) {
-      Filter(keys, vals, lens, &r);
-    } else {
-      r.keys = keys;
-      r.vals = SArray<char>(vals);
-      r.lens = lens;
-    }
-    return Submit(std::move(r));
+    return Submit(PushRequest(keys, vals, lens, cb));
   }
 
   /// Push number seq of data task `task` (see KVWorkerBase::CloseTask): applied exactly once
@@ -174,18 +164,9 @@ class KVWorker : public KVWorkerBase {
                       const SArray<int>& lens = {}, const Callback& cb = nullptr) {
     if (task < 0 || task >= (1 << 30)) throw Error("PushForTask: task must be in [0, 2^30)");
     if (seq < 0) throw Error("PushForTask: seq must not be negative");
-    detail::KVRequest r;
-    r.push = true;
-    r.callback = cb;
+    detail::KVRequest r = PushRequest(keys, vals, lens, cb);
     r.task = task;
     r.task_seq = seq;
-    if (keep_ && !keys.empty()) {
-      Filter(keys, vals, lens, &r);
-    } else {
-      r.keys = keys;
-      r.vals = SArray<char>(vals);
-      r.lens = lens;
-    }
     return Submit(std::move(r));
   }
   /// The KKT filter hook (and any other app-side sparsification): keep(key, values, n) says
@@ -277,6 +258,21 @@ class KVWorker : public KVWorkerBase {
     q.set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
     q.callback = cb;
     return Submit(std::move(q));
+  }
+  // A push of keys (through the push filter, if one is set).
+  detail::KVRequest PushRequest(const SArray<Key>& keys, const SArray<V>& vals,
+                                const SArray<int>& lens, const Callback& cb) {
+    detail::KVRequest r;
+    r.push = true;
+    r.callback = cb;
+    if (keep_ && !keys.empty()) {
+      Filter(keys, vals, lens, &r);
+    } else {
+      r.keys = keys;
+      r.vals = SArray<char>(vals);
+      r.lens = lens;
+    }
+    return r;
   }
   void Filter(const SArray<Key>& keys, const SArray<V>& vals, const SArray<int>& lens,
               detail::KVRequest* r) {

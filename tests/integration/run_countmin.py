@@ -153,81 +153,71 @@ def exact(a, d):
     print("exact: 400000 u64 ids: cells identical to the local count", flush=True)
 
 
-def kill_server(a, d):
+def zipf_stream(a, d, items, distinct, seed):
+    """A u64 stream and its cells counted locally: (the job's stream flags, the local cells)."""
     ids = os.path.join(d, "ids.bin")
-    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "1200000", "--zipf_distinct",
-                   "200000", "--seed", "5"])
+    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", str(items), "--zipf_distinct",
+                   str(distinct), "--seed", str(seed)])
     if rc != 0:
         fail("--zipf_out exited %d" % rc, out)
     u64 = ["--input", ids, "--format", "u64", "--width", str(WIDTH), "--depth", str(DEPTH)]
     ref = os.path.join(d, "local.bin")
     local(a, u64 + ["--sketch_out", ref])
-    state = {"pids": {}, "killed": None, "progress": 0}
+    return u64, ref
 
+
+def killer(state, role, rank, watch, after):
+    """A launcher line handler that SIGKILLs (role, rank), by PID, at worker watch's after-th
+    progress line."""
     def on_line(line):
         m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
         if m:
             state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
-        if line.startswith("[worker 0] progress"):
+        if line.startswith("[worker %d] progress" % watch):
             state["progress"] += 1
-            if state["progress"] == 4 and state["killed"] is None:
-                os.kill(state["pids"][("server", 1)], signal.SIGKILL)  # by PID, never by name
+            if state["progress"] == after and state["killed"] is None:
+                os.kill(state["pids"][(role, rank)], signal.SIGKILL)  # by PID, never by name
                 state["killed"] = line.strip()
-                print("SIGKILL to server 1 at: " + line.strip(), flush=True)
+                print("SIGKILL to %s %d at: %s" % (role, rank, line.strip()), flush=True)
+    return on_line
 
+
+def killed_run(a, d, ref, servers, workers, flags, env, allow, role, rank, watch, after):
+    """Runs the job, kills (role, rank) mid-stream and checks the cells against ref."""
+    state = {"pids": {}, "killed": None, "progress": 0}
     dist = os.path.join(d, "dist.bin")
-    # 600 000 items per worker at 400 000 a second: the kill lands in the first half.
-    rc, out = launch(a, 3, 2, u64 + ["--sketch_out", dist, "--part_mb", "0.2", "--batch", "5000",
-                                     "--rate", "400000", "--progress_s", "0.1"],
-                     env=("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
-                          "PS_HEARTBEAT_TIMEOUT_MS=1000"),
-                     allow=("--allow-dead-servers",), on_line=on_line)
+    rc, out = launch(a, servers, workers, flags + ["--sketch_out", dist], env=env, allow=allow,
+                     on_line=killer(state, role, rank, watch, after))
+    what = "%s %d" % (role, rank)
     if state["killed"] is None:
-        fail("nothing was killed", out)
+        fail("%s: nothing was killed" % what, out)
     if rc != 0:
-        fail("exit %d after the kill" % rc, out)
+        fail("exit %d after %s was killed" % (rc, what), out)
     if not same_file(ref, dist):
-        fail("after the kill the cells differ from the local count", out)
+        fail("after %s was killed the cells differ from the local count" % what, out)
+    return out
+
+
+def kill_server(a, d):
+    u64, ref = zipf_stream(a, d, 1200000, 200000, 5)
+    # 600 000 items per worker at 400 000 a second: the kill lands in the first half.
+    killed_run(a, d, ref, 3, 2, u64 + ["--part_mb", "0.2", "--batch", "5000", "--rate", "400000",
+                                       "--progress_s", "0.1"],
+               ("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+               ("--allow-dead-servers",), "server", 1, 0, 4)
     print("kill_server: server 1 killed mid-stream; cells identical to the local count",
           flush=True)
 
 
 def kill_worker(a, d):
-    ids = os.path.join(d, "ids.bin")
-    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "1200000", "--zipf_distinct",
-                   "200000", "--seed", "9"])
-    if rc != 0:
-        fail("--zipf_out exited %d" % rc, out)
-    u64 = ["--input", ids, "--format", "u64", "--width", str(WIDTH), "--depth", str(DEPTH)]
-    ref = os.path.join(d, "local.bin")
-    local(a, u64 + ["--sketch_out", ref])
+    u64, ref = zipf_stream(a, d, 1200000, 200000, 9)
     for victim, after in ((1, 3), (0, 5)):
-        state = {"pids": {}, "killed": None, "progress": 0}
-
-        def on_line(line, state=state, victim=victim, after=after):
-            m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
-            if m:
-                state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
-            if line.startswith("[worker %d] progress" % victim):
-                state["progress"] += 1
-                if state["progress"] == after and state["killed"] is None:
-                    os.kill(state["pids"][("worker", victim)], signal.SIGKILL)  # by PID
-                    state["killed"] = line.strip()
-                    print("SIGKILL to worker %d at: %s" % (victim, line.strip()), flush=True)
-
-        dist = os.path.join(d, "dist.bin")
         # 400 000 items per worker at 300 000 a second, parts of 8 000 ids and batches of 3 000:
         # the victim dies with a part half pushed and pushes in flight.
-        rc, out = launch(a, 2, 3, u64 + ["--sketch_out", dist, "--part_mb", "0.0625", "--batch",
-                                         "3000", "--rate", "300000", "--progress_s", "0.1"],
-                         env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
-                         allow=("--allow-dead-workers",), on_line=on_line)
-        if state["killed"] is None:
-            fail("worker %d: nothing was killed" % victim, out)
-        if rc != 0:
-            fail("exit %d after worker %d was killed" % (rc, victim), out)
-        if not same_file(ref, dist):
-            fail("after worker %d was killed the cells differ from the local count" % victim, out)
+        out = killed_run(a, d, ref, 2, 3, u64 + ["--part_mb", "0.0625", "--batch", "3000",
+                                                 "--rate", "300000", "--progress_s", "0.1"],
+                         ("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                         ("--allow-dead-workers",), "worker", victim, victim, after)
         if "RESULT items 1200000 " not in out:
             fail("the job did not report 1200000 items", out)
         print("kill_worker: worker %d killed mid-stream; its parts were counted again by the "
