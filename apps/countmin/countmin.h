@@ -41,6 +41,7 @@ struct Options {
   double progress_s = 1.0;    // seconds between progress lines (0: none)
   double rate = 0;            // items per second per worker (0: as fast as it goes)
   double top_every = 0;       // worker 0 prints the heavy hitters this often (0: at the end)
+  bool log_acks = false;      // print when each push was found acknowledged (benchmarks)
   bool quiet = false;
 };
 

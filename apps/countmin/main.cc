@@ -37,6 +37,9 @@ DEFINE_double(top_every, 0,
 DEFINE_double(rate, 0,
               "replay the stream at this many items per second per worker (0: as fast as it "
               "goes)");
+DEFINE_bool(log_acks, false,
+            "print, at the end, the wall-clock time each push was found acknowledged (ACKS "
+            "lines; bench/countmin_bench.py measures fail-over with them)");
 DEFINE_bool(local, false, "count the stream in this process alone (no servers)");
 DEFINE_bool(conservative, false,
             "--local only: conservative update (order-dependent, so not for the distributed "
@@ -74,6 +77,7 @@ countmin::Options FromFlags() {
   o.hh_sample = FLAGS_hh_sample;
   o.progress_s = FLAGS_progress_s;
   o.quiet = FLAGS_quiet;
+  o.log_acks = FLAGS_log_acks;
   if (FLAGS_top_every < 0) throw std::runtime_error("--top_every must be >= 0");
   o.top_every = FLAGS_top_every;
   if (FLAGS_rate < 0) throw std::runtime_error("--rate must be >= 0");
