@@ -79,6 +79,16 @@ inline uint64_t IdOf(std::string_view item, Format format) {
   return x;
 }
 
+/// Calls f(id, name) for each item of a part, in order (name: the text; empty for u64 ids).
+template <typename F>
+void ForEachItem(const PartItems& part, Format format, F&& f) {
+  if (format == Format::kU64) {
+    for (uint64_t id : part.ids) f(id, std::string_view());
+  } else {
+    ForEachText(part.text, format, [&f](std::string_view item) { f(ItemId(item), item); });
+  }
+}
+
 /// The roles. Each returns the process's exit code.
 void RunServer(ps::Node* node);
 int RunWorker(ps::Node* node, const Options& o);

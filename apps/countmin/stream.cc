@@ -52,8 +52,8 @@ uint64_t RecordBytes(uint64_t part_bytes) { return std::max<uint64_t>(8, part_by
 
 }  // namespace
 
-// Text items of [p, e) into out->items (views).
-static void CutText(const char* p, const char* e, Format format, PartItems* out);
+// The items of a buffer's bytes [from, end), which end at an item boundary.
+static void SetItems(const std::string& buffer, size_t from, Format format, PartItems* out);
 
 Format ParseFormat(const std::string& name) {
   if (name == "tokens") return Format::kTokens;
@@ -81,7 +81,6 @@ int CountParts(const std::string& path, Format format, uint64_t part_bytes) {
 
 void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int part,
               std::string* buffer, PartItems* out) {
-  out->items.clear();
   out->ids.clear();
   buffer->clear();
   File f(path);
@@ -92,8 +91,7 @@ void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int p
     const uint64_t end = std::min(size, begin + part_bytes);
     out->bytes = f.Read(begin, end - begin, buffer);
     if (out->bytes % 8 != 0) throw std::runtime_error(path + ": changed while being read");
-    out->ids.resize(out->bytes / 8);
-    std::memcpy(out->ids.data(), buffer->data(), out->bytes);  // little-endian hosts
+    SetItems(*buffer, 0, format, out);
     return;
   }
   const uint64_t begin = std::min(size, static_cast<uint64_t>(part) * part_bytes);
@@ -104,14 +102,14 @@ void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int p
   // The item that starts before `end` and crosses it is this part's: read on to its end.
   for (uint64_t at = end; at < size && !buffer->empty();) {
     const char last = buffer->back();
-    if (format == Format::kLines ? last == '\n' : IsSpace(last)) break;
+    if (EndsItem(last, format)) break;
     const uint64_t got = f.Read(at, 1 << 16, buffer);
     if (got == 0) break;
     // Stop at the first delimiter of what was read (the rest belongs to the next part).
     const size_t start = buffer->size() - got;
     size_t cut = buffer->size();
     for (size_t i = start; i < buffer->size(); ++i) {
-      if (format == Format::kLines ? (*buffer)[i] == '\n' : IsSpace((*buffer)[i])) {
+      if (EndsItem((*buffer)[i], format)) {
         cut = i + 1;
         break;
       }
@@ -124,32 +122,16 @@ void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int p
   size_t skip = 0;
   if (begin > 0 && !buffer->empty()) {
     // Skip the tail of the previous part's item, if the part starts inside one.
-    const char* p = buffer->data();
-    const char* e = p + buffer->size();
-    const bool at_start = format == Format::kLines ? *p == '\n' : IsSpace(*p);
-    ++p;
+    const bool at_start = EndsItem((*buffer)[0], format);
+    skip = 1;
     if (!at_start) {
-      while (p < e && (format == Format::kLines ? *p != '\n' : !IsSpace(*p))) ++p;
+      while (skip < buffer->size() && !EndsItem((*buffer)[skip], format)) ++skip;
     }
-    skip = static_cast<size_t>(p - buffer->data());
   }
-  CutText(buffer->data() + skip, buffer->data() + buffer->size(), format, out);
-}
-
-void CutItems(const std::string& buffer, Format format, PartItems* out) {
-  out->items.clear();
-  out->ids.clear();
-  if (format == Format::kU64) {
-    out->ids.resize(buffer.size() / 8);
-    std::memcpy(out->ids.data(), buffer.data(), out->ids.size() * 8);
-    return;
-  }
-  CutText(buffer.data(), buffer.data() + buffer.size(), format, out);
+  SetItems(*buffer, skip, format, out);
 }
 
 bool ChunkReader::Next(std::string* buffer, PartItems* out) {
-  out->items.clear();
-  out->ids.clear();
   if (eof_ && carry_.empty()) return false;
   buffer->swap(carry_);
   carry_.clear();
@@ -171,10 +153,7 @@ bool ChunkReader::Next(std::string* buffer, PartItems* out) {
     if (format_ == Format::kU64) {
       end = end / 8 * 8;
     } else {
-      while (end > 0 && !(format_ == Format::kLines ? (*buffer)[end - 1] == '\n'
-                                                    : IsSpace((*buffer)[end - 1]))) {
-        --end;
-      }
+      while (end > 0 && !EndsItem((*buffer)[end - 1], format_)) --end;
     }
     if (end > 0) break;
     want = buffer->size() + part_bytes_;  // one item longer than a chunk: read on to its end
@@ -189,14 +168,18 @@ bool ChunkReader::Next(std::string* buffer, PartItems* out) {
   carry_.assign(*buffer, end, std::string::npos);
   buffer->resize(end);
   out->bytes = end;
-  CutItems(*buffer, format_, out);
+  SetItems(*buffer, 0, format_, out);
   return true;
 }
 
-static void CutText(const char* p, const char* e, Format format, PartItems* out) {
-  out->text = std::string_view(p, static_cast<size_t>(e - p));
-  if (!out->cut) return;
-  ForEachText(out->text, format, [out](std::string_view item) { out->items.push_back(item); });
+static void SetItems(const std::string& buffer, size_t from, Format format, PartItems* out) {
+  out->ids.clear();
+  out->text = std::string_view(buffer).substr(from);
+  if (format == Format::kU64) {  // little-endian hosts
+    out->ids.resize(out->text.size() / 8);
+    std::memcpy(out->ids.data(), out->text.data(), out->ids.size() * 8);
+    out->text = {};
+  }
 }
 
 Zipf::Zipf(uint64_t n, double s, uint64_t seed) : n_(n), s_(s), state_(seed) {

@@ -22,18 +22,21 @@ Format ParseFormat(const std::string& name);
 int CountParts(const std::string& path, Format format, uint64_t part_bytes);
 
 /// The items of part `part` of a file cut as CountParts cut it: every item whose first byte
-/// lies in the part, in file order. Text items are views into *buffer (valid until the next
-/// call); for kU64, ids gets the ids and items stays empty.
+/// lies in the part, in file order. Text formats: `text`, a view into *buffer (valid until
+/// the next call), from the part's first item on (ForEachText cuts it); kU64: `ids`.
 struct PartItems {
-  bool cut = true;  // false: text items are left in `text` for ForEachText (no views stored)
-  std::vector<std::string_view> items;
-  std::string_view text;  // the part's text, from its first item on
+  std::string_view text;
   std::vector<uint64_t> ids;
   uint64_t bytes = 0;  // bytes of the file read for the part
 };
 
 inline bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/// c ends a text item of the format (a line ends at a newline, a token at any white space).
+inline bool EndsItem(char c, Format format) {
+  return format == Format::kLines ? c == '\n' : IsSpace(c);
 }
 
 /// Calls f(std::string_view item) for each text item (token or line) of text, in order: a
@@ -75,7 +78,7 @@ class ChunkReader {
  public:
   ChunkReader(int fd, Format format, uint64_t part_bytes)
       : fd_(fd), format_(format), part_bytes_(part_bytes) {}
-  /// The next chunk's items (views into *buffer, valid until the next call); false at the end.
+  /// The next chunk's items (text in *buffer, valid until the next call); false at the end.
   bool Next(std::string* buffer, PartItems* out);
 
  private:
@@ -86,9 +89,6 @@ class ChunkReader {
   bool eof_ = false;
   uint64_t offset_ = 0;  // bytes read so far (for errors)
 };
-
-/// Cuts the items (tokens, lines or u64 records) of a buffer that ends at an item boundary.
-void CutItems(const std::string& buffer, Format format, PartItems* out);
 
 /// Zipf-distributed ranks in [1, n] with P(k) proportional to k^-s (s > 0), by rejection-
 /// inversion (Hörmann and Derflinger, 1996): O(1) expected work per sample for any n.

@@ -27,7 +27,7 @@ std::vector<std::string> ReadQueries(const std::string& path) {
   if (!in) throw std::runtime_error(path + ": cannot read (--query)");
   std::vector<std::string> q;
   std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
+  while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     q.push_back(line);
@@ -50,6 +50,14 @@ void PackCandidate(const SpaceSaving::Entry& e, std::vector<int64_t>* words) {
 
 std::string NameOf(uint64_t id, const std::string& name) {
   return name.empty() ? std::to_string(id) : name;
+}
+
+// The k of (name, estimate) with the largest estimates, largest first.
+void KeepTop(size_t k, std::vector<std::pair<std::string, int64_t>>* all) {
+  std::sort(all->begin(), all->end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (all->size() > k) all->resize(k);
 }
 
 // What the end of a run prints: estimates of --query and the heavy hitters.
@@ -79,16 +87,15 @@ int64_t RowSum(const LocalSketch& s) {
 // not talk to the servers.
 class Counter {
  public:
-  Counter(const Options& o) : o_(o), hash_(o.shape, o.seed), delta_(o.shape.cells(), 0) {
-    hh_ = std::make_unique<SpaceSaving>(o.hh_capacity);
-  }
+  explicit Counter(const Options& o)
+      : o_(o), hash_(o.shape, o.seed), delta_(o.shape.cells(), 0), hh_(o.hh_capacity) {}
   // Counts one item; true when the batch is full.
   bool Add(uint64_t id, std::string_view name) {
     const uint32_t d = o_.shape.depth;
     for (uint32_t j = 0; j < d; ++j) delta_[hash_.Cell(j, id)]++;
     if (++sample_ == o_.hh_sample) {
       sample_ = 0;
-      hh_->Add(id, name);
+      hh_.Add(id, name);
     }
     return ++in_batch_ >= o_.batch;
   }
@@ -120,7 +127,7 @@ class Counter {
   // The current candidates as sorted keys with their packed values.
   void Candidates(size_t k, ps::SArray<ps::Key>* keys, ps::SArray<int64_t>* vals,
                   ps::SArray<int>* lens) const {
-    auto top = hh_->Top(k);
+    auto top = hh_.Top(k);
     std::sort(top.begin(), top.end(), [](const SpaceSaving::Entry& a, const SpaceSaving::Entry& b) {
       return ps::HashKey(a.id) < ps::HashKey(b.id);
     });
@@ -138,13 +145,12 @@ class Counter {
       for (int64_t w : words) vals->push_back(w);
     }
   }
-  const SpaceSaving& hh() const { return *hh_; }
 
  private:
   const Options& o_;
   HashFamily hash_;
   std::vector<int64_t> delta_;
-  std::unique_ptr<SpaceSaving> hh_;
+  SpaceSaving hh_;
   uint32_t sample_ = 0;
   uint64_t in_batch_ = 0;
   double distinct_ = 0;
@@ -195,10 +201,7 @@ std::vector<std::pair<std::string, int64_t>> Client::HeavyHitters(const LocalSke
     all.emplace_back(NameOf(id, name), s.Estimate(id));
     at += n;
   }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  if (all.size() > k) all.resize(k);
+  KeepTop(k, &all);
   return all;
 }
 
@@ -298,7 +301,6 @@ int RunWorker(ps::Node* node, const Options& o) {
   };
   std::string buffer;
   PartItems part;
-  part.cut = false;  // counted as cut (ForEachText)
   int parts = 0;
   for (;;) {
     const int t = node->NextTask();
@@ -306,16 +308,11 @@ int RunWorker(ps::Node* node, const Options& o) {
     task = t;
     seq = 0;
     ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
-    auto count = [&](uint64_t id, std::string_view name) {
+    ForEachItem(part, o.format, [&](uint64_t id, std::string_view name) {
       ++items;
       if (counter.Add(id, name)) flush();
       if (o.rate > 0 && (items & 4095) == 0) pace(items);
-    };
-    if (o.format == Format::kU64) {
-      for (uint64_t id : part.ids) count(id, {});
-    } else {
-      ForEachText(part.text, o.format, [&](std::string_view item) { count(ItemId(item), item); });
-    }
+    });
     // Everything counted from the part is acknowledged before the part is closed on the
     // servers (they then keep one word of it) and reported done.
     flush();
@@ -363,14 +360,15 @@ int RunWorker(ps::Node* node, const Options& o) {
 int RunLocal(const Options& o, bool conservative) {
   LocalSketch s(o.shape, o.seed);
   SpaceSaving hh(o.hh_capacity);
-  const int parts = o.input == "-" ? 0 : CountParts(o.input, o.format, o.part_bytes);
+  const bool piped = o.input == "-";
+  const int parts = piped ? 0 : CountParts(o.input, o.format, o.part_bytes);
   std::string buffer;
   PartItems part;
-  part.cut = false;
   uint64_t items = 0;
   uint32_t sample = 0;
   const auto start = Clock::now();
   auto add = [&](uint64_t id, std::string_view name) {
+    ++items;
     if (conservative) {
       s.AddConservative(id);
     } else {
@@ -381,7 +379,6 @@ int RunLocal(const Options& o, bool conservative) {
       hh.Add(id, name);
     }
   };
-  const bool piped = o.input == "-";
   ChunkReader pipe(0, o.format, o.part_bytes);
   for (int t = 0; piped || t < parts; ++t) {
     if (piped) {
@@ -389,23 +386,12 @@ int RunLocal(const Options& o, bool conservative) {
     } else {
       ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
     }
-    if (o.format == Format::kU64) {
-      for (uint64_t id : part.ids) add(id, {});
-      items += part.ids.size();
-    } else {
-      ForEachText(part.text, o.format, [&](std::string_view item) {
-        add(ItemId(item), item);
-        ++items;
-      });
-    }
+    ForEachItem(part, o.format, add);
   }
   const double secs = Since(start);
   std::vector<std::pair<std::string, int64_t>> top;
   for (const auto& e : hh.Top(hh.size())) top.emplace_back(NameOf(e.id, e.name), s.Estimate(e.id));
-  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  if (top.size() > static_cast<size_t>(o.top_k)) top.resize(static_cast<size_t>(o.top_k));
+  KeepTop(static_cast<size_t>(o.top_k), &top);
   Report(o, s, top);
   std::printf("RESULT local items %llu width %u depth %u seconds %.3f items/s %.0f%s\n",
               static_cast<unsigned long long>(items), o.shape.width, o.shape.depth, secs,

@@ -13,6 +13,9 @@
 
 namespace ps {
 
+/// Data tasks are numbered below this (KVWorker::PushForTask, KVWorkerBase::CloseTask).
+constexpr int kMaxTasks = 1 << 30;
+
 namespace detail {
 /// One request as the typed KVWorker hands it to the untyped core (internal).
 struct KVRequest {
@@ -162,7 +165,7 @@ class KVWorker : public KVWorkerBase {
   /// by the servers as that push of the task, whoever sends it. Push only (no pull).
   int64_t PushForTask(int task, int64_t seq, const SArray<Key>& keys, const SArray<V>& vals,
                       const SArray<int>& lens = {}, const Callback& cb = nullptr) {
-    if (task < 0 || task >= (1 << 30)) throw Error("PushForTask: task must be in [0, 2^30)");
+    if (task < 0 || task >= kMaxTasks) throw Error("PushForTask: task must be in [0, 2^30)");
     if (seq < 0) throw Error("PushForTask: seq must not be negative");
     detail::KVRequest r = PushRequest(keys, vals, lens, cb);
     r.task = task;

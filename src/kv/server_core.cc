@@ -179,7 +179,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     return;
   }
   if (msg.meta.op() == pb::Meta::TASK_CLOSE) {
-    if (!msg.meta.has_task() || msg.meta.task() < 0 || msg.meta.task() >= kMaxTasks) {
+    if (!ValidTask(msg.meta)) {
       Answer(msg, &reply, "task close without a task in [0, 2^30)");
       return;
     }
@@ -197,13 +197,12 @@ void ServerCore::ProcessLocked(Message& msg) {
   // Who the push belongs to for exactly-once: the worker, or the data task it was pushed for
   // (PushForTask: one request stream whoever sends it). From here the message carries the
   // task's numbering; the reply was made with the worker's.
-  int owner = worker;
+  const int owner = Owner(msg.meta);
   if (msg.meta.has_task()) {
-    if (pull || msg.meta.task() < 0 || msg.meta.task() >= kMaxTasks || msg.meta.task_ts() < 0) {
+    if (pull || !ValidTask(msg.meta) || msg.meta.task_ts() < 0) {
       Answer(msg, &reply, "a push for a task needs a task in [0, 2^30) and no pull");
       return;
     }
-    owner = kTaskIds + msg.meta.task();
     msg.meta.set_timestamp(msg.meta.task_ts());
     msg.meta.set_lwm(msg.meta.task_lwm());
   }
@@ -397,10 +396,7 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
     VLOG(1) << "rejected " << msg.DebugString() << ": " << err;
   } else {
     // A push is acknowledged only once every replica holds it (a copy of it, too).
-    const int owner = msg.meta.has_task() && msg.meta.op() == pb::Meta::DATA
-                          ? kTaskIds + msg.meta.task()
-                          : msg.meta.sender();
-    if (chain_.HoldReply(owner, msg.meta.timestamp(), reply)) return;
+    if (chain_.HoldReply(Owner(msg.meta), msg.meta.timestamp(), reply)) return;
   }
   send(*reply);
 }

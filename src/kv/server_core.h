@@ -22,6 +22,7 @@
 #include "kv/applied_log.h"
 #include "message/message.h"
 #include "ps/kv_server.h"
+#include "ps/kv_worker.h"
 #include "replication/chain_replicator.h"
 #include "replication/refill.h"
 #include "replication/seq_map.h"
@@ -173,8 +174,15 @@ class ServerCore : private ChainReplicator::Host {
   static constexpr size_t kMaxEarly = ChainReplicator::kMaxEarly;
   // The applied log keeps a data task's pushes (PushForTask) under id kTaskIds + task, above
   // every node id.
-  static constexpr int kMaxTasks = 1 << 30;
   static constexpr int kTaskIds = 1 << 30;
+  static bool ValidTask(const pb::Meta& m) {
+    return m.has_task() && m.task() >= 0 && m.task() < kMaxTasks;
+  }
+  // Whose request stream a request is for exactly-once: its data task's (a push for a task),
+  // else its sender's.
+  static int Owner(const pb::Meta& m) {
+    return m.has_task() && m.op() == pb::Meta::DATA ? kTaskIds + m.task() : m.sender();
+  }
   int self_;
   RingFn ring_;
 

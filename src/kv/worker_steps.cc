@@ -30,7 +30,7 @@ void KVWorkerBase::Impl::ReleaseClocks() {
 }
 
 int64_t KVWorkerBase::CloseTask(int task) {
-  if (task < 0 || task >= (1 << 30)) throw Error("CloseTask: task must be in [0, 2^30)");
+  if (task < 0 || task >= kMaxTasks) throw Error("CloseTask: task must be in [0, 2^30)");
   detail::KVRequest r;
   r.op = detail::KVRequest::kTaskClose;
   r.task = task;

@@ -28,20 +28,20 @@ typename Store<V>::Blocks::iterator Store<V>::BlockOf(Key k) {
 }
 
 template <typename V>
-std::vector<typename Store<V>::Run> Store<V>::Runs(const Key* keys, size_t n) {
-  std::vector<Run> out;
+bool Store<V>::Runs(const Key* keys, size_t n, std::vector<Run>* runs) {
   for (size_t i = 0; i < n;) {
+    if (i > 0 && keys[i] <= keys[i - 1]) return false;
     auto it = BlockOf(keys[i]);
     auto next = std::next(it);
     size_t j = n;
     if (next != blocks_.end()) {
       j = std::lower_bound(keys + i, keys + n, next->first) - keys;
-      j = std::max(j, i + 1);  // unsorted keys (rejected by the caller) never loop here
+      j = std::max(j, i + 1);  // unsorted keys (refused by the blocks) never loop here
     }
-    out.push_back(Run{&it->second, i, j});
+    runs->push_back(Run{&it->second, i, j, {}});
     i = j;
   }
-  return out;
+  return true;
 }
 
 template <typename V>
@@ -67,23 +67,19 @@ std::string Store<V>::Push(const Key* keys, size_t n, const char* raw, size_t va
                            const int* lens) {
   const V* vals = reinterpret_cast<const V*>(raw);
   const int w = lens || n == 0 ? 0 : static_cast<int>(val_count / n);
-  const auto runs = Runs(keys, n);
+  std::vector<Run> runs;
+  if (!Runs(keys, n, &runs)) return kUnsortedKeys;
   // Checked first over every block, so a bad request changes nothing. The check also locates
   // the stretches of known keys, so Apply does not read them again.
-  std::vector<std::vector<typename Block<V>::Span>> spans(runs.size());
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const Run& r = runs[k];
-    // Each run is checked for order inside; so are the seams between runs.
-    if (r.begin > 0 && keys[r.begin] <= keys[r.begin - 1]) return kUnsortedKeys;
+  for (Run& r : runs) {
     std::string err = r.block->Check(keys + r.begin, r.end - r.begin,
-                                     lens ? lens + r.begin : nullptr, w, &spans[k]);
+                                     lens ? lens + r.begin : nullptr, w, &r.spans);
     if (!err.empty()) return err;
   }
   size_t pos = 0;
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const Run& r = runs[k];
+  for (const Run& r : runs) {
     r.block->Apply(keys + r.begin, r.end - r.begin, vals + pos, lens ? lens + r.begin : nullptr, w,
-                   spans[k]);
+                   r.spans);
     if (lens) {
       for (size_t i = r.begin; i < r.end; ++i) pos += lens[i];
     } else {
@@ -116,11 +112,11 @@ std::string Store<V>::PushPart(Key key, uint64_t offset, uint64_t total, const c
 template <typename V>
 std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* out_vals,
                            SArray<int>* out_lens, int64_t step) {
-  const auto runs = Runs(keys, n);
+  std::vector<Run> runs;
+  if (!Runs(keys, n, &runs)) return kUnsortedKeys;
   if (width > 0) {
     auto vals = SArray<V>::Uninitialized(n * static_cast<size_t>(width));
     for (const Run& r : runs) {
-      if (r.begin > 0 && keys[r.begin] <= keys[r.begin - 1]) return kUnsortedKeys;
       std::string err = r.block->Read(keys + r.begin, r.end - r.begin, width,
                                       vals.data() + r.begin * width, step);
       if (!err.empty()) return err;
@@ -134,7 +130,7 @@ std::string Store<V>::Pull(const Key* keys, size_t n, int width, SArray<char>* o
   for (const Run& r : runs) {
     size_t cur = 0;
     for (size_t i = r.begin; i < r.end; ++i) {
-      if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
+      if (i > r.begin && keys[i] <= keys[i - 1]) return kUnsortedKeys;
       found[i] = r.block->Find(keys[i], &cur);
       total += found[i].slot ? rule_->ReadWidth(found[i].len) : 0;
     }

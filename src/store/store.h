@@ -103,12 +103,16 @@ class Store : public StoreBase {
 
  private:
   using Blocks = std::map<Key, Block<V>>;  // by first key of the interval; the first is at 0
-  // A sorted key list cut into runs that fall into one block each.
+  // A sorted key list cut into runs that fall into one block each; spans: what the block's
+  // Check found for Apply.
   struct Run {
     Block<V>* block;
     size_t begin, end;
+    std::vector<typename Block<V>::Span> spans;
   };
-  std::vector<Run> Runs(const Key* keys, size_t n);
+  // Cuts keys into runs; false when two runs meet out of order (each run's own order is
+  // checked by its block as it walks it).
+  bool Runs(const Key* keys, size_t n, std::vector<Run>* runs);
   typename Blocks::iterator BlockOf(Key k);
   // Visits the keys of r over every block it overlaps; stops when f returns false.
   void ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const;

@@ -25,6 +25,13 @@ std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "/countmin_" + std::to_string(getpid()) + "_" + name;
 }
 
+// The text items of a part, as strings.
+std::vector<std::string> Texts(const PartItems& part, Format format) {
+  std::vector<std::string> out;
+  ForEachText(part.text, format, [&out](std::string_view item) { out.emplace_back(item); });
+  return out;
+}
+
 TEST(CountMinTest, ShapeFollowsEpsilonAndDelta) {
   const Shape s = Shape::FromError(0.001, 0.01);
   EXPECT_EQ(s.width, 2719u);  // ceil(e / 0.001)
@@ -134,11 +141,10 @@ TEST(CountMinTest, PartsOfATextFileHoldEveryItemOnce) {
       f << text;
     }
     for (Format format : {Format::kTokens, Format::kLines}) {
-      std::vector<std::string> want;
       PartItems all;
       std::string buf;
       ReadPart(path, format, 1 << 30, 0, &buf, &all);
-      for (auto v : all.items) want.emplace_back(v);
+      const std::vector<std::string> want = Texts(all, format);
       ASSERT_GT(want.size(), 100u);
       const uint64_t part_bytes = 1 + rng() % 200;
       const int parts = CountParts(path, format, part_bytes);
@@ -146,7 +152,7 @@ TEST(CountMinTest, PartsOfATextFileHoldEveryItemOnce) {
       for (int p = 0; p < parts; ++p) {
         PartItems items;
         ReadPart(path, format, part_bytes, p, &buf, &items);
-        for (auto v : items.items) got.emplace_back(v);
+        for (auto& v : Texts(items, format)) got.push_back(v);
       }
       EXPECT_EQ(got, want) << "seed " << seed << " part_bytes " << part_bytes << " format "
                            << (format == Format::kLines ? "lines" : "tokens");
@@ -175,14 +181,16 @@ TEST(CountMinTest, ChunksOfAPipeHoldEveryItemOnce) {
       std::string buf;
       PartItems all;
       ReadPart(path, format, 1 << 30, 0, &buf, &all);
-      std::vector<std::string> want(all.items.begin(), all.items.end());
+      const std::vector<std::string> want = Texts(all, format);
       const uint64_t chunk = 1 + rng() % 100;
       const int fd = open(path.c_str(), O_RDONLY);
       ASSERT_GE(fd, 0);
       ChunkReader r(fd, format, chunk);
       std::vector<std::string> got;
       PartItems items;
-      while (r.Next(&buf, &items)) got.insert(got.end(), items.items.begin(), items.items.end());
+      while (r.Next(&buf, &items)) {
+        for (auto& v : Texts(items, format)) got.push_back(v);
+      }
       close(fd);
       EXPECT_EQ(got, want) << "seed " << seed << " chunk " << chunk;
     }
