@@ -174,7 +174,12 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
     In x;
     x.worker = static_cast<int>(id);
     x.ts = static_cast<int64_t>(ts);
-    SArray<Key> keys = records.Segment(i, i + nk);
+    // A copy, not a view: the frame is a part of a whole range piece's receive buffer (UCX
+    // delivers a message in one buffer), which a view would keep alive as long as the record
+    // lives. A refill's records lived until the workers' next pushes, pinning 16 MB per piece
+    // (fault.big_handoff.ucx: 600-700 MB on a refilling server, freed at its end).
+    SArray<Key> keys = SArray<Key>::Uninitialized(nk);
+    std::copy(records.begin() + i, records.begin() + i + nk, keys.begin());
     i += nk;
     for (size_t j = 0; j < keys.size(); ++j) {
       if (keys[j] < r.begin || keys[j] >= r.end || (j > 0 && keys[j] <= keys[j - 1])) {

@@ -85,6 +85,12 @@ class ServerCore : private ChainReplicator::Host {
     std::lock_guard<std::mutex> lk(mu);
     piece_bytes_ = std::max<uint64_t>(bytes, 1);
   }
+  /// Copies of ranges being fetched are kept (to apply again over the piece on its way) up to
+  /// this many bytes; past it the pieces are asked for again (default 64 MB).
+  void SetRefillBufferLimit(uint64_t bytes) {
+    std::lock_guard<std::mutex> lk(mu);
+    chain_.SetBufferLimit(bytes);
+  }
   /// Replication after aggregation: pushes applied within window_us are added up per chain
   /// and sent once (additive rules only; 0 = every push is copied at once).
   void SetAggregation(int64_t window_us);
@@ -194,6 +200,8 @@ class ServerCore : private ChainReplicator::Host {
   bool Lacks(int worker, const Message& part) const override;
   const RangeSet& Held() const override { return held_; }
   RangeSet Fetching() const override;
+  uint64_t FetchMark() const override { return next_fetch_; }
+  RangeSet AskedBefore(uint64_t mark) const override;
   void Refetch(const RangeSet& rs) override;
   void HandedOver() override;
   std::shared_ptr<const Ring> Prepared() const override { return next_; }
@@ -215,6 +223,8 @@ class ServerCore : private ChainReplicator::Host {
     RangeSet ranges;
     int from = -1;
     int64_t sent_us = 0;
+    int64_t timeout_us = 0;  // asked again after this (doubling per attempt)
+    int attempts = 0;
   };
   std::shared_ptr<const Ring> next_;  // the ring being prepared (a join), or null
   uint64_t planned_epoch_ = 0;

@@ -106,10 +106,10 @@ void ServerCore::Plan() {
   for (const auto& f : plan.fetch) by_source[f.second].push_back(f.first);
   for (auto& b : by_source) {
     const uint64_t id = next_fetch_++;
-    fetches_[id] = Fetch{Normalize(std::move(b.second)), b.first, 0};
+    fetches_[id] = Fetch{Normalize(std::move(b.second)), b.first, 0, fetch_timeout_us_};
     SendFetch(id);
   }
-  if (fetches_.empty()) chain_.DropBuffered();
+  chain_.PruneBuffered();
   if (changed || !plan.fetch.empty()) {
     LOG_IF(INFO, !plan.fetch.empty()) << "server " << self_ << " fetches " << plan.fetch.size()
                                       << " range(s) for ring epoch " << target;
@@ -144,7 +144,11 @@ void ServerCore::Tick() {
   }
   if (!stray.empty()) store->ImportRanges(stray, {}, {}, {});
   for (auto& f : fetches_) {
-    if (now - f.second.sent_us >= fetch_timeout_us_) {
+    // A piece asked for again is exported and sent again: waiting four times as long as the
+    // last piece took, and doubling per attempt, keeps pieces still on their way (16 MB behind
+    // a busy link or a busy importer) from piling up at both ends.
+    if (now - f.second.sent_us >= f.second.timeout_us << std::min(f.second.attempts, 3)) {
+      f.second.attempts++;
       VLOG(1) << "server " << self_ << " asks node " << f.second.from << " again for "
               << f.second.ranges.size() << " range(s)";
       SendFetch(f.first);
@@ -291,10 +295,12 @@ void ServerCore::OnRefillReply(const Message& msg) {
   if (!rest.empty()) {
     // The next piece, under a new id: a late copy of this answer is then ignored.
     const uint64_t id = next_fetch_++;
-    fetches_[id] = Fetch{rest, done.from, 0};
+    const int64_t took = now_us() - done.sent_us;
+    fetches_[id] = Fetch{rest, done.from, 0,
+                         std::clamp(4 * took, fetch_timeout_us_, 8 * fetch_timeout_us_)};
     SendFetch(id);
   }
-  chain_.Replay(rs, fetches_.empty());
+  chain_.Replay(rs);
   if (fetches_.empty()) {
     LOG(INFO) << "server " << self_ << " holds every range of ring epoch " << planned_epoch_;
   }

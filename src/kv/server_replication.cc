@@ -69,9 +69,12 @@ bool ServerCore::Lacks(int worker, const Message& part) const {
   return FreshPart(worker, part, &pieces) || !pieces.empty();
 }
 
-RangeSet ServerCore::Fetching() const {
+RangeSet ServerCore::Fetching() const { return AskedBefore(next_fetch_); }
+
+RangeSet ServerCore::AskedBefore(uint64_t mark) const {
   RangeSet rs;
   for (const auto& f : fetches_) {
+    if (f.first >= mark) break;  // by id, which grows with each fetch asked for
     rs.insert(rs.end(), f.second.ranges.begin(), f.second.ranges.end());
   }
   return Normalize(std::move(rs));

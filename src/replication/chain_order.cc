@@ -41,6 +41,8 @@ RangeSet ProbeRanges(const Message& msg) {
 ChainReplicator::OrderStats ChainReplicator::order_stats() const {
   OrderStats s = order_;
   s.waiting = held_copies_.size();
+  s.buffered = buffered_.size();
+  s.buffered_bytes = buffered_bytes_;
   s.handing_over = !awaiting_.empty();
   return s;
 }
@@ -133,7 +135,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
   if (!replay) {
     // A copy of a range still being fetched: kept to apply again over it once it is imported
     // (copies of other ranges are complete already, and would only grow the buffer).
-    if (Touches(msg, host_->Fetching())) buffered_.push_back(msg);
+    if (Touches(msg, host_->Fetching())) Buffer(msg);
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
@@ -475,27 +477,56 @@ void ChainReplicator::ForwardOrAck(const Message& msg) {
   send_(ack);
 }
 
-void ChainReplicator::Replay(const RangeSet& imported, bool done) {
-  // Copies taken while the ranges were missing, again over them in the master's order: the
-  // points say which the snapshot holds, which come next, and which must wait for another.
-  std::vector<Message> again;
-  again.swap(buffered_);
-  for (auto& b : again) {
-    if (!Touches(b, imported)) continue;
-    // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
-    // applied whole or not at all).
-    Message part = b.meta.aggregate() ? Aggregator::Within(b, imported, esize_) : b;
-    if (!part.data.empty()) Deliver(part, /*replay=*/true);
+void ChainReplicator::Buffer(const Message& msg) {
+  const uint64_t bytes = msg.DataBytes();
+  if (buffered_bytes_ + bytes > buffer_limit_) {
+    // The workers' pushes would fill this server while a piece is on its way. Asked again now,
+    // the fetches get snapshots that hold every copy that reached this server (this one too),
+    // so none is needed: the pieces on their way are ignored when they arrive.
+    order_.overflows++;
+    LOG(WARNING) << "server " << self_ << ": copies for the refill under way passed "
+                 << (buffer_limit_ >> 20) << " MB; its pieces are asked for again";
+    buffered_.clear();
+    buffered_bytes_ = 0;
+    host_->Refetch(host_->Fetching());
+    PruneBuffered();
+    return;
   }
-  if (!done) {
-    // Kept only while a range they touch is still to come.
-    const RangeSet rest = host_->Fetching();
-    for (auto& b : again) {
-      if (Touches(b, rest)) buffered_.push_back(std::move(b));
+  buffered_.push_back(BufferedCopy{msg, host_->FetchMark()});
+  buffered_bytes_ += bytes;
+}
+
+void ChainReplicator::PruneBuffered() {
+  std::vector<BufferedCopy> keep;
+  uint64_t bytes = 0;
+  for (auto& b : buffered_) {
+    if (Touches(b.msg, host_->AskedBefore(b.mark))) {
+      bytes += b.msg.DataBytes();
+      keep.push_back(std::move(b));
     }
   }
+  buffered_.swap(keep);
+  buffered_bytes_ = bytes;
+}
+
+void ChainReplicator::Replay(const RangeSet& imported) {
+  // Copies taken while the ranges were missing, again over them in the master's order: the
+  // points say which the snapshot holds, which come next, and which must wait for another.
+  std::vector<BufferedCopy> again;
+  again.swap(buffered_);
+  buffered_bytes_ = 0;
+  for (auto& b : again) {
+    if (!Touches(b.msg, imported)) continue;
+    // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
+    // applied whole or not at all).
+    Message part = b.msg.meta.aggregate() ? Aggregator::Within(b.msg, imported, esize_) : b.msg;
+    if (!part.data.empty()) Deliver(part, /*replay=*/true);
+  }
+  // The next piece was asked for after every one of them arrived: only the other fetches
+  // under way may still lack them.
+  for (auto& b : again) buffered_.push_back(std::move(b));
+  PruneBuffered();
   ReleaseHeld();
-  if (done) buffered_.clear();
 }
 
 bool ChainReplicator::Touches(const Message& msg, const RangeSet& rs) {

@@ -61,6 +61,10 @@ class ChainReplicator {
     virtual const RangeSet& Held() const = 0;
     /// The ranges being fetched now (empty: no refill under way).
     virtual RangeSet Fetching() const = 0;
+    /// A mark for the fetches asked for so far: those asked for later get larger ones.
+    virtual uint64_t FetchMark() const = 0;
+    /// The ranges of the fetches under way that were asked for before `mark`.
+    virtual RangeSet AskedBefore(uint64_t mark) const = 0;
     /// Drop these held ranges and fetch them afresh from their master.
     virtual void Refetch(const RangeSet& rs) = 0;
     /// The ranges taken over are complete: requests that waited for them can be served.
@@ -131,10 +135,13 @@ class ChainReplicator {
   /// old masters again for their points (or jumps past them after a while).
   void Tick();
   /// Ranges just imported by a refill: the copies that arrived meanwhile are applied again
-  /// over them in the master's order. done: nothing else is being fetched.
-  void Replay(const RangeSet& imported, bool done);
-  /// No refill is under way: the copies kept for one are dropped.
-  void DropBuffered() { buffered_.clear(); }
+  /// over them in the master's order.
+  void Replay(const RangeSet& imported);
+  /// The fetches changed: copies no fetch under way can lack are dropped.
+  void PruneBuffered();
+  /// Copies kept for refills beyond this many bytes: the fetches under way are asked again
+  /// instead (tests make it small).
+  void SetBufferLimit(uint64_t bytes) { buffer_limit_ = bytes; }
 
   /// This server's sequence points (a refill snapshot carries them).
   const SeqMap& points() const { return seq_; }
@@ -148,9 +155,12 @@ class ChainReplicator {
   };
   const CopyStats& copy_stats() const { return copy_stats_; }
   struct OrderStats {
-    uint64_t held = 0;          // copies that arrived before their turn and waited
-    uint64_t refetched = 0;     // ranges fetched afresh: a gap nothing filled, or another history
-    size_t waiting = 0;         // copies waiting now
+    uint64_t held = 0;       // copies that arrived before their turn and waited
+    uint64_t refetched = 0;  // ranges fetched afresh: a gap nothing filled, or another history
+    size_t waiting = 0;      // copies waiting now
+    size_t buffered = 0;     // copies kept for refills under way, and their bytes
+    uint64_t buffered_bytes = 0;
+    uint64_t overflows = 0;     // times they passed the limit and the fetches were asked again
     bool handing_over = false;  // requests wait for an old master's last updates
   };
   OrderStats order_stats() const;
@@ -274,9 +284,18 @@ class ChainReplicator {
   OrderStats order_;
   std::vector<HeldCopy> held_copies_;
   std::map<int, int64_t> last_nack_us_;  // per master
-  // Copies of ranges being fetched, applied on arrival and again over each imported piece of
-  // those ranges (kept until no range they touch is still to come).
-  std::vector<Message> buffered_;
+  // Copies of ranges being fetched, applied on arrival and again over the piece of those
+  // ranges that a fetch under way brings. Only the fetches asked for before a copy arrived can
+  // lack it: its master applied it before sending it, so a snapshot taken after holds it.
+  // mark: the FetchMark at its arrival.
+  struct BufferedCopy {
+    Message msg;
+    uint64_t mark;
+  };
+  void Buffer(const Message& msg);
+  std::vector<BufferedCopy> buffered_;
+  uint64_t buffered_bytes_ = 0;
+  uint64_t buffer_limit_ = 64 << 20;
   // A gap in a replica's copies that no resend filled within this: the range is fetched afresh.
   int64_t gap_timeout_us_ = 5000000;
 

@@ -37,7 +37,8 @@ constexpr Rule kAllRules[] = {Rule::kAssign, Rule::kAdaGrad, Rule::kFtrl, Rule::
 // already delays and reorders across links).
 struct Faults {
   double loss = 0, dup = 0;
-  uint64_t piece_bytes = 0;  // range copies in pieces this small (0: the servers' default)
+  uint64_t piece_bytes = 0;   // range copies in pieces this small (0: the servers' default)
+  uint64_t buffer_limit = 0;  // copies kept for a refill up to this many bytes (0: default)
 };
 
 class Net {
@@ -90,6 +91,7 @@ class Net {
         [this] { return now_us_; }, id, [this, id] { return views_[id]; });
     servers_[id]->SetReport([](uint64_t, uint64_t) {});
     if (faults_.piece_bytes > 0) servers_[id]->SetPieceBytes(faults_.piece_bytes);
+    if (faults_.buffer_limit > 0) servers_[id]->SetRefillBufferLimit(faults_.buffer_limit);
     if (aggregate_) servers_[id]->SetAggregation(1000);
   }
   void Kill(int id) { dead_.insert(id); }
@@ -166,6 +168,8 @@ class Net {
         SetRing(to, p->second);
       }
       servers_[to]->Process(m);
+      const auto order = servers_[to]->order_stats();
+      buffered_peak_ = std::max(buffered_peak_, order.buffered_bytes);
       const std::string bad = servers_[to]->CheckEntries();
       if (!bad.empty()) ADD_FAILURE() << bad;
     }
@@ -207,6 +211,13 @@ class Net {
       }
     }
     return true;
+  }
+  // The most bytes of copies any server kept for a refill, and how often one passed its limit.
+  uint64_t BufferedPeak() const { return buffered_peak_; }
+  uint64_t Overflows() const {
+    uint64_t n = 0;
+    for (const auto& s : servers_) n += s.second->order_stats().overflows;
+    return n;
   }
   size_t redirects() const { return redirects_; }
   uint64_t Conflicts() const {
@@ -331,6 +342,7 @@ class Net {
   std::map<int, int> next_ts_;
   std::map<Key, int64_t> ref_;
   size_t redirects_ = 0;
+  uint64_t buffered_peak_ = 0;
 };
 
 void Net::Send(Request* r, const Ring& ring) {
@@ -406,8 +418,21 @@ bool Settle(Net* net, const Ring& ring) {
 // after the previous one may still be under way, with pushes and resends going on.
 // settle: each refill ends before the next failure (what the scheduler requires when kills
 // exceed k).
+// What a run's servers did with the copies they kept for refills (buffer_limit).
+struct BufferStats {
+  uint64_t overflows = 0;
+};
+
+// After a run: no server kept more than the limit of copies for a refill.
+void CheckBuffered(const Net& net, const Faults& faults, uint64_t seed, BufferStats* stats) {
+  if (faults.buffer_limit > 0) {
+    EXPECT_LE(net.BufferedPeak(), faults.buffer_limit) << "seed " << seed;
+  }
+  if (stats) stats->overflows += net.Overflows();
+}
+
 void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggregate = false,
-                 Rule rule = Rule::kSum, Faults faults = {}) {
+                 Rule rule = Rule::kSum, Faults faults = {}, BufferStats* stats = nullptr) {
   Net net(seed, 2, aggregate, rule, faults);
   std::vector<int> live;
   for (int s = 1; s <= n; ++s) live.push_back(s);
@@ -448,6 +473,7 @@ void RunFailures(uint64_t seed, int n, int k, int kills, bool settle, bool aggre
   if (aggregate) {
     EXPECT_GT(net.Aggregated(), 0u) << "seed " << seed;
   }
+  CheckBuffered(net, faults, seed, stats);
 }
 
 TEST(HandoffTest, ChainsAreRefilledAfterAFailureWhileUpdatesGoOn) {
@@ -476,7 +502,7 @@ TEST(HandoffTest, AggregatedReplicationSurvivesFailuresAndRefills) {
 // is prepared, the servers copy what they will hold while pushes go on under the old ring,
 // then the cut-over reaches the servers one by one.
 void RunReshape(uint64_t seed, bool aggregate, bool leave, Rule rule = Rule::kSum,
-                Faults faults = {}) {
+                Faults faults = {}, BufferStats* stats = nullptr) {
   {
     Net net(seed, 2, aggregate, rule, faults);
     auto r1 = MakeRing(leave ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2, 3}, 1, 1);
@@ -530,6 +556,7 @@ void RunReshape(uint64_t seed, bool aggregate, bool leave, Rule rule = Rule::kSu
       EXPECT_GT(net.server(4).NumMastered(), 0u);
     }
     EXPECT_EQ(net.Conflicts(), 0u) << "seed " << seed;
+    CheckBuffered(net, faults, seed, stats);
   }
 }
 
@@ -609,6 +636,26 @@ TEST(HandoffOrderTest, ChainsStayIdenticalWhenRangesMoveInSmallPieces) {
   }
   RunFailures(1, 4, 1, 1, false, true, Rule::kSum, pieces);
   RunReshape(2, true, false, Rule::kSum, pieces);
+}
+
+// A replica keeps the copies that arrive while a piece is on its way, to apply them again over
+// it; pushes that go on through a long copy must not fill it. Past a limit (here about three
+// copies) it drops them and asks for its pieces again, whose snapshots hold them.
+TEST(HandoffOrderTest, CopiesKeptForARefillStayUnderTheirLimit) {
+  Faults f = kLossy;
+  f.piece_bytes = 512;
+  f.buffer_limit = 2048;
+  BufferStats stats;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    for (Rule rule : {Rule::kAssign, Rule::kSum}) {
+      SCOPED_TRACE("rule " + std::to_string(static_cast<int>(rule)));
+      RunFailures(seed, 4, 1, 1, false, false, rule, f, &stats);
+      RunFailures(seed, 5, 2, 2, false, false, rule, f, &stats);
+      RunReshape(seed, false, seed % 2 == 0, rule, f, &stats);
+    }
+  }
+  RunFailures(1, 4, 1, 1, false, true, Rule::kSum, f, &stats);
+  EXPECT_GT(stats.overflows, 0u) << "no run passed the limit: the test shows nothing";
 }
 
 TEST(HandoffOrderTest, AggregatedChainsStayIdenticalUnderLoss) {
