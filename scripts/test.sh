@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The cluster tests (tests/cluster) start real launchers: sshd, Open MPI, MPICH, Slurm with
 # munge; rsync for --sync-dst-dir and iproute2 for the simulated hosts.
-./scripts/install-deps.sh openssh-server openssh-client rsync openmpi-bin mpich slurm-wlm \
+# dpkg-dev: dpkg-shlibdeps for the Debian packages (consumer.deb_packages).
+./scripts/install-deps.sh openssh-server openssh-client rsync openmpi-bin mpich slurm-wlm dpkg-dev \
   munge iproute2
 ./scripts/build.sh
 cd "${BUILD_DIR:-build}"

@@ -2,12 +2,21 @@
 
 namespace ps {
 
-Key HashKey(uint64_t id) {
-  // splitmix64 finalizer: bijective, so no two ids share a key.
+namespace {
+// splitmix64's finalizer: a bijection on 64-bit integers.
+uint64_t Mix(uint64_t id) {
   uint64_t z = id + 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+}  // namespace
+
+Key HashKey(uint64_t id) {
+  // One id maps to kMaxKey, which is no key (the end of the key space): it takes the key of
+  // the largest id instead, so ids below 2^64 - 1 still never share a key.
+  const uint64_t z = Mix(id);
+  return z == kMaxKey ? Mix(kMaxKey) : z;
 }
 
 const char* RoleName(Role role) {
@@ -33,6 +42,8 @@ int DataTypeSize(DataType t) {
   }
   return 0;
 }
+
+int ExitCodeOf(ErrorCode code) { return 80 + static_cast<int>(code); }
 
 const char* ErrorCodeName(ErrorCode code) {
   switch (code) {

@@ -7,6 +7,7 @@
 #include "consistency/barrier_policy.h"
 #include "filter/filter_chain.h"
 #include "transport/inproc_van.h"
+#include "util/process_setup.h"
 
 extern char** environ;
 
@@ -147,6 +148,7 @@ Config Config::FromMap(const Env& env) {
 }
 
 Config Config::FromEnv() {
+  ExitOnUncaughtError();
   Env env;
   for (char** e = environ; e && *e; ++e) {
     const char* eq = std::strchr(*e, '=');

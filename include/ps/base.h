@@ -18,9 +18,9 @@ using Key = uint64_t;
 constexpr Key kMaxKey = std::numeric_limits<Key>::max();
 
 /// Maps an application id (feature index, string hash) to a key spread uniformly over the key
-/// space. It is the splitmix64 finalizer: a bijection on 64-bit integers, so distinct ids never
-/// collide. kMaxKey is never returned for ids below 2^64-1 in practice; callers that need a
-/// hard guarantee may reject it.
+/// space: the splitmix64 finalizer, a bijection on 64-bit integers. It never returns kMaxKey:
+/// the one id the finalizer maps there gets the key of id 2^64 - 1 instead, so distinct ids
+/// below 2^64 - 1 never share a key.
 Key HashKey(uint64_t id);
 
 /// Half-open key range [begin, end).
@@ -105,6 +105,12 @@ const char* ErrorCodeName(ErrorCode code);
 
 /// Every error that the library reports to its caller. code() says which kind (see
 /// ErrorCode); what() says exactly what happened and names the option, timeout, node or range.
+/// The exit code of a process that a ps::Error nothing caught ends (Config::FromEnv and Node
+/// install the handler that does it; it prints "ps: <code name>: <message>" first): 80 plus the
+/// code's number, so 80 invalid argument, 81 bad configuration, 82 timeout, 83 rejected,
+/// 84 fenced, 85 data lost, 86 scheduler lost, 87 shut down.
+int ExitCodeOf(ErrorCode code);
+
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what, ErrorCode code = ErrorCode::kInvalidArgument)

@@ -2,6 +2,7 @@
 #ifndef PS_KV_WORKER_H_
 #define PS_KV_WORKER_H_
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -139,14 +140,30 @@ class KVWorkerBase {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Sorts keys ascending and moves each key's values along (and its count in lens, for
+/// variable-length values), so that arrays built in any key order can be pushed: without lens
+/// every key has vals->size() / keys->size() values. Equal keys keep their order and are not
+/// combined (Push refuses them: add their values first). Throws ps::Error
+/// (kInvalidArgument) when the sizes do not fit together.
+template <typename V>
+void SortByKey(SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens = nullptr);
+
 /// A worker's handle for one application id and value type V (float, double, int32_t,
-/// int64_t). Keys of a request must be sorted, unique and below kMaxKey. Values are fixed
-/// width (vals.size() / keys.size() per key) unless `lens` gives each key's count. Every call
-/// returns at once with a timestamp; Wait(ts) blocks until it completes, and the callback, if
-/// any, runs on the node's receive thread when it does. Arrays handed in must not change, and
-/// output arrays must stay alive, until then. Requests to different servers are in flight at
-/// once; between this worker and one server, requests are applied in the order issued, so a
-/// pull issued after a push sees it.
+/// int64_t). Keys of a request must be sorted, unique and below kMaxKey (SortByKey sorts keys
+/// built in another order, with their values). Values are fixed width (vals.size() /
+/// keys.size() per key) unless `lens` gives each key's count. Every call returns at once with
+/// a timestamp; Wait(ts) blocks until it completes. The callback, if any, runs when the
+/// request completes, before Wait returns, on whichever thread takes its last reply: the
+/// node's receive thread, or a thread blocked in Wait on this worker (which takes replies
+/// itself to save a thread switch). It must not call Wait; it may issue new requests. Arrays
+/// handed in must not change, and output arrays must stay alive, until then. Requests to
+/// different servers are in flight at once; between this worker and one server, requests are
+/// applied in the order issued, so a pull issued after a push sees it.
+///
+/// A KVWorker may be used from several threads at once: its calls take its lock, and each
+/// request gets its timestamp when its call takes it. The order of application above then
+/// holds for the requests of each thread (and for those the threads order among themselves);
+/// Clock() ends the step for every thread of the worker.
 template <typename V>
 class KVWorker : public KVWorkerBase {
  public:
@@ -314,6 +331,48 @@ class KVWorker : public KVWorkerBase {
     r->set_vals = [vals](const SArray<char>& b) { *vals = SArray<V>(b); };
   }
 };
+
+template <typename V>
+void SortByKey(SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens) {
+  const size_t n = keys->size();
+  std::vector<size_t> start(n + 1, 0);  // where each key's values begin in vals
+  if (lens && !lens->empty()) {
+    if (lens->size() != n) {
+      throw Error("SortByKey: " + std::to_string(lens->size()) + " lengths for " +
+                  std::to_string(n) + " keys");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if ((*lens)[i] < 0) throw Error("SortByKey: negative length at " + std::to_string(i));
+      start[i + 1] = start[i] + static_cast<size_t>((*lens)[i]);
+    }
+  } else {
+    const size_t width = n == 0 ? 0 : vals->size() / n;
+    for (size_t i = 0; i < n; ++i) start[i + 1] = start[i] + width;
+  }
+  if (start[n] != vals->size()) {
+    throw Error("SortByKey: " + std::to_string(vals->size()) + " values for " + std::to_string(n) +
+                " keys" + (lens && !lens->empty() ? " and their lengths" : ""));
+  }
+  if (std::is_sorted(keys->begin(), keys->end())) return;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [keys](size_t a, size_t b) { return (*keys)[a] < (*keys)[b]; });
+  SArray<Key> k = SArray<Key>::Uninitialized(n);
+  SArray<V> v = SArray<V>::Uninitialized(vals->size());
+  SArray<int> l = lens && !lens->empty() ? SArray<int>::Uninitialized(n) : SArray<int>();
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t j = order[i];
+    k[i] = (*keys)[j];
+    if (!l.empty()) l[i] = (*lens)[j];
+    std::copy(vals->begin() + start[j], vals->begin() + start[j + 1], v.begin() + at);
+    at += start[j + 1] - start[j];
+  }
+  *keys = k;
+  *vals = v;
+  if (!l.empty()) *lens = l;
+}
 
 }  // namespace ps
 

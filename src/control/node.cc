@@ -9,6 +9,7 @@
 
 #include "consistency/barrier_policy.h"
 #include "control/node_impl.h"
+#include "util/process_setup.h"
 #include "util/retain_memory.h"
 
 namespace ps {
@@ -46,6 +47,8 @@ void WritePortFile(const std::string& path, int port) {
 // ---- Node (public facade) ----
 
 Node::Node(Config config) {
+  ExitOnUncaughtError();
+  InitLoggingOnce();
   config.Validate();
   impl_ = std::make_unique<Impl>(std::move(config));
 }

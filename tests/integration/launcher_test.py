@@ -51,6 +51,21 @@ def main():
     pids = pids_of(out)
     check(len(pids) == 4, "four processes were started (%d)" % len(pids))
     check(not any(alive(x) for x in pids), "no process survives a failed job")
+    check(re.search(r"worker 1 \(pid \d+\) exited with code 3; its last error output:\n"
+                    r"(    .*\n)*    worker 1 fails on purpose$", out, re.M) is not None,
+          "... and prints the failed process's last error lines beside its name")
+
+    rc, out = run(L + ["-s", "1", "-w", "1", "--timeout", "-5", "--", a.job])
+    check(rc == 2 and "--timeout must be at least 0" in out and "Traceback" not in out,
+          "a negative --timeout is refused (rc=%d)" % rc)
+    rc, out = run(L + ["-s", "1", "-w", "1", "--", a.job + ".missing"])
+    check(rc == 2 and "cannot run %r: no such file" % (a.job + ".missing") in out and
+          "Traceback" not in out and "started" not in out,
+          "a program that does not exist is named before anything starts, without a "
+          "traceback (rc=%d)" % rc)
+    rc, out = run(L + ["-s", "1", "-w", "1", "--", "ps-no-such-program"])
+    check(rc == 2 and "not found on PATH" in out and "Traceback" not in out,
+          "... and one looked up on PATH too (rc=%d)" % rc)
 
     rc, out = run(L + ["-s", "1", "-w", "1", "--timeout", "3", "--", a.job, "--scenario",
                        "hang"] + small)

@@ -8,8 +8,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 
 from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log, signal_group
+
+
+TAIL_LINES = 5
 
 
 class Job:
@@ -17,6 +21,8 @@ class Job:
         self.args = args
         self.procs = []  # (name, Popen)
         self.threads = []
+        # Each process's last lines of error output, named beside it when it fails.
+        self.tails = {}
         # Reentrant: the signal handler runs on the main thread, possibly while it holds the lock.
         self.lock = threading.RLock()
         self.stopping = False
@@ -41,9 +47,12 @@ class Job:
             env["DMLC_PS_ROOT_PORT"] = extra["PS_SCHEDULER_PORT"]
         return env
 
-    def pump(self, name, stream, out):
+    def pump(self, name, stream, out, tail=None):
         for line in iter(stream.readline, b""):
-            out.write("[%s] %s" % (name, line.decode("utf-8", "replace")))
+            text = line.decode("utf-8", "replace")
+            if tail is not None and text.strip():
+                tail.append(text.rstrip())
+            out.write("[%s] %s" % (name, text))
             if not line.endswith(b"\n"):
                 out.write("\n")
             out.flush()
@@ -58,8 +67,10 @@ class Job:
         with self.lock:
             self.procs.append((name, p))
         log("started %s pid %d" % (name, p.pid))
-        for stream, out in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
-            t = threading.Thread(target=self.pump, args=(name, stream, out), daemon=True)
+        self.tails[name] = deque(maxlen=TAIL_LINES)
+        for stream, out, tail in ((p.stdout, sys.stdout, None),
+                                  (p.stderr, sys.stderr, self.tails[name])):
+            t = threading.Thread(target=self.pump, args=(name, stream, out, tail), daemon=True)
             t.start()
             self.threads.append(t)
         return p
@@ -70,6 +81,14 @@ class Job:
         deadline = time.time() + timeout
         for t in list(self.threads):
             t.join(timeout=max(deadline - time.time(), 0.01))
+
+    def report_tail(self, name, what):
+        # After stop_all, whose flush read every pipe to its end.
+        tail = list(self.tails.get(name, ()))
+        if tail:
+            log("%s; its last error output:\n%s" % (what, "\n".join("    " + t for t in tail)))
+        else:
+            log("%s; it wrote no error output" % what)
 
     def stop_all(self, grace=3.0):
         with self.lock:
@@ -159,12 +178,14 @@ class Job:
                 elif verdict == "failed":
                     log("%s; the others go on (--keep-going)" % what)
                 elif verdict == "fatal":
-                    fatal.append(what)
+                    fatal.append((name, what))
             if fatal:
                 # Every process found failed in this round is named: when one failure makes
                 # another follow within milliseconds, both are reported.
-                log("%s; stopping the job" % "; ".join(fatal))
+                log("%s; stopping the job" % "; ".join(w for _, w in fatal))
                 self.stop_all()
+                for name, what in fatal:
+                    self.report_tail(name, what)
                 return 1
             if running == 0:
                 self.flush_output()
