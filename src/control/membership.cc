@@ -161,6 +161,39 @@ std::vector<int> Membership::Awaited(int groups, uint64_t seq) const {
   return out;
 }
 
+std::vector<Membership::OpenBarrier> Membership::OpenBarriers() const {
+  std::vector<OpenBarrier> out;
+  for (const auto& b : barriers_) {
+    OpenBarrier o{b.first.first, b.first.second, {}, {}};
+    for (int m : Members(o.groups)) (b.second.count(m) ? o.arrived : o.awaited).push_back(m);
+    if (!o.arrived.empty()) out.push_back(std::move(o));
+  }
+  return out;
+}
+
+std::string Membership::Describe(int id) const {
+  for (const auto& n : nodes_) {
+    if (n.id != id) continue;
+    if (n.role == Role::kScheduler) return "the scheduler";
+    return std::string(RoleName(n.role)) + " " + std::to_string(n.rank) + " (node " +
+           std::to_string(id) + ")";
+  }
+  return "node " + std::to_string(id);
+}
+
+std::string Membership::GroupNames(int groups) {
+  if ((groups & kAllGroups) == kAllGroups) return "every node";
+  std::vector<std::string> names;
+  if (groups & kSchedulerGroup) names.push_back("the scheduler");
+  if (groups & kServerGroup) names.push_back("the servers");
+  if (groups & kWorkerGroup) names.push_back("the workers");
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) {
+    s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  }
+  return s.empty() ? "no group" : s;
+}
+
 int Membership::IdOf(const std::string& host, int port) const {
   for (const auto& n : nodes_) {
     if (n.host == host && n.port == port && n.id != 0) return n.id;

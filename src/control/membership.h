@@ -43,6 +43,13 @@ class Membership {
   bool complete() const { return complete_; }
   /// The node table (scheduler first), valid once complete.
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  /// The node with this id, or null.
+  const NodeInfo* Find(int id) const {
+    for (const auto& n : nodes_) {
+      if (n.id == id) return &n;
+    }
+    return nullptr;
+  }
   /// Server ids in rank order.
   std::vector<int> ServerIds() const;
   /// Ring epoch: 1 for the first table, and it only grows.
@@ -61,6 +68,17 @@ class Membership {
   std::vector<int> EnterBarrier(int id, int groups, uint64_t seq);
   /// The live members of `groups` that have not entered barrier (groups, seq) yet.
   std::vector<int> Awaited(int groups, uint64_t seq) const;
+  /// A barrier that some of its members entered and others not yet.
+  struct OpenBarrier {
+    int groups;
+    uint64_t seq;
+    std::vector<int> arrived, awaited;  // live members (ids), in id order
+  };
+  std::vector<OpenBarrier> OpenBarriers() const;
+  /// "worker 1 (node 11)": a node as users know it (its role and rank), for logs and errors.
+  std::string Describe(int id) const;
+  /// "the workers", "the servers and workers", "every node": a barrier's groups in words.
+  static std::string GroupNames(int groups);
   /// The last released sequence number of every barrier group union: a node that joins starts
   /// counting from there, so it takes part in every barrier not released yet.
   const std::map<int, uint64_t>& released() const { return released_; }

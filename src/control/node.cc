@@ -568,6 +568,13 @@ void Node::Impl::HandleControl(const Message& msg) {
       cv_.notify_all();
       break;
     }
+    case pb::Control::BARRIER_WAIT: {
+      // Kept for the timeout's message; logged so that a held barrier is never silent.
+      barrier_wait_[c.barrier_groups()] = {c.barrier_seq(), c.error()};
+      LOG_IF(WARNING, c.barrier_groups() != kAllGroups) << c.error();
+      LOG_IF(INFO, c.barrier_groups() == kAllGroups) << c.error();
+      break;
+    }
     case pb::Control::BARRIER_DONE: {
       uint64_t& done = barrier_done_[c.barrier_groups()];
       done = std::max<uint64_t>(done, c.barrier_seq());

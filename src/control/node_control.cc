@@ -643,6 +643,7 @@ void Node::Impl::HeartbeatLoop() {
       const int64_t now = NowMs();
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
       WarnSlowPreparation(now);
+      std::vector<std::pair<int, pb::Control>> barrier_reports = ReportOpenBarriers(now);
       std::vector<std::pair<int, int>> task_answers;
       if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
       std::vector<int> live;
@@ -661,6 +662,7 @@ void Node::Impl::HeartbeatLoop() {
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
       for (int id : live) SendControl(id, c, true);
+      for (auto& r : barrier_reports) SendControl(r.first, r.second, true);
       SendTaskAnswers(task_answers);
       lk.lock();
     } else {
@@ -692,6 +694,64 @@ void Node::Impl::HeartbeatLoop() {
       }
     }
   }
+}
+
+int64_t Node::Impl::BarrierReportMs() const {
+  return std::clamp<int64_t>(cfg.barrier_timeout_ms / 4, 100, 5000);
+}
+
+std::vector<std::pair<int, pb::Control>> Node::Impl::ReportOpenBarriers(int64_t now) {
+  std::vector<std::pair<int, pb::Control>> out;
+  const auto open = membership_->OpenBarriers();
+  std::map<std::pair<int, uint64_t>, int64_t> seen;
+  for (const auto& b : open) {
+    const auto key = std::make_pair(b.groups, b.seq);
+    auto it = barrier_open_ms_.find(key);
+    seen[key] = it == barrier_open_ms_.end() ? now : it->second;
+  }
+  barrier_open_ms_.swap(seen);  // barriers released since are forgotten
+  if (now < next_barrier_report_ms_) return out;
+  const int64_t every = BarrierReportMs();
+  next_barrier_report_ms_ = now + every;
+  for (const auto& b : open) {
+    const int64_t held = now - barrier_open_ms_[{b.groups, b.seq}];
+    if (held < every) continue;
+    // Finalize's barrier of every node is open from the servers' start: it is news only once a
+    // worker is in it (its job is over while another's is not).
+    const bool final = (b.groups & kAllGroups) == kAllGroups;
+    if (final && std::none_of(b.arrived.begin(), b.arrived.end(), [this](int id) {
+          const NodeInfo* n = membership_->Find(id);
+          return n && n->role == Role::kWorker;
+        })) {
+      continue;
+    }
+    std::string who;
+    for (size_t i = 0; i < b.awaited.size() && i < 8; ++i) {
+      who += (i ? ", " : "") + membership_->Describe(b.awaited[i]);
+    }
+    if (b.awaited.size() > 8) who += " and " + std::to_string(b.awaited.size() - 8) + " more";
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.1f", held / 1000.0);
+    const std::string text =
+        "barrier " + std::to_string(b.seq) + " of " + Membership::GroupNames(b.groups) + " held " +
+        secs + " s: waiting for " + who + " (" + std::to_string(b.arrived.size()) + " of " +
+        std::to_string(b.arrived.size() + b.awaited.size()) + " arrived)";
+    LOG_IF(WARNING, !final) << text;
+    LOG_IF(INFO, final) << text;
+    pb::Control c;
+    c.set_cmd(pb::Control::BARRIER_WAIT);
+    c.set_barrier_groups(b.groups);
+    c.set_barrier_seq(b.seq);
+    c.set_error(text);
+    for (int id : b.arrived) {
+      if (id == 0) {
+        barrier_wait_[b.groups] = {b.seq, text};
+      } else {
+        out.emplace_back(id, c);
+      }
+    }
+  }
+  return out;
 }
 
 void Node::Impl::Barrier(int groups, bool final) {
@@ -728,6 +788,8 @@ void Node::Impl::Barrier(int groups, bool final) {
   for (int64_t waited = cfg.barrier_timeout_ms; final && !released;
        waited += cfg.barrier_timeout_ms) {
     std::string who = "the other nodes to finish";
+    auto said = barrier_wait_.find(groups);
+    if (said != barrier_wait_.end() && said->second.first == seq) who = said->second.second;
     if (cfg.role == Role::kScheduler) {
       who.clear();
       for (int id : membership_->Awaited(groups, seq)) {
@@ -743,10 +805,23 @@ void Node::Impl::Barrier(int groups, bool final) {
   }
   if (!fatal_.empty()) throw Error(fatal_code_, "barrier " + std::to_string(seq) + ": " + fatal_);
   if (!released) {
-    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " (groups " +
-                                         std::to_string(groups) + ") not released within " +
+    // Who it waits for: the scheduler knows; the others have its last report, if any came.
+    std::string who;
+    if (cfg.role == Role::kScheduler) {
+      for (int id : membership_->Awaited(groups, seq)) {
+        who += (who.empty() ? "" : ", ") + membership_->Describe(id);
+      }
+      if (!who.empty()) who = "; waiting for " + who;
+    } else {
+      auto said = barrier_wait_.find(groups);
+      if (said != barrier_wait_.end() && said->second.first == seq) {
+        who = "; the scheduler said: " + said->second.second;
+      }
+    }
+    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " of " +
+                                         Membership::GroupNames(groups) + " not released within " +
                                          std::to_string(cfg.barrier_timeout_ms) +
-                                         " ms (PS_BARRIER_TIMEOUT_MS)");
+                                         " ms (PS_BARRIER_TIMEOUT_MS)" + who);
   }
 }
 

@@ -193,6 +193,11 @@ struct Node::Impl {
     ring_epoch_.store(ring_->epoch(), std::memory_order_release);
   }
   std::map<int, uint64_t> barrier_sent_, barrier_done_;
+  // Scheduler: when each open barrier (groups, seq) was first seen open, and the next report.
+  std::map<std::pair<int, uint64_t>, int64_t> barrier_open_ms_;
+  int64_t next_barrier_report_ms_ = 0;
+  // The scheduler's last word on a barrier this node waits in (by groups): its seq and text.
+  std::map<int, std::pair<uint64_t, std::string>> barrier_wait_;
   std::unique_ptr<Membership> membership_;  // scheduler only
   std::vector<int> dead_;
   // How many of dead_ are workers (requests carry it: Meta.dead_workers). Set by
@@ -225,6 +230,11 @@ struct Node::Impl {
   // Scheduler (mu_ held): a join or leave whose copies do not complete must not go unnoticed;
   // every 10 s it logs who is still copying.
   void WarnSlowPreparation(int64_t now_ms);
+  // Scheduler, mu_ held: every few seconds, logs each barrier held for long with the nodes it
+  // waits for, and tells the nodes in it (BARRIER_WAIT). Returns the messages to send.
+  std::vector<std::pair<int, pb::Control>> ReportOpenBarriers(int64_t now_ms);
+  // How long a barrier is open before it is reported, and between reports.
+  int64_t BarrierReportMs() const;
   std::set<int> leaving_, left_;  // scheduler: servers leaving, and gone after the cut-over
   std::string leave_error_;       // server: why the scheduler refused Leave
   bool final_released_ = false;   // scheduler: the last barrier is released

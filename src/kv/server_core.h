@@ -69,8 +69,14 @@ class ServerCore : private ChainReplicator::Host {
   /// A server is joining: `next` becomes the ring at the cut-over. This server fetches what it
   /// will hold under it and copies updates to the servers that join (DESIGN §8).
   void Prepare(std::shared_ptr<const Ring> next);
-  /// Periodic: asks again for ranges whose copy did not arrive (a lost message, a slow source).
+  /// Periodic: asks again for ranges whose copy did not arrive (a lost message, a slow source),
+  /// and every kHeldReportUs logs HeldReport(kHeldReportUs) when it is not empty.
   void Tick();
+  /// "" or, when a read has been held by the barrier policy for at least held_us, one line
+  /// naming the oldest such read and the workers behind it with their steps ("pull of worker
+  /// node 7 at step 5 held 6.0 s under bsp; behind it: worker node 8 at step 3").
+  std::string HeldReport(int64_t held_us) const;
+  static constexpr int64_t kHeldReportUs = 5000000;
   /// Where progress of the refill goes (the scheduler); reports the current state at once.
   void SetReport(ReportFn report);
   /// Keys stored in the ranges this server masters under the current ring.
@@ -243,6 +249,8 @@ class ServerCore : private ChainReplicator::Host {
     Message req;
     int64_t since;
   };
+  std::string HeldReportLocked(int64_t held_us) const;  // mu held
+  int64_t held_reported_us_ = 0;
   mutable std::mutex mu;  // the gate, held reads and the histograms
   PullGate gate;
   std::unordered_map<uint64_t, HeldRead> held;

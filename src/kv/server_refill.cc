@@ -156,6 +156,49 @@ void ServerCore::Tick() {
   }
   chain_.Tick();
   ServeWaiting();
+  if (!held.empty() && now - held_reported_us_ >= kHeldReportUs) {
+    const std::string report = HeldReportLocked(kHeldReportUs);
+    if (!report.empty()) {
+      held_reported_us_ = now;
+      LOG(WARNING) << "server " << self_ << ": " << report;
+    }
+  }
+}
+
+std::string ServerCore::HeldReport(int64_t held_us) const {
+  std::lock_guard<std::mutex> lk(mu);
+  return HeldReportLocked(held_us);
+}
+
+std::string ServerCore::HeldReportLocked(int64_t held_us) const {
+  const HeldRead* oldest = nullptr;
+  for (const auto& h : held) {
+    if (!oldest || h.second.since < oldest->since) oldest = &h.second;
+  }
+  const int64_t now = now_us();
+  if (!oldest || now - oldest->since < held_us) return "";
+  const int64_t step = oldest->req.meta.step();
+  // The workers behind the read's step, slowest first: under BSP and SSP the read waits for
+  // (some of) them; PSP's samples come from them too.
+  std::vector<std::pair<int64_t, int>> behind;
+  const StepTable& t = gate.table();
+  for (size_t i = 0; i < t.workers().size(); ++i) {
+    if (t.steps()[i] < step) behind.emplace_back(t.steps()[i], t.workers()[i]);
+  }
+  std::sort(behind.begin(), behind.end());
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.1f", (now - oldest->since) / 1e6);
+  std::string out = "pull of worker node " + std::to_string(oldest->req.meta.sender()) +
+                    " at step " + std::to_string(step) + " held " + secs + " s under " +
+                    gate.policy().Spec() + " (" + std::to_string(held.size()) + " held)";
+  if (behind.empty()) return out + "; no worker is behind it";
+  out += "; behind it: ";
+  for (size_t i = 0; i < behind.size() && i < 8; ++i) {
+    out += (i ? ", " : "") + std::string("worker node ") + std::to_string(behind[i].second) +
+           " at step " + std::to_string(behind[i].first);
+  }
+  if (behind.size() > 8) out += " and " + std::to_string(behind.size() - 8) + " more";
+  return out;
 }
 
 // Request frame 0: sorted (begin, end) pairs. Reply frames: the pairs, then keys, raw slots
@@ -296,8 +339,8 @@ void ServerCore::OnRefillReply(const Message& msg) {
     // The next piece, under a new id: a late copy of this answer is then ignored.
     const uint64_t id = next_fetch_++;
     const int64_t took = now_us() - done.sent_us;
-    fetches_[id] = Fetch{rest, done.from, 0,
-                         std::clamp(4 * took, fetch_timeout_us_, 8 * fetch_timeout_us_)};
+    fetches_[id] =
+        Fetch{rest, done.from, 0, std::clamp(4 * took, fetch_timeout_us_, 8 * fetch_timeout_us_)};
     SendFetch(id);
   }
   chain_.Replay(rs);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -568,6 +569,39 @@ TEST(NodeTest, RegistrationTimeoutNamesWhatIsMissing) {
     EXPECT_NE(std::string(e.what()).find("PS_REGISTER_TIMEOUT_MS"), std::string::npos);
     EXPECT_EQ(e.code(), ErrorCode::kTimeout);
   }
+}
+
+// Issue 19: a barrier held for long is never silent. The scheduler reports, every quarter of
+// PS_BARRIER_TIMEOUT_MS (at most 5 s), who it waits for to the nodes in it, and the timeout's
+// error names them (it said only "barrier 1 (groups 4) not released within ...").
+TEST(BarrierDiagnosticsTest, AHeldBarrierNamesTheWorkersItWaitsFor) {
+  std::atomic<bool> thrown{false};
+  std::string message;
+  Job::Run(
+      true, 1, 2,
+      [&](Node* node, int rank) {
+        if (rank == 0) {
+          try {
+            node->Barrier(kWorkerGroup);
+            ADD_FAILURE() << "the barrier was released without worker 1";
+          } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::kTimeout);
+            message = e.what();
+          }
+          thrown = true;
+        } else {
+          // Worker 1 stays out of the barrier until worker 0 gave up (or 30 s).
+          for (int i = 0; i < 3000 && !thrown; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+        }
+      },
+      static_cast<int64_t*>(nullptr), [](Config* c) { c->barrier_timeout_ms = 2000; });
+  EXPECT_TRUE(thrown.load());
+  EXPECT_NE(message.find("barrier 1 of the workers not released within 2000 ms"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("waiting for worker 1 (node "), std::string::npos) << message;
+  EXPECT_NE(message.find("(1 of 2 arrived)"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -116,6 +116,35 @@ TEST(MembershipJoinTest, WorkerJoinsARunningJobWithTheNextIdAndRank) {
   EXPECT_EQ(m.nodes().back().rank, 1);
 }
 
+// What the scheduler reports of a barrier held for long: who is in, who it waits for, by the
+// names users know (role and rank), and its groups in words.
+TEST(MembershipTest, OpenBarriersNameWhoTheyWaitFor) {
+  Membership m(1, 2, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  m.Register(Reg(Role::kWorker, 12), &why);
+  EXPECT_TRUE(m.OpenBarriers().empty());
+  m.EnterBarrier(2, kWorkerGroup, 1);
+  m.EnterBarrier(1, kAllGroups, 4);
+  auto open = m.OpenBarriers();
+  ASSERT_EQ(open.size(), 2u);
+  EXPECT_EQ(open[0].groups, kWorkerGroup);
+  EXPECT_EQ(open[0].seq, 1u);
+  EXPECT_EQ(open[0].arrived, (std::vector<int>{2}));
+  EXPECT_EQ(open[0].awaited, (std::vector<int>{3}));
+  EXPECT_EQ(open[1].awaited, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(m.Describe(3), "worker 1 (node 3)");
+  EXPECT_EQ(m.Describe(1), "server 0 (node 1)");
+  EXPECT_EQ(m.Describe(0), "the scheduler");
+  EXPECT_EQ(Membership::GroupNames(kWorkerGroup), "the workers");
+  EXPECT_EQ(Membership::GroupNames(kServerGroup | kWorkerGroup), "the servers and the workers");
+  EXPECT_EQ(Membership::GroupNames(kAllGroups), "every node");
+  // A death that leaves only arrived members releases it: no longer open.
+  m.MarkDead(3);
+  EXPECT_EQ(m.OpenBarriers().size(), 1u);
+}
+
 TEST(MembershipJoinTest, JoinerTakesPartInBarriersNotReleasedYet) {
   Membership m(1, 1, "h", 1);
   std::string why;

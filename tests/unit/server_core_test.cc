@@ -41,7 +41,8 @@ struct Server {
   explicit Server(const char* policy)
       : core(
             0, DataType::kInt64, store, ParsePolicy(policy), 1, {kWorker, kOther},
-            [this](Message& m) { replies.push_back(m); }, [] { return int64_t{0}; }, kServer) {}
+            [this](Message& m) { replies.push_back(m); }, [this] { return now; }, kServer) {}
+  int64_t now = 0;  // the core's clock (µs)
   std::shared_ptr<Store<int64_t>> store =
       std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
   std::vector<Message> replies;
@@ -97,6 +98,22 @@ TEST(ServerCoreTest, APullTheBarrierWouldHoldIsRefusedAtOnceWhenItsKeysAreOutOfO
   held.meta.set_pull(true);
   s.core.Process(held);
   EXPECT_EQ(s.replies.size(), 1u);
+}
+
+// Issue 19: a pull the barrier holds for long is never silent. The server names the read and
+// the workers behind it with their steps (it said nothing until the worker's timeout).
+TEST(ServerCoreTest, AReadHeldForLongNamesTheWorkersBehindIt) {
+  Server s("bsp");
+  Message push = Push(kWorker, 0, {3}, 1);
+  s.core.Process(push);
+  Message pull = Request(kWorker, 2, {3}, /*step=*/1);
+  pull.meta.set_pull(true);
+  s.core.Process(pull);  // kOther is still at step 0: held under BSP
+  EXPECT_EQ(s.core.HeldReport(ServerCore::kHeldReportUs), "") << "not held long yet";
+  s.now += ServerCore::kHeldReportUs + 1500000;
+  EXPECT_EQ(s.core.HeldReport(ServerCore::kHeldReportUs),
+            "pull of worker node 7 at step 1 held 6.5 s under bsp (1 held); behind it: worker "
+            "node 8 at step 0");
 }
 
 Message TaskPush(int worker, int64_t ts, int task, int64_t seq, int64_t task_lwm,
