@@ -1,6 +1,8 @@
 #include "ps/config.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -99,9 +101,16 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_NUM_SERVERS", "DMLC_NUM_SERVER"}, 1, 1 << 20, &c.num_servers);
   ReadInt(env, {"PS_NUM_WORKERS", "DMLC_NUM_WORKER"}, 1, 1 << 20, &c.num_workers);
   ReadString(env, {"PS_NODE_HOST", "DMLC_NODE_HOST"}, &c.host);
+  ReadString(env, {"PS_INTERFACE", "DMLC_INTERFACE"}, &c.interface);
+  int k8s = 0;
+  ReadInt(env, {"PS_USE_KUBERNETES", "DMLC_USE_KUBERNETES"}, 0, 1, &k8s);
+  c.kubernetes = k8s == 1;
   ReadInt(env, {"PS_PORT", "DMLC_PORT"}, 0, 65535, &c.port);
   ReadInt(env, {"PS_VNODES"}, 1, 1 << 16, &c.vnodes);
   ReadInt(env, {"PS_RANK"}, -1, 1 << 20, &c.rank_hint);
+  if (c.role == Role::kWorker && !env.count("PS_RANK")) {
+    ReadInt(env, {"DMLC_WORKER_ID"}, -1, 1 << 20, &c.rank_hint);
+  }
   ReadInt(env, {"PS_HEARTBEAT_INTERVAL_MS"}, 1, 1 << 30, &c.heartbeat_interval_ms);
   ReadInt(env, {"PS_HEARTBEAT_TIMEOUT_MS"}, 1, 1 << 30, &c.heartbeat_timeout_ms);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
@@ -156,7 +165,12 @@ Config Config::FromEnv() {
     std::string k(*e, eq - *e);
     if (k.rfind("PS_", 0) == 0 || k.rfind("DMLC_", 0) == 0) env[k] = eq + 1;
   }
-  return FromMap(env);
+  Config c = FromMap(env);
+  for (const std::string& u : UnknownVariables(env)) {
+    std::fprintf(stderr, "ps: ignoring %s: not a variable ps reads (docs/operations.md)\n",
+                 u.c_str());
+  }
+  return c;
 }
 
 void Config::Validate() const {
@@ -189,7 +203,61 @@ void Config::Validate() const {
     throw Error(ErrorCode::kBadConfig,
                 "PS_HEARTBEAT_TIMEOUT_MS must exceed PS_HEARTBEAT_INTERVAL_MS");
   }
-  if (host.empty()) throw Error(ErrorCode::kBadConfig, "PS_NODE_HOST must not be empty");
+}
+
+namespace {
+// Every variable ps reads (above), and those its launcher and tests set for themselves.
+const char* const kKnownVariables[] = {
+    "PS_ROLE", "DMLC_ROLE", "PS_SCHEDULER_HOST", "DMLC_PS_ROOT_URI", "PS_SCHEDULER_PORT",
+    "DMLC_PS_ROOT_PORT", "PS_NUM_SERVERS", "DMLC_NUM_SERVER", "PS_NUM_WORKERS", "DMLC_NUM_WORKER",
+    "PS_NODE_HOST", "DMLC_NODE_HOST", "PS_INTERFACE", "DMLC_INTERFACE", "PS_USE_KUBERNETES",
+    "DMLC_USE_KUBERNETES", "PS_PORT", "DMLC_PORT", "PS_VNODES", "PS_RANK", "DMLC_WORKER_ID",
+    "PS_HEARTBEAT_INTERVAL_MS", "PS_HEARTBEAT_TIMEOUT_MS", "PS_CONSISTENCY", "PS_VAN",
+    "DMLC_PS_VAN_TYPE", "PS_REPLICAS", "PS_REPLICATION_WINDOW_MS", "PS_COMPRESS", "PS_QUANTIZE",
+    "PS_KEY_CACHE_MB", "PS_MAX_DELAY", "PS_FAULT_DROP", "PS_FAULT_DUPLICATE", "PS_FAULT_DELAY",
+    "PS_FAULT_DELAY_MS", "PS_RESEND_TIMEOUT_MS", "PS_FIRST_TIMESTAMP", "PS_MAX_MESSAGE_MB",
+    "PS_REFILL_PIECE_MB", "PS_MALLOC_RETAIN_MB", "PS_SEND_QUEUE", "PS_MAX_INFLIGHT",
+    "PS_TASK_TIMEOUT_MS", "PS_ON_SCHEDULER_LOSS", "PS_JOIN", "PS_SEED", "PS_REGISTER_TIMEOUT_MS",
+    "PS_REQUEST_TIMEOUT_MS", "PS_BARRIER_TIMEOUT_MS", "PS_SCHEDULER_PORT_FILE",
+    // tracker/ps-launch and ps-task, and the tests
+    "PS_GO_TIMEOUT_S", "PS_LAUNCH_SERVERS", "PS_RANK_BASE", "PS_TASK_GRACE_S", "PS_TRACKER",
+    "PS_TRACKER_TIMEOUT_S", "PS_TRACKER_TOKEN", "PS_TEST_NETNS"};
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::vector<std::string> Config::UnknownVariables(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const auto& kv : env) {
+    const std::string& k = kv.first;
+    if (k.rfind("PS_", 0) != 0 && k.rfind("DMLC_", 0) != 0) continue;
+    bool known = false;
+    std::string closest;
+    size_t best = 4;  // suggest only names within 3 edits
+    for (const char* name : kKnownVariables) {
+      if (k == name) known = true;
+      const size_t d = EditDistance(k, name);
+      if (d < best) {
+        best = d;
+        closest = name;
+      }
+    }
+    if (!known) out.push_back(closest.empty() ? k : k + " (" + closest + "?)");
+  }
+  return out;
 }
 
 InprocNetwork::InprocNetwork() : hub_(new Hub()) {}

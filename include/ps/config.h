@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ps/base.h"
 
@@ -22,12 +23,21 @@ struct Config {
   /// Expected numbers of servers and workers at start (PS_NUM_SERVERS/PS_NUM_WORKERS).
   int num_servers = 1;
   int num_workers = 1;
-  /// Address this node advertises and binds (PS_NODE_HOST); port 0 = any free port (PS_PORT).
-  std::string host = "127.0.0.1";
+  /// Address this node advertises and binds (PS_NODE_HOST or DMLC_NODE_HOST); empty: the
+  /// address of `interface` if set, else this host's address on its route to the scheduler
+  /// (127.0.0.1 for a scheduler on loopback). Port 0 = any free port (PS_PORT).
+  std::string host;
   int port = 0;
+  /// The network interface whose address a node advertises when `host` is empty
+  /// (PS_INTERFACE or DMLC_INTERFACE, "eth0").
+  std::string interface;
+  /// Kubernetes (PS_USE_KUBERNETES or DMLC_USE_KUBERNETES=1): every node binds all interfaces
+  /// (its pod's address may be reached through a service name), and advertises as above.
+  bool kubernetes = false;
   /// Virtual positions per server on the ring (PS_VNODES).
   int vnodes = 128;
-  /// Rank wished for by the launcher (PS_RANK); -1 = assigned in order of arrival.
+  /// Rank wished for by the launcher (PS_RANK; for a worker also DMLC_WORKER_ID, as the
+  /// MXNet operator and BytePS set it); -1 = assigned in order of arrival.
   int rank_hint = -1;
   /// Heartbeat period and the silence after which the scheduler marks a node dead (ms).
   int heartbeat_interval_ms = 200;
@@ -128,6 +138,10 @@ struct Config {
   static Config FromEnv();
   /// Same as FromEnv but from an explicit name->value map (tests).
   static Config FromMap(const std::map<std::string, std::string>& env);
+  /// The PS_* and DMLC_* names in env that ps does not read, each with the known name it is
+  /// closest to when one is close ("PS_VNODE (PS_VNODES?)"). FromEnv prints a warning for each
+  /// ("ps: ignoring ..."): a misspelt variable does nothing, silently, otherwise.
+  static std::vector<std::string> UnknownVariables(const std::map<std::string, std::string>& env);
   /// Throws ps::Error naming the offending option if the configuration cannot work.
   void Validate() const;
 };

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "consistency/barrier_policy.h"
+#include "control/addresses.h"
 #include "control/node_impl.h"
 #include "util/process_setup.h"
 #include "util/retain_memory.h"
@@ -143,8 +144,18 @@ void Node::Impl::Start() {
   if (ShouldRetainFreedMemory(cfg)) RetainFreedMemory(static_cast<size_t>(cfg.malloc_retain_mb));
   van = MakeVan(cfg);
   const bool scheduler = cfg.role == Role::kScheduler;
-  port_ = van->Bind(scheduler ? cfg.scheduler_host : cfg.host,
-                    scheduler ? cfg.scheduler_port : cfg.port);
+  if (!cfg.inproc) {
+    // Names and empty hosts become addresses here (docs/operations.md, "Kubernetes").
+    const NodeAddresses a = ChooseAddresses(cfg);
+    if (!scheduler) cfg.host = a.advertise;
+    bind_host_ = a.bind;
+    scheduler_addr_ = a.scheduler;
+  } else {
+    if (cfg.host.empty()) cfg.host = "127.0.0.1";
+    bind_host_ = scheduler ? cfg.scheduler_host : cfg.host;
+    scheduler_addr_ = cfg.scheduler_host;
+  }
+  port_ = van->Bind(bind_host_, scheduler ? cfg.scheduler_port : cfg.port);
   if (scheduler) {
     std::lock_guard<std::mutex> lk(mu_);
     my_id_ = 0;
@@ -153,7 +164,14 @@ void Node::Impl::Start() {
         std::make_unique<Membership>(cfg.num_servers, cfg.num_workers, cfg.scheduler_host, port_);
     if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
   } else {
-    van->Connect(0, cfg.scheduler_host, cfg.scheduler_port);
+    // The scheduler's process dying closes our connection to it: noted here, acted on while
+    // registering (below) and then by the heartbeat thread after a grace period (the last
+    // messages it sent may still be queued for our receive thread, such as the release of the
+    // final barrier). Watched before connecting: a connection refused at once is seen too.
+    van->WatchPeers([this](int id) {
+      if (id == 0) scheduler_broken_ms_ = NowMs();
+    });
+    van->Connect(0, scheduler_addr_, cfg.scheduler_port);
   }
   running_ = true;
   recv_thread_ = std::thread([this] { RecvLoop(); });
@@ -172,29 +190,44 @@ void Node::Impl::Start() {
   // recognised by host:port and ignored.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg.register_timeout_ms);
-  if (!scheduler) {
-    // The scheduler's process dying closes our connection to it: noted here, acted on while
-    // registering (below) and then by the heartbeat thread after a grace period (the last
-    // messages it sent may still be queued for our receive thread, such as the release of the
-    // final barrier).
-    van->WatchPeers([this](int id) {
-      if (id == 0) scheduler_broken_ms_ = NowMs();
-    });
-  }
   std::unique_lock<std::mutex> lk(mu_);
   bool ok = false;
   auto backoff = std::chrono::milliseconds(20);
+  const auto started = std::chrono::steady_clock::now();
+  auto next_note = started + std::chrono::seconds(5);
   for (;;) {
+    if (std::chrono::steady_clock::now() >= next_note) {
+      // Never silent: a node that waits for its table says for what, every 5 s.
+      next_note += std::chrono::seconds(5);
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::steady_clock::now() - started)
+                              .count();
+      if (scheduler) {
+        LOG(WARNING) << "scheduler: waiting for " << cfg.num_servers << " server(s) and "
+                     << cfg.num_workers << " worker(s) to register on port " << port_ << " ("
+                     << waited << " s; PS_REGISTER_TIMEOUT_MS=" << cfg.register_timeout_ms << ")";
+      } else {
+        LOG(WARNING) << RoleName(cfg.role) << " at " << cfg.host << ":" << port_
+                     << ": no node table yet from the scheduler at " << cfg.scheduler_host << ":"
+                     << cfg.scheduler_port << " (" << waited
+                     << " s; it waits for every expected node, PS_NUM_SERVERS and "
+                        "PS_NUM_WORKERS"
+                     << (reconnects_ ? "; connected again " + std::to_string(reconnects_) +
+                                           " time(s): refused or broken"
+                                     : std::string())
+                     << ")";
+      }
+    }
     if (!scheduler) {
-      const int64_t broken = scheduler_broken_ms_;
-      if (broken > 0 && NowMs() - broken > cfg.heartbeat_timeout_ms) {
+      if (scheduler_broken_ms_ > 0) {
+        // Refused or broken before the table came: nodes started by hand (a Kubernetes job's
+        // pods) start in any order, so the scheduler may not listen yet, or it restarted.
+        // Connect again until the registration deadline, as ZeroMQ does by itself.
+        scheduler_broken_ms_ = 0;
+        reconnects_++;
         lk.unlock();
-        Stop();
-        throw Error(ErrorCode::kSchedulerLost,
-                    std::string(RoleName(cfg.role)) + ": lost the scheduler at " +
-                        cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port) +
-                        " before its node table arrived: the connection broke " +
-                        std::to_string(NowMs() - broken) + " ms ago");
+        van->Connect(0, scheduler_addr_, cfg.scheduler_port);
+        lk.lock();
       }
       lk.unlock();
       SendControl(0, reg, /*quiet=*/true);

@@ -71,5 +71,40 @@ TEST(ConfigTest, ErrorsNameTheOption) {
             std::string::npos);
 }
 
+// Issue 19: ps-lite's and the Kubernetes operators' variables are read, and the ones ps does
+// not read are named instead of being ignored in silence.
+TEST(ConfigTest, KubernetesStyleVariablesAreRead) {
+  Config w = Config::FromMap({{"DMLC_ROLE", "worker"},
+                              {"DMLC_PS_ROOT_URI", "mxjob-scheduler-0"},
+                              {"DMLC_PS_ROOT_PORT", "9091"},
+                              {"DMLC_WORKER_ID", "3"},
+                              {"DMLC_INTERFACE", "eth0"},
+                              {"DMLC_USE_KUBERNETES", "1"}});
+  EXPECT_EQ(w.rank_hint, 3);
+  EXPECT_EQ(w.interface, "eth0");
+  EXPECT_TRUE(w.kubernetes);
+  EXPECT_EQ(w.host, "") << "no PS_NODE_HOST: chosen at Start from the route or interface";
+  // PS_RANK wins; a server does not take a worker id.
+  EXPECT_EQ(Config::FromMap({{"PS_ROLE", "worker"},
+                             {"PS_SCHEDULER_PORT", "1"},
+                             {"PS_RANK", "1"},
+                             {"DMLC_WORKER_ID", "3"}})
+                .rank_hint,
+            1);
+  EXPECT_EQ(
+      Config::FromMap({{"PS_ROLE", "server"}, {"PS_SCHEDULER_PORT", "1"}, {"DMLC_WORKER_ID", "3"}})
+          .rank_hint,
+      -1);
+}
+
+TEST(ConfigTest, UnknownVariablesAreNamedWithTheClosestKnownOne) {
+  auto u = Config::UnknownVariables({{"PS_VNODE", "8"},
+                                     {"DMLC_ENABLE_RDMA", "1"},
+                                     {"PS_VNODES", "8"},
+                                     {"DMLC_NUM_WORKER", "2"},
+                                     {"HOME", "/root"}});
+  EXPECT_EQ(u, (std::vector<std::string>{"DMLC_ENABLE_RDMA", "PS_VNODE (PS_VNODES?)"}));
+}
+
 }  // namespace
 }  // namespace ps
