@@ -31,8 +31,10 @@ bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why)
     *why = "bad magic";
     return false;
   }
+  // receiver -2: a node without an id yet (the scheduler's REJECT of its registration; it was
+  // dropped here, and a rejected node waited out its registration timeout without a word).
   if (!pb::Meta_Op_IsValid(meta->op()) || meta->dtype() < 0 || meta->dtype() > 3 ||
-      meta->width() < 0 || meta->sender() < -1 || meta->receiver() < -1) {
+      meta->width() < 0 || meta->sender() < -1 || meta->receiver() < -2) {
     *why = "meta fields out of range";
     return false;
   }

@@ -87,6 +87,31 @@ def main():
     check(len(pids_of(seen)) == 3 and not any(alive(x) for x in pids_of(seen)),
           "no process survives Ctrl-C")
 
+    # A worker beyond the job's count, started by hand, is told why it is refused (the REJECT
+    # was dropped as malformed on real transports: it waited out its registration timeout).
+    proc = subprocess.Popen(L + ["-s", "1", "-w", "1", "--timeout", "60", "--", a.job,
+                                 "--scenario", "hang"] + small,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = ""
+    deadline = time.time() + 30
+    while "HANGING worker 0" not in seen and time.time() < deadline:
+        seen += proc.stdout.readline()
+    port = re.search(r"scheduler listens on [\d.]+:(\d+)", seen)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PS_", "DMLC_"))}
+    env.update({"PS_ROLE": "worker", "PS_NUM_SERVERS": "1", "PS_NUM_WORKERS": "1",
+                "PS_SCHEDULER_PORT": port.group(1) if port else "1",
+                "PS_REGISTER_TIMEOUT_MS": "30000", "PS_VAN": os.environ.get("PS_VAN", "zmq")})
+    t0 = time.time()
+    rc, out = run([a.job] + small, env=env)
+    took = time.time() - t0
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    check(rc != 0 and "registration rejected by the scheduler: the job already has its 1 "
+          "workers" in out and took < 15,
+          "an extra worker is told why it is refused, at once (rc=%d, %.1f s): %s"
+          % (rc, took, out.strip().splitlines()[-1] if out.strip() else ""))
+    check(not any(alive(x) for x in pids_of(seen + rest)), "no process survives")
+
     rc, out = run(L + ["-s", "2", "-w", "3", "--dry-run", "--", a.job, "--scenario", "sum"])
     lines = [l for l in out.splitlines() if l.startswith("PS_ROLE=")]
     check(rc == 0 and len(lines) == 6, "--dry-run prints one command per process")
