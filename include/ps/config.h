@@ -31,6 +31,9 @@ struct Config {
   /// The network interface whose address a node advertises when `host` is empty
   /// (PS_INTERFACE or DMLC_INTERFACE, "eth0").
   std::string interface;
+  /// UCX van: its progress thread spins this many µs after the last event before it sleeps
+  /// (PS_UCX_BUSY_POLL_US; 0 = never spins). Lower latency on machines with a core to spare.
+  int ucx_busy_poll_us = 0;
   /// Kubernetes (PS_USE_KUBERNETES or DMLC_USE_KUBERNETES=1): every node binds all interfaces
   /// (its pod's address may be reached through a service name), and advertises as above.
   bool kubernetes = false;

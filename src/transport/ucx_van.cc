@@ -113,13 +113,14 @@ UcxVan::Job::Job() = default;
 UcxVan::Job::Job(Job&&) noexcept = default;
 UcxVan::Job::~Job() = default;
 
-UcxVan::UcxVan(int64_t max_message, int queue)
+UcxVan::UcxVan(int64_t max_message, int queue, int busy_poll_us)
     : max_message_(max_message),
       max_held_(2 * static_cast<uint64_t>(max_message)),
       queue_bound_(static_cast<size_t>(queue)),
       seed_(std::random_device{}() * 0x9E3779B97F4A7C15ull ^
             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
-      credit_batch_(std::max<size_t>(1, static_cast<size_t>(queue) / 8)) {}
+      credit_batch_(std::max<size_t>(1, static_cast<size_t>(queue) / 8)),
+      busy_poll_us_(busy_poll_us) {}
 
 UcxVan::~UcxVan() { Stop(0); }
 
@@ -186,9 +187,15 @@ void UcxVan::Run(const sockaddr_in& where) {
 }
 
 void UcxVan::ProgressLoop() {
+  auto last_event = std::chrono::steady_clock::now();
+  const auto spin = std::chrono::microseconds(busy_poll_us_);
   while (!stop_.load()) {
     const bool ran = RunJobs();
-    if (ucp_worker_progress(worker_) || ran) continue;
+    if (ucp_worker_progress(worker_) || ran) {
+      if (busy_poll_us_ > 0) last_event = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (busy_poll_us_ > 0 && std::chrono::steady_clock::now() - last_event < spin) continue;
     // A job queued after RunJobs signalled the worker: arm sees the signal and says busy.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
     pollfd p{efd_, POLLIN, 0};

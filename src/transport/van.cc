@@ -20,7 +20,7 @@ std::unique_ptr<Van> MakeVan(const Config& config) {
     van = std::make_unique<InprocVan>(config.inproc->hub());
   } else if (config.van == "ucx") {
     van = std::make_unique<UcxVan>(static_cast<int64_t>(config.max_message_mb) << 20,
-                                   config.send_queue);
+                                   config.send_queue, config.ucx_busy_poll_us);
   } else {
     van = std::make_unique<ZmqVan>(static_cast<int64_t>(config.max_message_mb) << 20,
                                    config.send_queue);

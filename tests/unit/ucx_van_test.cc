@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <random>
+#include <thread>
 
 #include "integration/ucx_raw.h"
 
@@ -93,6 +95,27 @@ TEST(UcxVanTest, MessagesOfMixedSizesArriveInOrder) {
     ASSERT_TRUE(RecvSoon(&b, &got)) << "message " << i;
     ASSERT_EQ(got.meta.app_id(), i);
     ASSERT_EQ(got.data[0].size(), i % 3 == 0 ? size_t{9} << 20 : size_t{24});
+  }
+}
+
+// PS_UCX_BUSY_POLL_US: a progress thread that spins before it sleeps delivers the same
+// messages in the same order, and sleeps again when the traffic stops (Recv after a pause).
+TEST(UcxVanTest, ABusyPollingProgressThreadDeliversInOrderAndAfterAPause) {
+  UcxVan a(int64_t{4} << 30, 10000, /*busy_poll_us=*/200), b(int64_t{4} << 30, 10000, 200);
+  const int port = b.Bind("127.0.0.1", 0);
+  a.Connect(1, "127.0.0.1", port);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      Message m = Frames(1, {i % 5 == 0 ? size_t{3} << 20 : size_t{24}}, static_cast<uint64_t>(i));
+      m.meta.set_app_id(i);
+      ASSERT_TRUE(a.Send(m));
+    }
+    for (int i = 0; i < 20; ++i) {
+      Message got;
+      ASSERT_TRUE(RecvSoon(&b, &got)) << "round " << round << " message " << i;
+      ASSERT_EQ(got.meta.app_id(), i);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the spin: asleep
   }
 }
 
