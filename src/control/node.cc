@@ -171,6 +171,9 @@ void Node::Impl::Start() {
     van->WatchPeers([this](int id) {
       if (id == 0) scheduler_broken_ms_ = NowMs();
     });
+    // Whether the scheduler listens already: a connection that breaks before the node table
+    // came means "not up yet" (connect again) only while it was never seen listening.
+    scheduler_seen_ = cfg.inproc || TcpListening(scheduler_addr_, cfg.scheduler_port, 200);
     van->Connect(0, scheduler_addr_, cfg.scheduler_port);
   }
   running_ = true;
@@ -219,15 +222,34 @@ void Node::Impl::Start() {
       }
     }
     if (!scheduler) {
-      if (scheduler_broken_ms_ > 0) {
-        // Refused or broken before the table came: nodes started by hand (a Kubernetes job's
-        // pods) start in any order, so the scheduler may not listen yet, or it restarted.
-        // Connect again until the registration deadline, as ZeroMQ does by itself.
+      const int64_t broken = scheduler_broken_ms_;
+      bool again = false;
+      if (broken > 0 && !scheduler_seen_) {
+        lk.unlock();
+        const bool listening = TcpListening(scheduler_addr_, cfg.scheduler_port, 200);
+        lk.lock();
+        // Nodes started by hand (a Kubernetes job's pods) start in any order: a scheduler never
+        // seen listening is not up yet, so connect again until the registration deadline, as
+        // ZeroMQ does by itself (the UCX van gives up on a refused connection). One that
+        // listens now is up: connect again too, and from now on a break means it died.
+        scheduler_seen_ = listening;
+        again = true;
+      }
+      if (again) {
         scheduler_broken_ms_ = 0;
         reconnects_++;
         lk.unlock();
         van->Connect(0, scheduler_addr_, cfg.scheduler_port);
         lk.lock();
+      } else if (broken > 0 && NowMs() - broken > cfg.heartbeat_timeout_ms) {
+        // A connection that worked, then broke: the scheduler died.
+        lk.unlock();
+        Stop();
+        throw Error(ErrorCode::kSchedulerLost,
+                    std::string(RoleName(cfg.role)) + ": lost the scheduler at " +
+                        cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port) +
+                        " before its node table arrived: the connection broke " +
+                        std::to_string(NowMs() - broken) + " ms ago");
       }
       lk.unlock();
       SendControl(0, reg, /*quiet=*/true);

@@ -120,9 +120,10 @@ struct Node::Impl {
   bool DrainParked(size_t max, int64_t budget_us = INT64_MAX / 2);
 
   Config cfg;
-  std::string bind_host_;       // what the van binds (Start; addresses.h)
-  std::string scheduler_addr_;  // the scheduler's host, resolved
-  int reconnects_ = 0;          // to the scheduler before its node table came (Start)
+  std::string bind_host_;        // what the van binds (Start; addresses.h)
+  std::string scheduler_addr_;   // the scheduler's host, resolved
+  int reconnects_ = 0;           // to the scheduler before its node table came (Start)
+  bool scheduler_seen_ = false;  // seen listening since Start (a break then means it died)
   std::unique_ptr<Van> van;
   /// The filter chain: encodes what this node sends (as configured), decodes what it receives
   /// (whatever the sender applied). Never null after construction.
