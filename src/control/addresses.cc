@@ -90,7 +90,6 @@ NodeAddresses ChooseAddresses(const Config& cfg) {
                                            cfg.scheduler_host + "': the name does not resolve");
   }
   if (cfg.role == Role::kScheduler) {
-    a.advertise = cfg.scheduler_host;
     // A service name may resolve to an address this host does not hold (a cluster IP):
     // listening everywhere is then the only way to be reached through it.
     a.bind = cfg.kubernetes || !IsLocalAddress(a.scheduler) ? "0.0.0.0" : a.scheduler;

@@ -24,7 +24,8 @@ std::string RouteSource(const std::string& addr, int port);
 
 struct NodeAddresses {
   std::string bind;       // what the node's van binds
-  std::string advertise;  // what it tells the scheduler (the others connect there)
+  std::string advertise;  // what it tells the scheduler (the others connect there); "" on
+                          // the scheduler, which the others know by PS_SCHEDULER_HOST
   std::string scheduler;  // the scheduler's address, resolved
 };
 // From the configuration: the scheduler binds its host when that is a local address, every

@@ -1,6 +1,7 @@
 // Node::Impl, second half: what the scheduler decides about the job's membership and what
 // every node does with it — the node table, joins, dead nodes and rings, the task pool, the
-// consistency relay, barriers and Finalize, and giving up (Fatal). The runtime half is node.cc.
+// consistency relay, Finalize, and giving up (Fatal). The runtime half is node.cc, the entry
+// into the job node_start.cc, barriers node_barrier.cc.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -12,15 +13,6 @@
 #include "control/node_impl.h"
 
 namespace ps {
-namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 pb::Control Node::Impl::TableMessage() const {
   pb::Control c;
@@ -693,135 +685,6 @@ void Node::Impl::HeartbeatLoop() {
         lk.lock();
       }
     }
-  }
-}
-
-int64_t Node::Impl::BarrierReportMs() const {
-  return std::clamp<int64_t>(cfg.barrier_timeout_ms / 4, 100, 5000);
-}
-
-std::vector<std::pair<int, pb::Control>> Node::Impl::ReportOpenBarriers(int64_t now) {
-  std::vector<std::pair<int, pb::Control>> out;
-  const auto open = membership_->OpenBarriers();
-  std::map<std::pair<int, uint64_t>, int64_t> seen;
-  for (const auto& b : open) {
-    const auto key = std::make_pair(b.groups, b.seq);
-    auto it = barrier_open_ms_.find(key);
-    seen[key] = it == barrier_open_ms_.end() ? now : it->second;
-  }
-  barrier_open_ms_.swap(seen);  // barriers released since are forgotten
-  if (now < next_barrier_report_ms_) return out;
-  const int64_t every = BarrierReportMs();
-  next_barrier_report_ms_ = now + every;
-  for (const auto& b : open) {
-    const int64_t held = now - barrier_open_ms_[{b.groups, b.seq}];
-    if (held < every) continue;
-    // Finalize's barrier of every node is open from the servers' start: it is news only once a
-    // worker is in it (its job is over while another's is not).
-    const bool final = (b.groups & kAllGroups) == kAllGroups;
-    if (final && std::none_of(b.arrived.begin(), b.arrived.end(), [this](int id) {
-          const NodeInfo* n = membership_->Find(id);
-          return n && n->role == Role::kWorker;
-        })) {
-      continue;
-    }
-    std::string who;
-    for (size_t i = 0; i < b.awaited.size() && i < 8; ++i) {
-      who += (i ? ", " : "") + membership_->Describe(b.awaited[i]);
-    }
-    if (b.awaited.size() > 8) who += " and " + std::to_string(b.awaited.size() - 8) + " more";
-    char secs[32];
-    std::snprintf(secs, sizeof(secs), "%.1f", held / 1000.0);
-    const std::string text =
-        "barrier " + std::to_string(b.seq) + " of " + Membership::GroupNames(b.groups) + " held " +
-        secs + " s: waiting for " + who + " (" + std::to_string(b.arrived.size()) + " of " +
-        std::to_string(b.arrived.size() + b.awaited.size()) + " arrived)";
-    LOG_IF(WARNING, !final) << text;
-    LOG_IF(INFO, final) << text;
-    pb::Control c;
-    c.set_cmd(pb::Control::BARRIER_WAIT);
-    c.set_barrier_groups(b.groups);
-    c.set_barrier_seq(b.seq);
-    c.set_error(text);
-    for (int id : b.arrived) {
-      if (id == 0) {
-        barrier_wait_[b.groups] = {b.seq, text};
-      } else {
-        out.emplace_back(id, c);
-      }
-    }
-  }
-  return out;
-}
-
-void Node::Impl::Barrier(int groups, bool final) {
-  if (!InGroups(cfg.role, groups)) {
-    throw Error("Barrier: this node's role is not in the barrier groups");
-  }
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!ready_) throw Error(ErrorCode::kShutDown, "Barrier called before Start");
-    seq = ++barrier_sent_[groups];
-  }
-  if (cfg.role == Role::kScheduler) {
-    std::vector<int> release;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      release = membership_->EnterBarrier(0, groups, seq);
-    }
-    ReleaseBarrier(release, groups, seq);
-  } else {
-    pb::Control c;
-    c.set_cmd(pb::Control::BARRIER);
-    c.set_barrier_groups(groups);
-    c.set_barrier_seq(seq);
-    SendControl(0, c);
-  }
-  std::unique_lock<std::mutex> lk(mu_);
-  const auto limit = std::chrono::milliseconds(cfg.barrier_timeout_ms);
-  auto done = [&] { return barrier_done_[groups] >= seq || !fatal_.empty(); };
-  bool released = cv_.wait_for(lk, limit, done);
-  // The end of the job waits for the slowest worker, however long it trains: no time limit
-  // there. It cannot hang on a dead job: the scheduler declares silent nodes dead (which
-  // releases the barrier or aborts the job), and a node that loses the scheduler stops (fatal).
-  for (int64_t waited = cfg.barrier_timeout_ms; final && !released;
-       waited += cfg.barrier_timeout_ms) {
-    std::string who = "the other nodes to finish";
-    auto said = barrier_wait_.find(groups);
-    if (said != barrier_wait_.end() && said->second.first == seq) who = said->second.second;
-    if (cfg.role == Role::kScheduler) {
-      who.clear();
-      for (int id : membership_->Awaited(groups, seq)) {
-        for (const auto& n : nodes_) {
-          if (n.id != id) continue;
-          who += std::string(who.empty() ? "" : ", ") + RoleName(n.role) + " " +
-                 std::to_string(n.rank) + " (node " + std::to_string(id) + ")";
-        }
-      }
-    }
-    LOG(INFO) << "Finalize: waiting for " << who << " (" << waited / 1000 << " s so far)";
-    released = cv_.wait_for(lk, limit, done);
-  }
-  if (!fatal_.empty()) throw Error(fatal_code_, "barrier " + std::to_string(seq) + ": " + fatal_);
-  if (!released) {
-    // Who it waits for: the scheduler knows; the others have its last report, if any came.
-    std::string who;
-    if (cfg.role == Role::kScheduler) {
-      for (int id : membership_->Awaited(groups, seq)) {
-        who += (who.empty() ? "" : ", ") + membership_->Describe(id);
-      }
-      if (!who.empty()) who = "; waiting for " + who;
-    } else {
-      auto said = barrier_wait_.find(groups);
-      if (said != barrier_wait_.end() && said->second.first == seq) {
-        who = "; the scheduler said: " + said->second.second;
-      }
-    }
-    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " of " +
-                                         Membership::GroupNames(groups) + " not released within " +
-                                         std::to_string(cfg.barrier_timeout_ms) +
-                                         " ms (PS_BARRIER_TIMEOUT_MS)" + who);
   }
 }
 

@@ -292,6 +292,7 @@ struct Node::Impl {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  static int64_t NowMs() { return SteadyUs() / 1000; }
   // The thread handling a received message right now (replies run callbacks there).
   std::atomic<std::thread::id> dispatcher_{};
   // Sends a message as it is (the transport, connecting on first use).

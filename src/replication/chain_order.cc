@@ -488,8 +488,7 @@ void ChainReplicator::Buffer(const Message& msg) {
                  << (buffer_limit_ >> 20) << " MB; its pieces are asked for again";
     buffered_.clear();
     buffered_bytes_ = 0;
-    host_->Refetch(host_->Fetching());
-    PruneBuffered();
+    host_->Refetch(host_->Fetching());  // re-plans: the new fetches prune what is left
     return;
   }
   buffered_.push_back(BufferedCopy{msg, host_->FetchMark()});
