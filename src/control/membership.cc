@@ -113,8 +113,12 @@ std::string Membership::Missing() const {
          std::to_string(workers) + " of " + std::to_string(num_workers_) + " workers registered";
 }
 
-void Membership::Heartbeat(int id, int64_t now_ms) {
-  if (!dead_.count(id)) last_seen_[id] = now_ms;
+int64_t Membership::Heartbeat(int id, int64_t now_ms) {
+  if (dead_.count(id)) return 0;
+  auto it = last_seen_.find(id);
+  const int64_t silent = it == last_seen_.end() ? 0 : std::max<int64_t>(0, now_ms - it->second);
+  last_seen_[id] = now_ms;
+  return silent;
 }
 
 std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {

@@ -57,8 +57,10 @@ class Membership {
   /// Who is still missing, for the timeout message ("1 of 2 servers, 0 of 4 workers").
   std::string Missing() const;
 
-  /// Records a heartbeat (or any message) from id at now_ms.
-  void Heartbeat(int id, int64_t now_ms);
+  /// Records a heartbeat (or any message) from id at now_ms. Returns how long id had been
+  /// silent (0 for its first word, or a node already declared dead), so the caller can warn of
+  /// a node that came close to the timeout.
+  int64_t Heartbeat(int id, int64_t now_ms);
   /// Ids of nodes silent for longer than timeout_ms at now_ms (the scheduler excluded).
   std::vector<int> Silent(int64_t now_ms, int64_t timeout_ms) const;
 

@@ -268,7 +268,21 @@ void Node::Impl::HandleControl(const Message& msg) {
       SendControl(from, a, true);
       return;
     }
-    if (from > 0) membership_->Heartbeat(from, NowMs());
+    if (from > 0) {
+      const int64_t now = NowMs();
+      const int64_t silent = membership_->Heartbeat(from, now);
+      // A near miss: past half the timeout the node was close to being declared dead. Said
+      // (at most once a minute per node) so that an operator can raise the timeout before a
+      // slow but live node is lost; a loaded node's beats are late, not missing.
+      int64_t& warned = late_warned_ms_[from];
+      if (2 * silent > cfg.heartbeat_timeout_ms && (warned == 0 || now - warned >= 60000)) {
+        warned = now;
+        LOG(WARNING) << "node " << from << " was silent for " << silent
+                     << " ms, more than half of PS_HEARTBEAT_TIMEOUT_MS="
+                     << cfg.heartbeat_timeout_ms
+                     << " (it is slow or overloaded; raise the timeout if this recurs)";
+      }
+    }
     if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
       // The echo tells the node the scheduler still counts it in (its read lease).
       lk.unlock();

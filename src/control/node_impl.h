@@ -240,8 +240,9 @@ struct Node::Impl {
   // How long a barrier is open before it is reported, and between reports.
   int64_t BarrierReportMs() const;
   std::set<int> leaving_, left_;  // scheduler: servers leaving, and gone after the cut-over
-  std::string leave_error_;       // server: why the scheduler refused Leave
-  bool final_released_ = false;   // scheduler: the last barrier is released
+  std::map<int, int64_t> late_warned_ms_;  // scheduler: when a node's late beat was last logged
+  std::string leave_error_;                // server: why the scheduler refused Leave
+  bool final_released_ = false;            // scheduler: the last barrier is released
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;
   bool tasks_added_ = false;

@@ -69,7 +69,12 @@ SCENARIOS = {
     },
     "slow_server": {
         "servers": 2, "workers": 2,
-        "env": ["PS_REPLICAS=1"],
+        # The scenario is about memory and back-pressure, not failure detection (stop_server
+        # tests that). A server at a tenth of its speed on a busy 2-core machine sends beats
+        # late: with UCX the scheduler heard the slowed server after up to 490 ms of silence
+        # alone and 720 ms with a second such job running (ctest -j2 runs two tests at once),
+        # and a CI run lost it at the default 800 ms.
+        "env": ["PS_REPLICAS=1", "PS_HEARTBEAT_TIMEOUT_MS=3000"],
         "job": ["--scenario", "sum", "--universe", "20000", "--keys", "2000",
                 "--rounds", "100000000", "--window", "0", "--seconds", "60"],
     },

@@ -78,9 +78,12 @@ TEST(MembershipTest, SilentNodesAreReported) {
   std::string why;
   m.Register(Reg(Role::kServer, 10), &why);
   m.Register(Reg(Role::kWorker, 11), &why);
-  m.Heartbeat(1, 1000);
-  m.Heartbeat(2, 5000);
+  EXPECT_EQ(m.Heartbeat(1, 1000), 0);  // not heard from before
+  EXPECT_EQ(m.Heartbeat(2, 5000), 0);
   EXPECT_EQ(m.Silent(6000, 2000), (std::vector<int>{1}));
+  // How long a node had been silent when it spoke again: the scheduler's near-miss warning.
+  EXPECT_EQ(m.Heartbeat(1, 6500), 5500);
+  EXPECT_EQ(m.Heartbeat(1, 6600), 100);
 }
 
 }  // namespace
