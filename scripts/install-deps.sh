@@ -3,7 +3,7 @@
 # given as arguments are added (scripts/consistency-plots.sh asks for python3-matplotlib).
 set -euo pipefail
 PACKAGES=(cmake g++ make pkg-config python3 ccache
-  libzmq3-dev cppzmq-dev libucx-dev libprotobuf-dev protobuf-compiler libsnappy-dev libeigen3-dev
+  libzmq3-dev cppzmq-dev libucx-dev libmicrohttpd-dev libprotobuf-dev protobuf-compiler libsnappy-dev libeigen3-dev
   libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev libbenchmark-dev "$@")
 missing=()
 for p in "${PACKAGES[@]}"; do

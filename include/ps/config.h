@@ -45,6 +45,11 @@ struct Config {
   /// Heartbeat period and the silence after which the scheduler marks a node dead (ms).
   int heartbeat_interval_ms = 200;
   int heartbeat_timeout_ms = 800;
+  /// Scheduler: serve job-wide metrics over HTTP on this port (PS_METRICS_PORT; 0 = off) and
+  /// address (PS_METRICS_HOST, loopback by default): Prometheus text at /metrics, JSON at
+  /// /stats. Nodes then send their counters with a heartbeat about once a second.
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
   /// How long the scheduler waits for the expected nodes, and nodes for the node table (ms).
   int register_timeout_ms = 60000;
   /// How long Wait() waits for a request before throwing ps::Error (ms).

@@ -64,21 +64,22 @@ std::vector<int> Node::dead_nodes() const {
 uint64_t Node::ring_epoch() const { return impl_->ring_epoch(); }
 const Config& Node::config() const { return impl_->cfg; }
 
-NodeStats Node::stats() const {
+NodeStats Node::stats() const { return impl_->Stats(); }
+
+NodeStats Node::Impl::Stats() const {
   NodeStats s;
-  if (!impl_->van) return s;
-  const auto& c = impl_->van->counters();
+  if (!van) return s;
+  const auto& c = van->counters();
   s.messages_sent = c.messages_sent;
   s.messages_received = c.messages_received;
   s.bytes_sent = c.bytes_sent;
   s.bytes_received = c.bytes_received;
-  s.malformed_dropped =
-      c.malformed_dropped + impl_->filter_rejected_.load() + impl_->alloc_dropped_.load();
+  s.malformed_dropped = c.malformed_dropped + filter_rejected_.load() + alloc_dropped_.load();
   s.send_queue_full = c.send_queue_full;
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
-  s.lease_dropped = impl_->lease_dropped_.load();
+  s.lease_dropped = lease_dropped_.load();
   return s;
 }
 
@@ -283,6 +284,9 @@ void Node::Impl::HandleControl(const Message& msg) {
                      << " (it is slow or overloaded; raise the timeout if this recurs)";
       }
     }
+    if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.metrics_size() > 0) {
+      StoreMetrics(from, c);
+    }
     if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
       // The echo tells the node the scheduler still counts it in (its read lease).
       lk.unlock();
@@ -409,6 +413,12 @@ void Node::Impl::HandleControl(const Message& msg) {
       SendTaskAnswers(answers);
     }
     return;
+  }
+  if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.want_metrics()) {
+    // On the receive thread, not the heartbeat thread: collecting takes the customers' locks
+    // (a server's core lock, which a range copy holds for a while), and beats must not wait.
+    want_metrics_.store(true);
+    SendMetrics(false);
   }
   if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
     // The scheduler heard a heartbeat sent at beat_us: after a stall, the lease holds again.
@@ -617,6 +627,7 @@ void Node::Impl::Stop() {
     std::lock_guard<std::mutex> g(token_mu_);
     token_cv_.notify_all();
   }
+  metrics_http_.reset();  // waits for a page being served
   if (van) van->Interrupt();
   if (recv_thread_.joinable()) recv_thread_.join();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();

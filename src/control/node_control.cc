@@ -653,6 +653,7 @@ void Node::Impl::HeartbeatLoop() {
       // The scheduler beats too, so that every node can tell when it is gone.
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
+      c.set_want_metrics(metrics_http_ != nullptr);
       for (int id : live) SendControl(id, c, true);
       for (auto& r : barrier_reports) SendControl(r.first, r.second, true);
       SendTaskAnswers(task_answers);
@@ -694,7 +695,14 @@ void Node::Impl::Finalize() {
     if (finalized_) return;
     finalized_ = true;
   }
+  // The last counters go ahead of the final barrier on the same path, so the scheduler holds
+  // every node's final metrics once the barrier is released.
+  SendMetrics(/*force=*/true);
   Barrier(kAllGroups, /*final=*/true);
+  if (metrics_http_) {
+    std::lock_guard<std::mutex> lk(mu_);
+    LOG(INFO) << "job metrics: " << metrics_table_.Json(JobMetrics(), NowMs());
+  }
   Stop();
   if (filters->enabled()) {
     uint64_t raw = 0, wire = 0;

@@ -17,6 +17,8 @@
 
 #include "control/copy_tracker.h"
 #include "control/membership.h"
+#include "control/metrics.h"
+#include "control/metrics_http.h"
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
 #include "ps/node.h"
@@ -44,6 +46,9 @@ class Customer {
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }
+  /// Adds this customer's counters to the node's metrics (heartbeat thread, about once a
+  /// second while the scheduler serves metrics).
+  virtual void Metrics(MetricSet* /*out*/) {}
 };
 
 struct Node::Impl {
@@ -132,6 +137,20 @@ struct Node::Impl {
  private:
   void RecvLoop();
   void HeartbeatLoop();
+  // Job-wide metrics (node_metrics.cc). Nodes: collect this node's counters and send them to
+  // the scheduler when it asked for them and a second has passed (or `force`, at Finalize).
+  NodeStats Stats() const;
+  void CollectMetrics(MetricSet* out);
+  void SendMetrics(bool force);
+  std::atomic<bool> want_metrics_{false};
+  std::atomic<int64_t> metrics_sent_ms_{0};
+  // Scheduler: the nodes' last metrics and the HTTP endpoint that serves them.
+  void StartMetricsServer();
+  void StoreMetrics(int from, const pb::Control& c);  // mu_ held
+  MetricSet JobMetrics();                             // mu_ held
+  bool MetricsPage(const std::string& path, std::string* body, std::string* type);
+  MetricsTable metrics_table_;
+  std::unique_ptr<MetricsHttp> metrics_http_;
   void HandleControl(const Message& msg);
   // Scheduler: sends the node table to every node once registration completes.
   void BroadcastTable();

@@ -63,6 +63,9 @@ void Node::Impl::Start() {
     membership_ =
         std::make_unique<Membership>(cfg.num_servers, cfg.num_workers, cfg.scheduler_host, port_);
     if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
+  }
+  if (scheduler) {
+    StartMetricsServer();
   } else {
     // The scheduler's process dying closes our connection to it: noted here, acted on while
     // registering (below) and then by the heartbeat thread after a grace period (the last

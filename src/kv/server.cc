@@ -70,6 +70,7 @@ struct KVServerBase::Impl : public Customer {
     if (timer.joinable()) timer.join();
   }
 
+  void Metrics(MetricSet* out) override;
   void Process(Message& msg) override {
     // A node that cannot go on (fenced, the scheduler lost, data lost) serves nothing more,
     // whether or not its program chose to exit (PS_ON_SCHEDULER_LOSS=throw keeps it alive).
@@ -103,6 +104,49 @@ KVServerBase::KVServerBase(Node* node, int app_id, DataType dtype, std::shared_p
 }
 
 KVServerBase::~KVServerBase() { impl_->rt->RemoveCustomer(impl_->app); }
+
+namespace {
+
+// A distribution kept as value -> count, as a histogram with bounds 0, 1, 2, 4 ... 64.
+void StepHistogram(MetricSet* out, const std::string& name, const std::map<int64_t, uint64_t>& d,
+                   const MetricSet::Labels& labels) {
+  const std::vector<double> bounds = {0, 1, 2, 4, 8, 16, 32, 64};
+  std::vector<uint64_t> counts(bounds.size() + 1, 0);
+  double sum = 0;
+  for (const auto& e : d) {
+    size_t i = 0;
+    while (i < bounds.size() && static_cast<double>(e.first) > bounds[i]) ++i;
+    counts[i] += e.second;
+    sum += static_cast<double>(e.first) * static_cast<double>(e.second);
+  }
+  out->Histogram(name, bounds, counts, sum, labels);
+}
+
+}  // namespace
+
+void KVServerBase::Impl::Metrics(MetricSet* out) {
+  const MetricSet::Labels a = {{"app", std::to_string(app)}};
+  out->Gauge("ps_server_keys", static_cast<double>(core.NumKeys()), a);
+  out->Gauge("ps_server_mastered_keys", static_cast<double>(core.NumMastered()), a);
+  out->Gauge("ps_server_store_bytes", static_cast<double>(core.StoreBytes()), a);
+  out->Gauge("ps_server_pending_ranges", static_cast<double>(core.PendingRanges()), a);
+  out->Counter("ps_server_rejected_total", static_cast<double>(core.rejected()), a);
+  out->Counter("ps_server_duplicate_pushes_total", static_cast<double>(core.duplicates()), a);
+  const auto b = core.Stats();
+  out->Gauge("ps_server_clock", static_cast<double>(b.clock), a);
+  out->Counter("ps_server_pulls_total", static_cast<double>(b.reads), a);
+  out->Counter("ps_server_pulls_deferred_total", static_cast<double>(b.deferred), a);
+  out->Gauge("ps_server_pulls_held", static_cast<double>(b.held), a);
+  StepHistogram(out, "ps_server_push_staleness", b.staleness, a);
+  StepHistogram(out, "ps_server_read_lag", b.read_lag, a);
+  const auto c = core.copy_stats();
+  out->Counter("ps_server_copies_total", static_cast<double>(c.copies), a);
+  out->Counter("ps_server_copy_bytes_total", static_cast<double>(c.bytes), a);
+  const auto o = core.order_stats();
+  out->Counter("ps_server_copies_held_total", static_cast<double>(o.held), a);
+  out->Counter("ps_server_ranges_refetched_total", static_cast<double>(o.refetched), a);
+  out->Gauge("ps_server_refill_buffered_bytes", static_cast<double>(o.buffered_bytes), a);
+}
 
 KVServerBase::BarrierStats KVServerBase::barrier_stats() const { return impl_->core.Stats(); }
 size_t KVServerBase::NumKeys() const { return impl_->core.NumKeys(); }

@@ -314,6 +314,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     }
   }
   if (!p) p = std::make_unique<Pending>();
+  p->issued = std::chrono::steady_clock::now();
   std::vector<Message> msgs = Plan(p.get(), req, ring.get(), step_now, read_now);
   const size_t nparts = msgs.size();
   p->replies.resize(nparts);
@@ -522,6 +523,13 @@ void KVWorkerBase::Impl::Process(Message& msg) {
 void KVWorkerBase::Impl::Finish(Pending* p) {
   if (p->error.empty() && p->req.pull) Assemble(p);
   const int64_t ts = p->ts;
+  if (p->error.empty()) {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                        std::chrono::steady_clock::now() - p->issued)
+                        .count();
+    (p->req.pull ? pull_latency : push_latency)
+        .Add(static_cast<uint64_t>(std::max<int64_t>(0, us)));
+  }
   delay.Completed(ts);
   if (p->req.push) {
     auto op = open_pushes.find(p->step);

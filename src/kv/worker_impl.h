@@ -53,6 +53,7 @@ struct KVWorkerBase::Impl : public Customer {
     std::vector<Message> sent;  // every part as sent, for resending
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     std::vector<uint8_t> tries;  // resends of each part since it was planned (for back-off)
+    std::chrono::steady_clock::time_point issued;  // for the latency histograms
     bool streams() const {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;
@@ -199,6 +200,9 @@ struct KVWorkerBase::Impl : public Customer {
   BoundedDelay delay;
   uint64_t barrier_wait_us = 0;
   double delay_wait_s = 0;
+  // Requests finished and their round trips (issue to last reply), push and pull (under mu).
+  LatencyHistogram push_latency, pull_latency;
+  void Metrics(MetricSet* out) override;
   std::chrono::steady_clock::time_point created;
   // Filters chosen by SetFilters (under mu): compress and quantize as Meta carries them.
   int compress = 0, quantize = 0;

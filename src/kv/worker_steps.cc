@@ -77,6 +77,24 @@ int KVWorkerBase::max_delay() const {
   return impl_->tau;
 }
 
+void KVWorkerBase::Impl::Metrics(MetricSet* out) {
+  std::lock_guard<std::mutex> lk(mu);
+  const MetricSet::Labels a = {{"app", std::to_string(app)}};
+  out->Gauge("ps_worker_step", static_cast<double>(step), a);
+  out->Gauge("ps_worker_read_clock", static_cast<double>(read_clock), a);
+  // How stale the last pull was: 0 under BSP, at most s under SSP(s).
+  if (read_clock >= 0) out->Gauge("ps_worker_read_lag", static_cast<double>(step - read_clock), a);
+  out->Counter("ps_worker_barrier_wait_seconds_total", barrier_wait_us * 1e-6, a);
+  out->Counter("ps_worker_delay_wait_seconds_total", delay_wait_s, a);
+  out->Counter("ps_worker_resends_total", static_cast<double>(resends.load()), a);
+  out->Gauge("ps_worker_requests_open", static_cast<double>(pending.size()), a);
+  for (const auto* h : {&push_latency, &pull_latency}) {
+    MetricSet::Labels l = a;
+    l.emplace_back("op", h == &push_latency ? "push" : "pull");
+    out->Histogram("ps_worker_request_seconds", h->bounds(), h->counts(), h->sum_seconds(), l);
+  }
+}
+
 KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   BarrierStats b;

@@ -137,6 +137,9 @@ def job_env(args):
     env["PS_ON_SCHEDULER_LOSS"] = "exit"
     if args.vnodes:
         env["PS_VNODES"] = str(args.vnodes)
+    if getattr(args, "metrics_port", None):
+        env["PS_METRICS_PORT"] = str(args.metrics_port)
+        env.setdefault("PS_METRICS_HOST", getattr(args, "host", "127.0.0.1"))
     for e in args.env:
         k, v = e.split("=", 1)
         env[k] = v

@@ -11,6 +11,7 @@ import time
 from collections import deque
 
 from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log, signal_group
+from .metrics import Summary, free_port
 
 
 TAIL_LINES = 5
@@ -121,6 +122,11 @@ class Job:
             for i in range(a.num_workers):
                 self.spawn("worker", i, extra)
             return self.watch(time.time())
+        if a.summary and not a.metrics_port:
+            a.metrics_port = free_port(a.host)
+        if a.metrics_port:
+            log("job metrics at http://%s:%d/metrics and /stats" % (a.host, a.metrics_port))
+        summary = Summary(a.host, a.metrics_port, a.summary) if a.summary else None
         tmp = tempfile.mkdtemp(prefix="ps-launch-")
         port_file = os.path.join(tmp, "scheduler.port")
         start = time.time()
@@ -150,7 +156,13 @@ class Job:
             self.spawn("server", i, extra)
         for i in range(a.num_workers):
             self.spawn("worker", i, extra)
-        return self.watch(start)
+        if summary:
+            summary.start()
+        try:
+            return self.watch(start)
+        finally:
+            if summary:
+                summary.stop()
 
     def watch(self, start):
         a = self.args

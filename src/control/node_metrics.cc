@@ -1,0 +1,107 @@
+// Job-wide metrics: what a node sends with its heartbeats, and what the scheduler serves.
+#include <glog/logging.h>
+
+#include "control/node_impl.h"
+
+namespace ps {
+
+namespace {
+constexpr int64_t kMetricsEveryMs = 1000;
+}
+
+void Node::Impl::CollectMetrics(MetricSet* out) {
+  const NodeStats s = Stats();
+  out->Counter("ps_messages_sent_total", static_cast<double>(s.messages_sent));
+  out->Counter("ps_messages_received_total", static_cast<double>(s.messages_received));
+  out->Counter("ps_bytes_sent_total", static_cast<double>(s.bytes_sent));
+  out->Counter("ps_bytes_received_total", static_cast<double>(s.bytes_received));
+  out->Counter("ps_malformed_dropped_total", static_cast<double>(s.malformed_dropped));
+  out->Counter("ps_send_queue_full_total", static_cast<double>(s.send_queue_full));
+  out->Counter("ps_lease_dropped_total", static_cast<double>(s.lease_dropped));
+  out->Gauge("ps_ring_epoch", static_cast<double>(ring_epoch()));
+  // Data traffic by peer and by frame kind and codec (what the filters saved).
+  for (const auto& p : filters->sent_to()) {
+    out->Counter("ps_peer_wire_bytes_sent_total", static_cast<double>(p.second.wire),
+                 {{"peer", std::to_string(p.first)}});
+  }
+  for (const auto& p : filters->received_from()) {
+    out->Counter("ps_peer_wire_bytes_received_total", static_cast<double>(p.second.wire),
+                 {{"peer", std::to_string(p.first)}});
+  }
+  for (const auto& c : filters->sent_by_codec()) {
+    out->Counter("ps_filter_raw_bytes_sent_total", static_cast<double>(c.second.raw),
+                 {{"codec", c.first}});
+    out->Counter("ps_filter_wire_bytes_sent_total", static_cast<double>(c.second.wire),
+                 {{"codec", c.first}});
+  }
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& c : customers_) c.second->Metrics(out);
+}
+
+void Node::Impl::SendMetrics(bool force) {
+  if (cfg.role == Role::kScheduler || !want_metrics_.load()) return;
+  const int64_t now = NowMs();
+  if (!force && now - metrics_sent_ms_ < kMetricsEveryMs) return;
+  metrics_sent_ms_ = now;
+  MetricSet set;
+  CollectMetrics(&set);
+  pb::Control c;
+  c.set_cmd(pb::Control::HEARTBEAT);
+  set.ToProto(c.mutable_metrics());
+  SendControl(0, c, true);
+}
+
+void Node::Impl::StoreMetrics(int from, const pb::Control& c) {
+  MetricsTable::NodeKey key{from, "unknown", -1};
+  for (const auto& n : nodes_) {
+    if (n.id == from) key = {from, RoleName(n.role), n.rank};
+  }
+  const int dropped = metrics_table_.Update(key, c.metrics(), NowMs());
+  LOG_IF(WARNING, dropped > 0) << "node " << from << " sent " << dropped
+                               << " metric samples that are not valid Prometheus: dropped";
+}
+
+MetricSet Node::Impl::JobMetrics() {
+  MetricSet job;
+  std::map<std::string, int> by_role = {{"server", 0}, {"worker", 0}};
+  for (const auto& n : nodes_) {
+    if (n.id != 0 && !membership_->IsDead(n.id) && !left_.count(n.id)) by_role[RoleName(n.role)]++;
+  }
+  for (const auto& r : by_role) job.Gauge("ps_job_nodes", r.second, {{"role", r.first}});
+  job.Gauge("ps_job_dead_nodes", static_cast<double>(dead_.size()));
+  job.Gauge("ps_job_ring_epoch", static_cast<double>(ring_ ? ring_->epoch() : 0));
+  job.Gauge("ps_job_open_barriers", static_cast<double>(membership_->OpenBarriers().size()));
+  job.Gauge("ps_job_tasks_done", static_cast<double>(tasks_.done()));
+  job.Gauge("ps_job_tasks_outstanding", static_cast<double>(tasks_.outstanding()));
+  job.Gauge("ps_job_tasks_pending", static_cast<double>(tasks_.pending()));
+  job.Counter("ps_job_metrics_invalid_total", static_cast<double>(metrics_table_.invalid()));
+  return job;
+}
+
+bool Node::Impl::MetricsPage(const std::string& path, std::string* body, std::string* type) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (path == "/metrics") {
+    *body = metrics_table_.Prometheus(JobMetrics());
+    *type = "text/plain; version=0.0.4; charset=utf-8";
+    return true;
+  }
+  if (path == "/stats") {
+    *body = metrics_table_.Json(JobMetrics(), NowMs());
+    *type = "application/json";
+    return true;
+  }
+  return false;
+}
+
+void Node::Impl::StartMetricsServer() {
+  if (cfg.role != Role::kScheduler || cfg.metrics_port == 0) return;
+  metrics_http_ = std::make_unique<MetricsHttp>(
+      cfg.metrics_host, cfg.metrics_port,
+      [this](const std::string& path, std::string* body, std::string* type) {
+        return MetricsPage(path, body, type);
+      });
+  LOG(INFO) << "job metrics at http://" << cfg.metrics_host << ":" << cfg.metrics_port
+            << "/metrics (Prometheus) and /stats (JSON)";
+}
+
+}  // namespace ps
