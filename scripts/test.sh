@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 # munge; rsync for --sync-dst-dir and iproute2 for the simulated hosts.
 # dpkg-dev: dpkg-shlibdeps for the Debian packages (consumer.deb_packages).
 ./scripts/install-deps.sh openssh-server openssh-client rsync openmpi-bin mpich slurm-wlm dpkg-dev \
-  munge iproute2 python3-prometheus-client
+  munge iproute2 python3-prometheus-client chromium
 ./scripts/build.sh
 cd "${BUILD_DIR:-build}"
 ctest -j2 --output-on-failure --timeout 900

@@ -169,7 +169,20 @@ int MetricsTable::Update(const NodeKey& key,
     e.samples.push_back(m);
   }
   invalid_ += dropped;
+  // The histogram's _count is the number of requests finished.
+  e.history.push_back(
+      {now_ms, SumOf(e.samples, "ps_bytes_sent_total"), SumOf(e.samples, "ps_bytes_received_total"),
+       SumOf(e.samples, "ps_server_pulls_total"), SumOf(e.samples, "ps_worker_request_seconds")});
+  if (e.history.size() > kHistory) e.history.pop_front();
   return dropped;
+}
+
+double MetricsTable::SumOf(const std::vector<pb::Metric>& samples, const std::string& name) {
+  double s = 0;
+  for (const auto& m : samples) {
+    if (m.name() == name && (m.suffix().empty() || m.suffix() == "_count")) s += m.value();
+  }
+  return s;
 }
 
 std::string MetricsTable::Prometheus(const MetricSet& job) const {
@@ -203,7 +216,8 @@ std::string MetricsTable::Prometheus(const MetricSet& job) const {
   return os.str();
 }
 
-std::string MetricsTable::Json(const MetricSet& job, int64_t now_ms) const {
+std::string MetricsTable::Json(const MetricSet& job, int64_t now_ms, const std::set<int>& dead,
+                               const std::deque<std::pair<int64_t, std::string>>& events) const {
   auto object = [](const std::vector<pb::Metric>& samples) {
     std::string s = "{";
     for (size_t i = 0; i < samples.size(); ++i) {
@@ -220,7 +234,21 @@ std::string MetricsTable::Json(const MetricSet& job, int64_t now_ms) const {
     out += "{\"id\":" + std::to_string(n.first) + ",\"role\":\"" + EscapeJson(n.second.key.role) +
            "\",\"rank\":" + std::to_string(n.second.key.rank) +
            ",\"age_ms\":" + std::to_string(now_ms - n.second.at_ms) +
-           ",\"metrics\":" + object(n.second.samples) + "}";
+           ",\"dead\":" + (dead.count(n.first) ? "true" : "false") +
+           ",\"metrics\":" + object(n.second.samples) + ",\"history\":[";
+    for (size_t i = 0; i < n.second.history.size(); ++i) {
+      const Point& p = n.second.history[i];
+      out += std::string(i ? "," : "") + "[" + std::to_string(now_ms - p.at_ms) + "," +
+             Number(p.sent) + "," + Number(p.received) + "," + Number(p.pulls) + "," +
+             Number(p.requests) + "]";
+    }
+    out += "]}";
+  }
+  out += "],\"events\":[";
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i) out += ",";
+    out += "{\"ms\":" + std::to_string(events[i].first) + ",\"what\":\"" +
+           EscapeJson(events[i].second) + "\"}";
   }
   return out + "]}";
 }

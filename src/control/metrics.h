@@ -6,7 +6,9 @@
 #define PS_CONTROL_METRICS_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,9 +70,13 @@ class MetricsTable {
   /// Prometheus text format 0.0.4, every sample labelled with node, role and rank; `job` is
   /// the scheduler's own set (no node labels).
   std::string Prometheus(const MetricSet& job) const;
-  /// {"job": {...}, "nodes": [{"id":..,"role":..,"rank":..,"age_ms":..,"metrics":{..}}]}:
-  /// a sample's key is its name with its labels, as in Prometheus text.
-  std::string Json(const MetricSet& job, int64_t now_ms) const;
+  /// {"job": {...}, "nodes": [{"id":..,"role":..,"rank":..,"age_ms":..,"dead":..,
+  /// "metrics":{..},"history":[[ms ago, sent, received, pulls, requests], ...]}],
+  /// "events": [{"ms":..,"what":..}]}: a sample's key is its name with its labels, as in
+  /// Prometheus text; history holds the node's last sets, oldest first; events are (ms since
+  /// the job began, text).
+  std::string Json(const MetricSet& job, int64_t now_ms, const std::set<int>& dead = {},
+                   const std::deque<std::pair<int64_t, std::string>>& events = {}) const;
   /// Sum over nodes of one role of a sample without labels (0 if none has it).
   double Sum(const std::string& role, const std::string& name) const;
   /// Smallest and largest value of a sample over the nodes of a role (false if none has it).
@@ -78,11 +84,20 @@ class MetricsTable {
   uint64_t invalid() const { return invalid_; }
 
  private:
+  // A node's traffic over its last kHistory sets, for the live page's chart: when the set
+  // came, and its bytes sent and received, server pulls and worker requests finished.
+  static constexpr size_t kHistory = 120;
+  struct Point {
+    int64_t at_ms;
+    double sent, received, pulls, requests;
+  };
   struct Entry {
     NodeKey key;
     int64_t at_ms = 0;
     std::vector<pb::Metric> samples;
+    std::deque<Point> history;
   };
+  static double SumOf(const std::vector<pb::Metric>& samples, const std::string& name);
   std::map<int, Entry> nodes_;
   uint64_t invalid_ = 0;
 };

@@ -21,7 +21,7 @@ struct MetricsHttpAccess {
       body = "only GET\n";
     } else if (!self->page_(url, &body, &type)) {
       status = MHD_HTTP_NOT_FOUND;
-      body = "not found: /metrics (Prometheus text) and /stats (JSON) are served\n";
+      body = "not found: / (live page), /metrics (Prometheus text) and /stats (JSON) are served\n";
       type = "text/plain; charset=utf-8";
     } else {
       self->served_++;

@@ -50,6 +50,8 @@ void Node::Impl::BroadcastTable() {
 void Node::Impl::Joined(const NodeInfo& n) {
   LOG(INFO) << RoleName(n.role) << " " << n.rank << " (node " << n.id << ", " << n.host << ":"
             << n.port << ") joined the running job";
+  JobEvent(std::string(RoleName(n.role)) + " " + std::to_string(n.rank) + " (node " +
+           std::to_string(n.id) + ") joined the running job");
   pb::Control t = TableMessage();
   t.set_your_id(n.id);
   SendControl(n.id, t);
@@ -120,6 +122,8 @@ void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
   if (next_ring_) {
     LOG(WARNING) << "preparing ring epoch " << epoch << " with " << servers.size()
                  << " servers: the servers copy the ranges they will hold before the cut-over";
+    JobEvent("preparing ring epoch " + std::to_string(epoch) + " with " +
+             std::to_string(servers.size()) + " servers");
   }
   tell->clear();
   for (const auto& m : nodes_) {
@@ -174,6 +178,8 @@ std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
     LOG(WARNING) << "cut-over to ring epoch " << next_ring_->epoch() << " with "
                  << next_ring_->servers().size() << " servers: the pre-copy took "
                  << NowMs() - prepare_started_ms_ << " ms";
+    JobEvent("ring epoch " + std::to_string(next_ring_->epoch()) + ": " +
+             std::to_string(next_ring_->servers().size()) + " servers (cut-over)");
     auto cut = next_ring_;
     next_ring_ = nullptr;
     SetRing(cut);
@@ -185,6 +191,9 @@ std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
     LOG(WARNING) << "refill done: every key range has its copies again under ring epoch "
                  << ring_->epoch() << " (" << NowMs() - degraded_since_ms_ << " ms after the "
                  << "first of " << failures_since_full_ << " failure(s))";
+    JobEvent("refill done: every key range has its copies again under ring epoch " +
+             std::to_string(ring_->epoch()) + " (" + std::to_string(NowMs() - degraded_since_ms_) +
+             " ms)");
     failures_since_full_ = 0;
   }
   return nullptr;
@@ -211,6 +220,7 @@ void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
       for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
       dead_.push_back(s);
       LOG(WARNING) << "server node " << s << " left the job";
+      JobEvent("server node " + std::to_string(s) + " left the job");
     }
     for (int s : left_) leaving_.erase(s);
   }
@@ -380,8 +390,10 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       }
     }
     LOG(WARNING) << "node " << id << " declared dead: " << how;
+    JobEvent("node " + std::to_string(id) + " declared dead: " + how);
     if (!abort.empty()) {
       LOG(ERROR) << abort;
+      JobEvent("job aborted: " + abort);
       pb::Control a;
       a.set_cmd(pb::Control::ABORT);
       a.set_error(abort);
@@ -396,6 +408,8 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     if (fresh) {
       LOG(WARNING) << "ring epoch " << fresh->epoch() << ": " << fresh->servers().size()
                    << " servers";
+      JobEvent("ring epoch " + std::to_string(fresh->epoch()) + ": " +
+               std::to_string(fresh->servers().size()) + " servers");
       FillRing(*fresh, c.mutable_ring());
     }
     for (int to : tell) SendControl(to, c, true);

@@ -150,6 +150,11 @@ struct Node::Impl {
   MetricSet JobMetrics();                             // mu_ held
   bool MetricsPage(const std::string& path, std::string* body, std::string* type);
   MetricsTable metrics_table_;
+  // Scheduler: membership and ring changes as they happen, for the live page (bounded).
+  void JobEvent(const std::string& what);
+  std::mutex events_mu_;
+  std::deque<std::pair<int64_t, std::string>> events_;
+  const int64_t started_ms_ = NowMs();
   std::unique_ptr<MetricsHttp> metrics_http_;
   void HandleControl(const Message& msg);
   // Scheduler: sends the node table to every node once registration completes.

@@ -1,6 +1,7 @@
 // Job-wide metrics: what a node sends with its heartbeats, and what the scheduler serves.
 #include <glog/logging.h>
 
+#include "control/metrics_page.h"
 #include "control/node_impl.h"
 
 namespace ps {
@@ -69,6 +70,7 @@ MetricSet Node::Impl::JobMetrics() {
   }
   for (const auto& r : by_role) job.Gauge("ps_job_nodes", r.second, {{"role", r.first}});
   job.Gauge("ps_job_dead_nodes", static_cast<double>(dead_.size()));
+  job.Gauge("ps_job_uptime_seconds", static_cast<double>(NowMs() - started_ms_) / 1000.0);
   job.Gauge("ps_job_ring_epoch", static_cast<double>(ring_ ? ring_->epoch() : 0));
   job.Gauge("ps_job_open_barriers", static_cast<double>(membership_->OpenBarriers().size()));
   job.Gauge("ps_job_tasks_done", static_cast<double>(tasks_.done()));
@@ -78,6 +80,13 @@ MetricSet Node::Impl::JobMetrics() {
   return job;
 }
 
+void Node::Impl::JobEvent(const std::string& what) {
+  if (cfg.role != Role::kScheduler) return;
+  std::lock_guard<std::mutex> lk(events_mu_);
+  events_.emplace_back(NowMs() - started_ms_, what);
+  if (events_.size() > 256) events_.pop_front();
+}
+
 bool Node::Impl::MetricsPage(const std::string& path, std::string* body, std::string* type) {
   std::lock_guard<std::mutex> lk(mu_);
   if (path == "/metrics") {
@@ -85,8 +94,15 @@ bool Node::Impl::MetricsPage(const std::string& path, std::string* body, std::st
     *type = "text/plain; version=0.0.4; charset=utf-8";
     return true;
   }
+  if (path == "/" || path == "/index.html") {
+    *body = LivePageHtml();
+    *type = "text/html; charset=utf-8";
+    return true;
+  }
   if (path == "/stats") {
-    *body = metrics_table_.Json(JobMetrics(), NowMs());
+    std::lock_guard<std::mutex> ek(events_mu_);
+    *body = metrics_table_.Json(JobMetrics(), NowMs(), std::set<int>(dead_.begin(), dead_.end()),
+                                events_);
     *type = "application/json";
     return true;
   }

@@ -37,10 +37,14 @@ TEST(MetricsTest, PrometheusTextGroupsEachFamilyAndLabelsEveryNode) {
   a2.Counter("ps_bytes_sent_total", 12);
   t.Update({1, "server", 0}, Samples(a2), 200);
   EXPECT_EQ(t.Sum("server", "ps_bytes_sent_total"), 12);
-  EXPECT_EQ(t.Json(MetricSet(), 250),
-            "{\"job\":{},\"nodes\":[{\"id\":1,\"role\":\"server\",\"rank\":0,\"age_ms\":50,"
-            "\"metrics\":{\"ps_bytes_sent_total\":12}},{\"id\":2,\"role\":\"worker\",\"rank\":0,"
-            "\"age_ms\":150,\"metrics\":{\"ps_bytes_sent_total\":7}}]}");
+  EXPECT_EQ(
+      t.Json(MetricSet(), 250, {2}, {{40, "node 2 declared dead: \"x\""}}),
+      "{\"job\":{},\"nodes\":[{\"id\":1,\"role\":\"server\",\"rank\":0,\"age_ms\":50,"
+      "\"dead\":false,\"metrics\":{\"ps_bytes_sent_total\":12},\"history\":[[150,10,0,0,0],[50,12,"
+      "0,0,0]]},{\"id\":2,\"role\":"
+      "\"worker\",\"rank\":0,\"age_ms\":150,\"dead\":true,\"metrics\":{\"ps_bytes_sent_total\":"
+      "7},\"history\":[[150,7,0,0,0]]}],\"events\":[{\"ms\":40,\"what\":\"node 2 declared dead: "
+      "\\\"x\\\"\"}]}");
 }
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithInfEqualToTheCount) {
