@@ -133,7 +133,7 @@ function render(s) {
   let st = '<div><small>slowest to fastest: ' + spread + " steps</small></div><svg width='520' height='" +
            (ws.length * 22 + 4) + "'>";
   ws.forEach((n, i) => {
-    const w = steps[i] / hi * 380, lag = max(n.metrics, "ps_worker_read_lag");
+    const w = steps[i] / hi * 280, lag = max(n.metrics, "ps_worker_read_lag");
     st += '<text x="0" y="' + (i * 22 + 15) + '" font-size="12">' + esc(name(n)) + "</text>" +
           '<rect class="step-bar" x="130" y="' + (i * 22 + 3) + '" height="16" width="' + w.toFixed(1) +
           '" fill="' + (n.dead ? "#ccc" : color(n.id)) + '"/>' +
