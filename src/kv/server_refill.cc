@@ -156,6 +156,16 @@ void ServerCore::Tick() {
   }
   chain_.Tick();
   ServeWaiting();
+  // The worker of a long-held pull hears why, every kHeldReportUs: it logs it and names it if
+  // its Wait times out.
+  for (auto& h : held) {
+    if (now - h.second.since < kHeldReportUs || now - h.second.noticed < kHeldReportUs) continue;
+    h.second.noticed = now;
+    Message notice = ReplyTo(h.second.req);
+    notice.meta.set_held_why("server node " + std::to_string(self_) + ": " +
+                             HeldWhyLocked(h.second, now));
+    send(notice);
+  }
   if (!held.empty() && now - held_reported_us_ >= kHeldReportUs) {
     const std::string report = HeldReportLocked(kHeldReportUs);
     if (!report.empty()) {
@@ -177,7 +187,14 @@ std::string ServerCore::HeldReportLocked(int64_t held_us) const {
   }
   const int64_t now = now_us();
   if (!oldest || now - oldest->since < held_us) return "";
-  const int64_t step = oldest->req.meta.step();
+  return "pull of worker node " + std::to_string(oldest->req.meta.sender()) + " at step " +
+         std::to_string(oldest->req.meta.step()) + " " +
+         HeldWhyLocked(*oldest, now, " (" + std::to_string(held.size()) + " held)");
+}
+
+std::string ServerCore::HeldWhyLocked(const HeldRead& h, int64_t now,
+                                      const std::string& after_policy) const {
+  const int64_t step = h.req.meta.step();
   // The workers behind the read's step, slowest first: under BSP and SSP the read waits for
   // (some of) them; PSP's samples come from them too.
   std::vector<std::pair<int64_t, int>> behind;
@@ -187,10 +204,8 @@ std::string ServerCore::HeldReportLocked(int64_t held_us) const {
   }
   std::sort(behind.begin(), behind.end());
   char secs[32];
-  std::snprintf(secs, sizeof(secs), "%.1f", (now - oldest->since) / 1e6);
-  std::string out = "pull of worker node " + std::to_string(oldest->req.meta.sender()) +
-                    " at step " + std::to_string(step) + " held " + secs + " s under " +
-                    gate.policy().Spec() + " (" + std::to_string(held.size()) + " held)";
+  std::snprintf(secs, sizeof(secs), "%.1f", (now - h.since) / 1e6);
+  std::string out = "held " + std::string(secs) + " s under " + gate.policy().Spec() + after_policy;
   if (behind.empty()) return out + "; no worker is behind it";
   out += "; behind it: ";
   for (size_t i = 0; i < behind.size() && i < 8; ++i) {

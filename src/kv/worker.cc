@@ -468,6 +468,12 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   size_t part = static_cast<size_t>(msg.meta.part());
   if (msg.meta.attempt() != p->attempt) return;  // a reply to an older plan
   if (part >= p->replies.size() || p->got[part]) return;
+  if (!msg.meta.held_why().empty()) {
+    p->held_why = msg.meta.held_why();
+    LOG(WARNING) << "pull " << p->ts << " of app " << app << " at step " << p->step << ": "
+                 << p->held_why;
+    return;
+  }
   if (msg.meta.key_miss()) {
     // The server does not hold the key list this part referred to: send the part again (the
     // node's filter chain forgot the list, so the keys travel in full).
@@ -759,6 +765,7 @@ void KVWorkerBase::Wait(int64_t ts) {
           break;
         }
       }
+      if (!p->held_why.empty()) os << "; the pull was held by the barrier: " << p->held_why;
       throw Error(ErrorCode::kTimeout, os.str());
     }
   }

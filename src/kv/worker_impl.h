@@ -54,6 +54,7 @@ struct KVWorkerBase::Impl : public Customer {
     std::vector<std::chrono::steady_clock::time_point> sent_at;
     std::vector<uint8_t> tries;  // resends of each part since it was planned (for back-off)
     std::chrono::steady_clock::time_point issued;  // for the latency histograms
+    std::string held_why;  // the server's last word on why it holds this pull
     bool streams() const {
       return req.pull && req.op == detail::KVRequest::kData && req.pull_width > 0 &&
              prefix.empty() && parts.size() > 1;

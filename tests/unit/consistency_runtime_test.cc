@@ -348,6 +348,51 @@ TEST(ConsistencyRuntimeTest, AClockHeldWhenItsWorkerGoesStillReachesTheServers) 
   });
 }
 
+// Issue 19: a pull held by the barrier until its Wait times out names the workers it waits
+// for: the server tells the puller why every 5 s (before, the error named only the server).
+TEST(ConsistencyRuntimeTest, AHeldPullThatTimesOutNamesTheWorkersBehindIt) {
+  Cluster c(1, 2, "bsp");
+  c.base.barrier_timeout_ms = 6500;  // past the server's first word at 5 s
+  c.base.request_timeout_ms = 6500;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool timed_out = false;
+  std::string error;
+  int lagging = -1;
+  c.Run([&](Node* node, KVWorker<int64_t>* kv, int rank) {
+    SArray<Key> keys = AllKeys(1);
+    if (rank == 1) {
+      // Stays at step 0 until worker 0 has given up.
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        lagging = node->id();
+      }
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait_for(lk, std::chrono::seconds(20), [&] { return timed_out; });
+      return true;
+    }
+    kv->Wait(kv->Push(keys, SArray<int64_t>(1, 1)));
+    kv->Clock();
+    SArray<int64_t> v;
+    try {
+      kv->Wait(kv->Pull(keys, &v));  // step 1 under BSP: waits for worker 1's step 0
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    timed_out = true;
+    cv.notify_all();
+    return true;
+  });
+  EXPECT_NE(error.find("not answered within 6500 ms"), std::string::npos) << error;
+  EXPECT_NE(error.find("the pull was held by the barrier: server node "), std::string::npos)
+      << error;
+  EXPECT_NE(
+      error.find("under bsp; behind it: worker node " + std::to_string(lagging) + " at step 0"),
+      std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace ps
 

@@ -114,6 +114,23 @@ TEST(ServerCoreTest, AReadHeldForLongNamesTheWorkersBehindIt) {
   EXPECT_EQ(s.core.HeldReport(ServerCore::kHeldReportUs),
             "pull of worker node 7 at step 1 held 6.5 s under bsp (1 held); behind it: worker "
             "node 8 at step 0");
+  // The pulling worker hears it too, on the server's tick, once per kHeldReportUs: a message
+  // of the pull's identity with no data, so its Wait can name the workers if it times out.
+  s.replies.clear();
+  s.core.Tick();
+  ASSERT_EQ(s.replies.size(), 1u);
+  const Message& n = s.replies.back();
+  EXPECT_EQ(n.meta.receiver(), kWorker);
+  EXPECT_EQ(n.meta.timestamp(), 2);
+  EXPECT_FALSE(n.meta.request());
+  EXPECT_TRUE(n.data.empty());
+  EXPECT_EQ(n.meta.held_why(),
+            "server node 1: held 6.5 s under bsp; behind it: worker node 8 at step 0");
+  s.core.Tick();
+  EXPECT_EQ(s.replies.size(), 1u) << "told again before kHeldReportUs passed";
+  s.now += ServerCore::kHeldReportUs;
+  s.core.Tick();
+  EXPECT_EQ(s.replies.size(), 2u);
 }
 
 Message TaskPush(int worker, int64_t ts, int task, int64_t seq, int64_t task_lwm,
