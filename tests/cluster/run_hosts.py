@@ -13,7 +13,10 @@ server is SIGKILLed mid-run (a seeded host and moment): the job goes on and ever
 exact; Ctrl-C stops the processes on every host; then the mpi backend across the same four
 hosts (Open MPI, and MPICH when installed: mpirun starts its daemons over the hosts' sshds);
 then the slurm backend on a four-node Slurm cluster with a slurmd in each host (cyclic and
-block placement, the scheduler on the first task's node)."""
+block placement, the scheduler on the first task's node). And a job started by hand as ps-lite
+users and the Kubernetes operators start one (issue 19): each process in its host's namespace
+with only DMLC_* variables, the scheduler named by a host name that resolves to host 0 (an
+/etc/netns/NAME/hosts entry, as a Service name would), no node address given."""
 
 import os
 import random
@@ -67,6 +70,7 @@ def main():
         c.check(m is not None and m.group(1) == hosts.addr(0),
                 "the scheduler bound host 0's address (%s)" % (m.group(1) if m else None))
 
+        dmlc_by_hand(c, hosts, job, a.seed)
         kill_server(c, launch, job, hosts, rng, a.seed)
         scenarios.interrupt(c, launch, job)
         mpi_over_hosts(c, root, cfg, hosts, a)
@@ -81,6 +85,78 @@ def main():
     c.check(not any(n in left for n in hosts.names + [hosts.bridge_ns]),
             "every namespace was deleted")
     return c.result()
+
+
+def dmlc_by_hand(c, hosts, job, seed):
+    """Scheduler on host 0 (started last, as pods start in any order), a server on hosts 1
+    and 2, workers on hosts 2 and 3 ranked by DMLC_WORKER_ID in reverse; DMLC_PS_ROOT_URI is
+    the name ps-scheduler, in each namespace's own hosts file (ip netns exec mounts
+    /etc/netns/NAME/hosts over /etc/hosts). Each node must find its own address (its route to
+    the scheduler) for the others to reach it across the bridge."""
+    made = []
+    procs = []
+    try:
+        with open("/etc/hosts") as f:
+            base_hosts = f.read()
+        for ns in hosts.names:
+            d = os.path.join("/etc/netns", ns)
+            os.makedirs(d, exist_ok=True)
+            made.append(d)
+            with open(os.path.join(d, "hosts"), "w") as f:
+                f.write(base_hosts + "\n%s ps-scheduler\n" % hosts.addr(0))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PS_") and not k.startswith("DMLC_")}
+        env.update({"DMLC_PS_ROOT_URI": "ps-scheduler", "DMLC_PS_ROOT_PORT": "9393",
+                    "DMLC_NUM_SERVER": "2", "DMLC_NUM_WORKER": "2"})
+        if os.environ.get("PS_VAN"):
+            env["PS_VAN"] = os.environ["PS_VAN"]
+        args = [job, "--seed", str(seed), "--scenario", "sum", "--universe", "20000",
+                "--keys", "2000", "--rounds", "5"]
+        root = tempdir("ps-dmlc-hosts-")
+
+        def start(name, host, extra):
+            e = dict(env)
+            e.update(extra)
+            f = open(os.path.join(root, name.replace(" ", "_") + ".log"), "w+")
+            p = subprocess.Popen(["ip", "netns", "exec", hosts.names[host]] + args, env=e,
+                                 stdout=f, stderr=subprocess.STDOUT)
+            procs.append((name, p, f))
+
+        start("worker 1", 3, {"DMLC_ROLE": "worker", "DMLC_WORKER_ID": "1"})
+        start("worker 0", 2, {"DMLC_ROLE": "worker", "DMLC_WORKER_ID": "0"})
+        start("server a", 1, {"DMLC_ROLE": "server"})
+        start("server b", 2, {"DMLC_ROLE": "server"})
+        time.sleep(1.0)
+        start("scheduler", 0, {"DMLC_ROLE": "scheduler"})
+        deadline = time.time() + 120
+        while time.time() < deadline and any(p.poll() is None for _, p, _ in procs):
+            time.sleep(0.1)
+        outs = {}
+        for name, p, f in procs:
+            if p.poll() is None:
+                p.kill()  # by PID: this test's own process
+                p.wait()
+            f.seek(0)
+            outs[name] = f.read()
+            f.close()
+        for name, p, _ in procs:
+            c.check(p.returncode == 0, "by hand with DMLC_* only: %s exits 0 (rc=%s)%s"
+                    % (name, p.returncode, "" if p.returncode == 0 else
+                       "\n" + outs[name][-1500:]))
+        for rank in (0, 1):
+            c.check(re.search(r"^OK worker %d checked" % rank, outs["worker %d" % rank], re.M)
+                    is not None,
+                    "by hand: the worker with DMLC_WORKER_ID=%d ended as worker %d with exact "
+                    "sums across the hosts" % (rank, rank))
+        shutil.rmtree(root, ignore_errors=True)
+    finally:
+        for _, p, f in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            f.close()
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def kill_server(c, launch, job, hosts, rng, seed):
