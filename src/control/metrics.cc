@@ -137,6 +137,17 @@ void MetricSet::ToProto(google::protobuf::RepeatedPtrField<pb::Metric>* out) con
   for (const auto& m : samples_) *out->Add() = m;
 }
 
+void PeerTraffic::Emit(MetricSet* out, const std::string& dir) const {
+  for (int i = 0; i < kMaxPeers; ++i) {
+    const uint64_t n = slots_[i].messages.load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    const MetricSet::Labels l = {{"peer", i == kMaxPeers - 1 ? "other" : std::to_string(i)}};
+    out->Counter("ps_peer_messages_" + dir + "_total", static_cast<double>(n), l);
+    out->Counter("ps_peer_data_bytes_" + dir + "_total",
+                 static_cast<double>(slots_[i].bytes.load(std::memory_order_relaxed)), l);
+  }
+}
+
 LatencyHistogram::LatencyHistogram() {
   for (double b : {50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 20e-3, 50e-3, 100e-3,
                    200e-3, 500e-3, 1.0, 2.0, 5.0}) {

@@ -5,9 +5,11 @@
 #ifndef PS_CONTROL_METRICS_H_
 #define PS_CONTROL_METRICS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -28,6 +30,10 @@ class MetricSet {
   void Histogram(const std::string& name, const std::vector<double>& bounds,
                  const std::vector<uint64_t>& counts, double sum, Labels labels = {});
 
+  /// Adds every sample of `other`.
+  void Append(const MetricSet& other) {
+    samples_.insert(samples_.end(), other.samples_.begin(), other.samples_.end());
+  }
   const std::vector<pb::Metric>& samples() const { return samples_; }
   void ToProto(google::protobuf::RepeatedPtrField<pb::Metric>* out) const;
 
@@ -35,6 +41,27 @@ class MetricSet {
   void Add(const std::string& name, const char* type, const char* suffix, double value,
            const Labels& labels);
   std::vector<pb::Metric> samples_;
+};
+
+/// Messages and data bytes per peer id, counted without a lock on every send and receive (ids
+/// past kMaxPeers - 2 share one slot, reported as peer "other").
+class PeerTraffic {
+ public:
+  static constexpr int kMaxPeers = 4096;
+  PeerTraffic() : slots_(new Slot[kMaxPeers]) {}
+  void Add(int peer, uint64_t bytes) {
+    Slot& s = slots_[peer < 0 || peer >= kMaxPeers - 1 ? kMaxPeers - 1 : peer];
+    s.messages.fetch_add(1, std::memory_order_relaxed);
+    s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  /// ps_peer_messages_<dir>_total and ps_peer_data_bytes_<dir>_total for every peer seen.
+  void Emit(MetricSet* out, const std::string& dir) const;
+
+ private:
+  struct Slot {
+    std::atomic<uint64_t> messages{0}, bytes{0};
+  };
+  std::unique_ptr<Slot[]> slots_;
 };
 
 /// Latency histogram with fixed bounds from 50 us to 5 s (a request's round trip).

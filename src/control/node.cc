@@ -147,7 +147,10 @@ bool Node::Impl::Send(Message& msg) {
 }
 
 bool Node::Impl::SendRaw(Message& msg) {
-  if (van->Send(msg)) return true;
+  if (van->Send(msg)) {
+    peer_sent_.Add(msg.meta.receiver(), msg.DataBytes());
+    return true;
+  }
   // Not connected yet (or the send failed): connect from the node table and try once more.
   const int to = msg.meta.receiver();
   {
@@ -164,7 +167,9 @@ bool Node::Impl::SendRaw(Message& msg) {
       van->Connect(to, target.host, target.port);
     }
   }
-  return van->Send(msg);
+  if (!van->Send(msg)) return false;
+  peer_sent_.Add(msg.meta.receiver(), msg.DataBytes());
+  return true;
 }
 
 void Node::Impl::PollOnce(int timeout_ms) {
@@ -180,6 +185,7 @@ void Node::Impl::PollOnce(int timeout_ms) {
     if (draining_.load(std::memory_order_acquire) && DrainParked(kDrainBatch, kDrainBudgetUs))
       timeout_ms = 0;
     if (!van->Recv(&msg, timeout_ms)) return;
+    peer_received_.Add(msg.meta.sender(), msg.DataBytes());
     if (msg.meta.sender() == 0) heard_scheduler_ms_ = NowMs();
     if (msg.meta.has_control()) {
       HandleControl(msg);

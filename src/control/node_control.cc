@@ -243,6 +243,7 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   if (customers_.count(app_id))
     throw Error(ErrorCode::kInvalidArgument, "app id " + std::to_string(app_id) + " is in use");
   customers_[app_id] = c;
+  retired_metrics_.erase(app_id);  // the new customer's counters replace the old one's
   // The customer read the node's barrier policy and delay when it was built; a CONSISTENCY
   // applied since then went to the customers registered at the time, not to this one, and a
   // server would keep serving under the old policy (BSP runs read partial iterations). What
@@ -296,7 +297,14 @@ bool Node::Impl::DrainParked(size_t max, int64_t budget_us) {
 
 void Node::Impl::RemoveCustomer(int app_id) {
   std::lock_guard<std::mutex> lk(cust_mu_);
-  customers_.erase(app_id);
+  auto it = customers_.find(app_id);
+  if (it == customers_.end()) return;
+  // Its counters stay in the node's metrics: a KVWorker gone before Finalize still counts in
+  // the job's totals, and a counter never goes back.
+  MetricSet last;
+  it->second->Metrics(&last);
+  retired_metrics_[app_id] = std::move(last);
+  customers_.erase(it);
 }
 
 void Node::Impl::NotifyPrepare(std::shared_ptr<const Ring> next) {

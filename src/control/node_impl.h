@@ -143,6 +143,7 @@ struct Node::Impl {
   void CollectMetrics(MetricSet* out);
   void SendMetrics(bool force);
   std::atomic<bool> want_metrics_{false};
+  PeerTraffic peer_sent_, peer_received_;  // every message this node sent and received
   std::atomic<int64_t> metrics_sent_ms_{0};
   // Scheduler: the nodes' last metrics and the HTTP endpoint that serves them.
   void StartMetricsServer();
@@ -329,6 +330,7 @@ struct Node::Impl {
   std::mutex connect_mu_;
   std::mutex cust_mu_;
   std::unordered_map<int, Customer*> customers_;
+  std::map<int, MetricSet> retired_metrics_;  // last counters of customers gone, by app id
   // Messages for an app id whose customer does not exist yet (a worker may be faster than a
   // server's KVServer constructor), bounded in number and bytes; beyond, they are dropped and
   // their senders resend them. Once the customer exists the receive thread hands them to it

@@ -20,6 +20,8 @@ void Node::Impl::CollectMetrics(MetricSet* out) {
   out->Counter("ps_send_queue_full_total", static_cast<double>(s.send_queue_full));
   out->Counter("ps_lease_dropped_total", static_cast<double>(s.lease_dropped));
   out->Gauge("ps_ring_epoch", static_cast<double>(ring_epoch()));
+  peer_sent_.Emit(out, "sent");
+  peer_received_.Emit(out, "received");
   // Data traffic by peer and by frame kind and codec (what the filters saved).
   for (const auto& p : filters->sent_to()) {
     out->Counter("ps_peer_wire_bytes_sent_total", static_cast<double>(p.second.wire),
@@ -37,6 +39,7 @@ void Node::Impl::CollectMetrics(MetricSet* out) {
   }
   std::lock_guard<std::mutex> lk(cust_mu_);
   for (auto& c : customers_) c.second->Metrics(out);
+  for (const auto& r : retired_metrics_) out->Append(r.second);
 }
 
 void Node::Impl::SendMetrics(bool force) {

@@ -28,12 +28,15 @@ struct Credit {
 constexpr uint64_t kWindowBytes = 16u << 20;
 constexpr uint32_t kHeaderMagic = 0x50535558;  // "PSUX"
 constexpr size_t kMaxFrames = 64;
-// The header: magic, meta length, frame count, a spare word, the sender's stream and the
-// message's sequence number in it, then the frame sizes and the meta bytes.
+// The header: magic, meta length, frame count, flags, the sender's stream and the message's
+// sequence number in it, then the frame sizes and the meta bytes. A header larger than UCX
+// takes (its max_am_header: a meta of thousands of metric samples or nodes) leaves the meta
+// out: kMetaInData, and the meta leads the data, padded to 8 bytes.
 struct Fixed {
-  uint32_t magic, meta_size, frames, spare;
+  uint32_t magic, meta_size, frames, flags;
   uint64_t stream, seq;
 };
+constexpr uint32_t kMetaInData = 1;
 constexpr size_t kFixed = sizeof(Fixed);
 // Bounds on what a sender (or garbage that passes for one) can make us hold back: how far
 // ahead of the next expected message of its stream a message may be, and how many streams we
@@ -50,6 +53,7 @@ size_t Padded(size_t n) { return (n + 7) & ~size_t{7}; }
 struct SendHold {
   std::shared_ptr<UcxVan::Peer> peer;
   std::vector<char> header;
+  std::vector<char> meta;  // the meta, when it travels in the data (kMetaInData)
   std::vector<ucp_dt_iov_t> iov;
   std::vector<SArray<char>> frames;
   uint64_t bytes = 0;  // header and padded frames: what the receiver counts
@@ -162,6 +166,11 @@ void UcxVan::Start(const sockaddr_in& where) {
     throw Error(ErrorCode::kBadConfig, std::string("UCX worker: ") + ucs_status_string(st));
   }
   ucp_worker_get_efd(worker_, &efd_);
+  ucp_worker_attr_t wa{};
+  wa.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  if (ucp_worker_query(worker_, &wa) == UCS_OK && wa.max_am_header > kFixed) {
+    max_header_ = wa.max_am_header;
+  }
   ucp_am_handler_param_t hp{};
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -372,12 +381,22 @@ bool UcxVan::Send(const Message& msg) {
   // The header and the iov are made here, on the caller's thread; the progress thread only
   // stamps the sequence number and hands them to UCX.
   auto hold = std::make_unique<SendHold>();
-  hold->header.resize(kFixed + n * sizeof(uint64_t) + meta_size);
+  const bool meta_in_data = kFixed + n * sizeof(uint64_t) + meta_size > max_header_;
+  hold->header.resize(kFixed + n * sizeof(uint64_t) + (meta_in_data ? 0 : meta_size));
   char* h = hold->header.data();
-  Fixed fixed{
-      kHeaderMagic, static_cast<uint32_t>(meta_size), static_cast<uint32_t>(n), 0, peer->stream, 0};
+  Fixed fixed{kHeaderMagic,
+              static_cast<uint32_t>(meta_size),
+              static_cast<uint32_t>(n),
+              meta_in_data ? kMetaInData : 0,
+              peer->stream,
+              0};
   std::memcpy(h, &fixed, kFixed);
   size_t bytes = meta_size;
+  if (meta_in_data) {
+    hold->meta.resize(Padded(meta_size));
+    msg.meta.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(hold->meta.data()));
+    hold->iov.push_back({hold->meta.data(), hold->meta.size()});
+  }
   for (size_t i = 0; i < n; ++i) {
     const uint64_t size = msg.data[i].size();
     std::memcpy(h + kFixed + i * sizeof(uint64_t), &size, sizeof(size));
@@ -385,8 +404,10 @@ bool UcxVan::Send(const Message& msg) {
     if (Padded(size) != size) hold->iov.push_back({const_cast<char*>(kPad), Padded(size) - size});
     bytes += size;
   }
-  msg.meta.SerializeWithCachedSizesToArray(
-      reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
+  if (!meta_in_data) {
+    msg.meta.SerializeWithCachedSizesToArray(
+        reinterpret_cast<uint8_t*>(h + kFixed + n * sizeof(uint64_t)));
+  }
   hold->frames = msg.data;
   hold->bytes = hold->header.size();
   for (const auto& v : hold->iov) hold->bytes += v.length;
@@ -531,12 +552,15 @@ void UcxVan::Deliver(const SArray<char>& header, SArray<char> data) {
   Fixed fixed;
   std::memcpy(&fixed, header.data(), kFixed);
   const size_t n = fixed.frames, meta_size = fixed.meta_size;
+  const bool meta_in_data = fixed.flags & kMetaInData;
   Message msg;
   std::string why;
   bool ok = fixed.magic == kHeaderMagic && n <= kMaxFrames &&
-            header.size() == kFixed + n * sizeof(uint64_t) + meta_size &&
-            DecodeMeta(header.data() + kFixed + n * sizeof(uint64_t), meta_size, &msg.meta, &why);
-  size_t at = 0;
+            header.size() == kFixed + n * sizeof(uint64_t) + (meta_in_data ? 0 : meta_size) &&
+            (!meta_in_data || Padded(meta_size) <= data.size()) &&
+            DecodeMeta(meta_in_data ? data.data() : header.data() + kFixed + n * sizeof(uint64_t),
+                       meta_size, &msg.meta, &why);
+  size_t at = meta_in_data ? Padded(meta_size) : 0;
   for (size_t i = 0; ok && i < n; ++i) {
     uint64_t size;
     std::memcpy(&size, header.data() + kFixed + i * sizeof(uint64_t), sizeof(size));

@@ -144,6 +144,7 @@ class UcxVan : public Van {
   ucp_worker_h worker_ = nullptr;
   ucp_listener_h listener_ = nullptr;
   int efd_ = -1;
+  size_t max_header_ = 1024;  // the worker's max_am_header (Start)
   std::thread progress_;
   std::atomic<bool> stop_{false};
   std::atomic<int> callers_{0};  // Send and Connect calls in progress

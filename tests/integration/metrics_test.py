@@ -134,6 +134,17 @@ def main():
             b, e = node_total(first, name, w), node_total(last, name, w)
             if not e > b:
                 fail("%s of worker node %s did not grow: %g then %g" % (name, w, b, e), out)
+    # Messages per peer: some to every server (and the scheduler), summing to what the node
+    # sent in all.
+    for w in workers:
+        per_peer = {dict(l)["peer"]: v for (n, l), v in last.items()
+                    if n == "ps_peer_messages_sent_total" and ("node", w) in l}
+        servers = sorted(n for n, r in roles.items() if r == "server")
+        if sorted(p for p in per_peer if p != "0") != servers or \
+                min(per_peer.values()) <= 0 or \
+                sum(per_peer.values()) > node_total(last, "ps_messages_sent_total", w):
+            fail("worker node %s: messages per peer %s (servers %s, %g sent in all)"
+                 % (w, per_peer, servers, node_total(last, "ps_messages_sent_total", w)), out)
     # Histograms: buckets cumulative, +Inf equal to the count.
     for (n, l), v in last.items():
         if n != "ps_worker_request_seconds_count":
