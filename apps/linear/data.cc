@@ -51,6 +51,8 @@ std::string ParseLibsvm(const char* p, const char* end, Raw* r) {
   if (stop == p || errno) return "expected a label at the start of the line";
   if (y != 1 && y != -1 && y != 0) return "label must be -1, 0, 1 or +1";
   p = stop;
+  bool first = true;
+  unsigned long long prev = 0;
   while (true) {
     while (p < end && (*p == ' ' || *p == '\t')) ++p;
     if (p >= end || *p == '#') break;
@@ -61,6 +63,13 @@ std::string ParseLibsvm(const char* p, const char* end, Raw* r) {
     errno = 0;
     const unsigned long long id = std::strtoull(p, &stop, 10);
     if (stop == p || *p == '-' || errno) return "expected a feature id (a non-negative integer)";
+    // As liblinear asks: ids in increasing order, each once (a repeated id would count twice).
+    if (!first && id <= prev) {
+      return "feature ids must increase along a line: " + std::to_string(id) + " after " +
+             std::to_string(prev);
+    }
+    first = false;
+    prev = id;
     p = stop;
     double v = 1;  // "id" alone: a binary feature
     if (p < end && *p == ':') {
@@ -171,6 +180,20 @@ ps::Key FeatureKey(uint64_t id) {
 ps::Key FeatureKey(int column, const std::string& text) {
   const ps::Key k = ps::HashKey(Fnv1a(column, text.data(), text.size()));
   return k == ps::kMaxKey ? k - 1 : k;
+}
+
+bool HasRows(const std::string& path, Format format) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ps::Error(path + ": cannot open: " + std::strerror(errno));
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t i = 0;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    if (i == line.size()) continue;
+    if (format == Format::kLibsvm && line[i] == '#') continue;
+    return true;
+  }
+  return false;
 }
 
 Dataset ReadPart(const std::string& path, Format format, int part, int parts) {

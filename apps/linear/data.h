@@ -48,6 +48,9 @@ inline double Margin(const Dataset& d, size_t i, const double* w) {
 /// Reads part `part` of `parts` of path. Throws ps::Error with "path:line: what" on malformed
 /// input (line numbers count from the start of the file).
 Dataset ReadPart(const std::string& path, Format format, int part, int parts);
+/// Whether the file holds at least one data line (not blank, not a comment); throws ps::Error
+/// when it cannot be opened.
+bool HasRows(const std::string& path, Format format);
 /// Reads a whole file.
 inline Dataset ReadFile(const std::string& path, Format format) {
   return ReadPart(path, format, 0, 1);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -144,6 +145,9 @@ int Predict(const linear::Options& o) {
   for (size_t i = 0; i < d.rows(); ++i) m[i] = linear::Margin(d, i, wk.data());
   if (!FLAGS_predictions_out.empty()) {
     std::ofstream out(FLAGS_predictions_out);
+    // Enough digits to read back the same double: with 6, confident predictions came out as
+    // 0 or 1 and a logloss computed from the file was wrong.
+    out << std::setprecision(17);
     for (double x : m) out << linear::Sigmoid(x) << "\n";
     if (!out) throw ps::Error("--predictions_out=" + FLAGS_predictions_out + ": write failed");
   }

@@ -373,6 +373,10 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
 }  // namespace
 
 int RunWorker(ps::Node* node, const Options& o) {
+  if (!HasRows(o.train, o.format)) {
+    throw ps::Error(ps::ErrorCode::kInvalidArgument,
+                    "--train=" + o.train + ": no training rows (the file is empty)");
+  }
   Shard s;
   TakeParts(node, o, &s);
   // Everyone holds its share before anyone looks for parts left by the dead (TryNextTask

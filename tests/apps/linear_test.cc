@@ -46,7 +46,8 @@ TEST(LinearDataTest, LibsvmLabelsIdsAndValues) {
 }
 
 TEST(LinearDataTest, EveryMalformedLineIsNamedWithFileAndLine) {
-  const char* bad[] = {"2 1:1", "x 1:1", "1 a:1", "1 -3:1", "1 1:abc", "1 1:1:1", "1 1:inf"};
+  const char* bad[] = {"2 1:1",   "x 1:1",   "1 a:1",     "1 -3:1",    "1 1:abc",
+                       "1 1:1:1", "1 1:inf", "1 5:1 3:1", "1 3:1 3:2", "1 0:1 2 2"};
   for (const char* line : bad) {
     const std::string p = Write("bad.libsvm", std::string("1 1:1\n\n") + line + "\n1 2:1\n");
     try {
@@ -64,6 +65,10 @@ TEST(LinearDataTest, EveryMalformedLineIsNamedWithFileAndLine) {
   } catch (const ps::Error& e) {
     EXPECT_NE(std::string(e.what()).find(c + ":1: expected 40"), std::string::npos) << e.what();
   }
+  // An empty training file, or one of comments and blank lines only, holds no rows.
+  EXPECT_FALSE(HasRows(Write("empty.libsvm", ""), Format::kLibsvm));
+  EXPECT_FALSE(HasRows(Write("blank.libsvm", "\n  \n# only a comment\n"), Format::kLibsvm));
+  EXPECT_TRUE(HasRows(Write("one.libsvm", "\n# c\n+1 1:1\n"), Format::kLibsvm));
   EXPECT_THROW(ParseFormat("csv"), ps::Error);
   EXPECT_THROW(ReadFile(::testing::TempDir() + "missing.libsvm", Format::kLibsvm), ps::Error);
 }
@@ -86,7 +91,7 @@ TEST(LinearDataTest, PartsCoverEveryLineExactlyOnce) {
   for (int i = 0; i < n; ++i) {
     text += (i % 2 ? "+1" : "-1");
     const int k = 1 + static_cast<int>(rng.Below(20));
-    for (int j = 0; j < k; ++j) text += " " + std::to_string(i) + ":" + std::to_string(j + 1);
+    for (int j = 0; j < k; ++j) text += " " + std::to_string(i * 32 + j) + ":1";
     text += "\n";
   }
   const std::string p = Write("parts.libsvm", text);
@@ -97,9 +102,10 @@ TEST(LinearDataTest, PartsCoverEveryLineExactlyOnce) {
       all.Append(d);
     }
     ASSERT_EQ(all.rows(), static_cast<size_t>(n)) << "parts " << parts;
-    // Row i's features all carry id i, and rows come in file order.
+    // Row i's first feature has id 32 i, and rows come in file order.
     for (size_t i = 0; i < all.rows(); ++i) {
-      ASSERT_EQ(all.keys[all.col[all.row[i]]], FeatureKey(i)) << "parts " << parts << " row " << i;
+      ASSERT_EQ(all.keys[all.col[all.row[i]]], FeatureKey(i * 32))
+          << "parts " << parts << " row " << i;
     }
   }
 }

@@ -98,11 +98,40 @@ def exact(a, d):
         fail("the distributed model differs from the single-worker one by %.3g" % worst)
     if one["log"][-1]["objective"] >= 0.5 * one["log"][0]["objective"]:
         fail("the objective did not fall: %s" % [x["objective"] for x in one["log"]])
+    predict(a, d, os.path.join(d, "one.model"))
     ftrl = ok(launch(a, d, 2, 2, ["--solver", "ftrl", "--l2", "1", "--epochs", "10", "--alpha", "1",
                                   "--consistency", "asp", "--tau", "-1"], "ftrl"), "ftrl")
     print("exact: ftrl on 2 workers: test logloss %.6f" % ftrl["logloss"], flush=True)
     if ftrl["logloss"] > 1.1 * one["logloss"]:
         fail("ftrl's test logloss %.4f is far from dbpg's %.4f" % (ftrl["logloss"], one["logloss"]))
+
+
+def predict(a, d, model):
+    """ps_linear --predict with the model: the probabilities it writes read back as the same
+    doubles, so the logloss computed from the file is the one it prints (with 6 digits,
+    confident predictions were written as 0 or 1)."""
+    preds = os.path.join(d, "preds.txt")
+    r = subprocess.run([a.job, "--predict", "--model_in", model, "--test",
+                        os.path.join(d, "test.libsvm"), "--predictions_out", preds],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    m = re.search(r"PREDICT rows (\d+) test_logloss (\S+)", r.stdout)
+    if r.returncode != 0 or not m:
+        fail("--predict: exit %d: %s" % (r.returncode, r.stdout[-2000:]))
+    text = open(preds).read().split()
+    probs = [float(t) for t in text]
+    # Written to round-trip: a probability carries 15 or more significant digits unless it is
+    # short exactly (0.5). With 6 digits every line had at most 8 characters.
+    if sum(len(t) >= 16 for t in text) < len(text) // 2:
+        fail("--predictions_out wrote too few digits: %s" % text[:5])
+    labels = [1 if l.split()[0] in ("+1", "1") else 0 for l in open(os.path.join(d, "test.libsvm"))]
+    if len(probs) != int(m.group(1)) or len(probs) != len(labels):
+        fail("--predictions_out wrote %d lines for %s rows" % (len(probs), m.group(1)))
+    ll = -sum(math.log(p if y else 1 - p) for p, y in zip(probs, labels)) / len(probs)
+    print("exact: --predict test logloss %s, from --predictions_out %.6f" % (m.group(2), ll),
+          flush=True)
+    if abs(ll - float(m.group(2))) > 1e-6 or any(p in (0.0, 1.0) for p in probs):
+        fail("the logloss from --predictions_out (%.9f) is not the one --predict printed (%s)"
+             % (ll, m.group(2)))
 
 
 def consistency(a, d):
