@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -42,8 +43,11 @@ DEFINE_int32(batch, 100, "ftrl: rows per minibatch");
 DEFINE_double(alpha, 0.1, "ftrl: alpha");
 DEFINE_double(beta, 1, "ftrl: beta");
 DEFINE_string(consistency, "bsp",
-              "barrier policy of the run (bsp, ssp:S, asp, psp:BETA[:S]); \"\": PS_CONSISTENCY");
-DEFINE_int32(tau, 0, "bounded delay of the workers (-1: unbounded; -2: PS_MAX_DELAY)");
+              "barrier policy of the run (bsp, ssp:S, asp, psp:BETA[:S]); when not given, "
+              "PS_CONSISTENCY if set, else bsp");
+DEFINE_int32(tau, 0,
+             "bounded delay of the workers (-1: unbounded; -2: PS_MAX_DELAY); when not given, "
+             "PS_MAX_DELAY if set, else 0");
 DEFINE_double(significant, -1,
               "pulls through the significantly-modified filter at this threshold (-1: off; "
               "0: lossless, only changed weights travel)");
@@ -159,9 +163,26 @@ int Predict(const linear::Options& o) {
 
 }  // namespace
 
+// One source of truth for the barrier policy and delay: a flag given on the command line wins;
+// else the library's variable when set (it used to be overridden by the flags' defaults in
+// silence); else the app's default.
+void ResolveConsistency() {
+  auto given = [](const char* flag) {
+    gflags::CommandLineFlagInfo info;
+    return gflags::GetCommandLineFlagInfo(flag, &info) && !info.is_default;
+  };
+  auto set = [](const char* var) {
+    const char* v = std::getenv(var);
+    return v != nullptr && *v != '\0';
+  };
+  if (!given("consistency") && set("PS_CONSISTENCY")) FLAGS_consistency = "";
+  if (!given("tau") && set("PS_MAX_DELAY")) FLAGS_tau = -2;
+}
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("distributed sparse logistic regression on ps (docs/apps/linear.md)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  ResolveConsistency();
   try {
     const linear::Options o = FromFlags();
     if (FLAGS_predict) return Predict(o);

@@ -99,6 +99,12 @@ def exact(a, d):
     if one["log"][-1]["objective"] >= 0.5 * one["log"][0]["objective"]:
         fail("the objective did not fall: %s" % [x["objective"] for x in one["log"]])
     predict(a, d, os.path.join(d, "one.model"))
+    # No --consistency: PS_CONSISTENCY is the run's policy (the flag's default used to win).
+    env = ok(launch(a, d, 1, 1, DBPG[:4] + ["--iterations", "3", "--eval_every", "1"], "env",
+                    env=("PS_CONSISTENCY=ssp:2",)), "PS_CONSISTENCY")
+    if {x["consistency"] for x in env["log"]} != {"ssp:2"}:
+        fail("PS_CONSISTENCY=ssp:2 without --consistency ran under %s"
+             % sorted({x["consistency"] for x in env["log"]}))
     ftrl = ok(launch(a, d, 2, 2, ["--solver", "ftrl", "--l2", "1", "--epochs", "10", "--alpha", "1",
                                   "--consistency", "asp", "--tau", "-1"], "ftrl"), "ftrl")
     print("exact: ftrl on 2 workers: test logloss %.6f" % ftrl["logloss"], flush=True)
