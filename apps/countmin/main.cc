@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "app_help.h"
 #include "countmin/countmin.h"
 
 DEFINE_string(input, "",
@@ -89,6 +90,7 @@ countmin::Options FromFlags() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("a CountMin sketch on the parameter server");
+  apps::HandleHelp(argc, argv, "apps/countmin/");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
     if (!FLAGS_zipf_out.empty()) {

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app_help.h"
 #include "lda/corpus.h"
 #include "lda/eval.h"
 #include "lda/lda.h"
@@ -179,6 +180,7 @@ int RunSerial(lda::Options o) {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("LDA by collapsed Gibbs sampling on the parameter server");
+  apps::HandleHelp(argc, argv, "apps/lda/");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
     const lda::Options o = FromFlags();

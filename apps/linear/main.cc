@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "app_help.h"
 #include "linear/linear.h"
 #include "linear/metrics.h"
 #include "linear/rules.h"
@@ -181,6 +182,7 @@ void ResolveConsistency() {
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("distributed sparse logistic regression on ps (docs/apps/linear.md)");
+  apps::HandleHelp(argc, argv, "apps/linear/");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   ResolveConsistency();
   try {

@@ -21,6 +21,26 @@ double Num(const std::string& name, const std::string& v) {
   return x;
 }
 
+const char kUsage[] =
+    "ps_sim: runs one deterministic simulation of workers under a barrier policy and prints\n"
+    "JSON lines (docs/consistency.md).\n"
+    "\n"
+    "  --workers P        workers (default 100)\n"
+    "  --servers S        servers (default 2)\n"
+    "  --policy SPEC      bsp | ssp:S | asp | psp:BETA[:S] | backup:B[:S]\n"
+    "  --max-delay TAU    bounded delay of the workers\n"
+    "  --step-time DIST   exp:1 | pareto:A:XM | bimodal:P:A:B | stragglers:K:N\n"
+    "  --latency L        one-way message latency\n"
+    "  --steps N | --until T\n"
+    "                     run N steps, or until simulated time T\n"
+    "  --seed S           seed of every random choice\n"
+    "  --dim D --samples N --batch B --lr LR\n"
+    "                     the least-squares model the workers train\n"
+    "  --snapshots T1,T2  times at which to print the workers' steps\n"
+    "  --loss-every DT    print the loss every DT\n"
+    "  --trace            print every event\n"
+    "  --help             this text\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,6 +48,10 @@ int main(int argc, char** argv) {
     ps::SimOptions o;
     for (int i = 1; i < argc; ++i) {
       std::string k = argv[i];
+      if (k == "--help" || k == "-h" || k == "-help") {
+        std::cout << kUsage;
+        return 0;
+      }
       if (k == "--trace") {
         o.trace = true;
         continue;
