@@ -184,7 +184,7 @@ ps::Key FeatureKey(int column, const std::string& text) {
 
 bool HasRows(const std::string& path, Format format) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ps::Error(path + ": cannot open: " + std::strerror(errno));
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
   std::string line;
   while (std::getline(in, line)) {
     size_t i = 0;
@@ -199,7 +199,7 @@ bool HasRows(const std::string& path, Format format) {
 Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
   if (parts < 1 || part < 0 || part >= parts) throw ps::Error("bad data part");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ps::Error(path + ": cannot open: " + std::strerror(errno));
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   uint64_t b, e;
@@ -228,7 +228,7 @@ Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
     const std::string err =
         format == Format::kLibsvm ? ParseLibsvm(p, end, &raw) : ParseCriteo(p, end, &raw);
     if (!err.empty()) {
-      throw ps::Error(path + ":" + std::to_string(LineOf(path, line_at)) + ": " + err);
+      throw DataError(path + ":" + std::to_string(LineOf(path, line_at)) + ": " + err);
     }
   }
   Dataset d;

@@ -31,6 +31,15 @@ struct Dataset {
 };
 
 enum class Format { kLibsvm, kCriteo };
+/// Bad input: a data file that cannot be read, a malformed line (file:line), no rows. Another
+/// worker would meet the same, so the app exits with kDataErrorExit and the launcher stops the
+/// job instead of handing the part to another worker.
+struct DataError : ps::Error {
+  explicit DataError(const std::string& what) : ps::Error(what) {}
+};
+/// sysexits' EX_DATAERR; tracker/ps-launch treats it as fatal whatever --allow-dead-* says.
+constexpr int kDataErrorExit = 65;
+
 /// "libsvm" or "criteo"; throws ps::Error naming the option otherwise.
 Format ParseFormat(const std::string& name);
 

@@ -7,6 +7,7 @@
 //
 // docs/apps/linear.md has the algorithms, the flags and the measured results.
 #include <gflags/gflags.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -226,11 +227,24 @@ int main(int argc, char** argv) {
         if (o.train.empty()) throw ps::Error("--train is required");
         AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);
-        rc = linear::RunWorker(&node, o);
+        try {
+          rc = linear::RunWorker(&node, o);
+        } catch (const linear::DataError& e) {
+          // The whole job stops with the message: another worker given this part would fail
+          // the same way (before, the part went from worker to worker).
+          std::cerr << "ps_linear: bad input: " << e.what() << std::endl;
+          node.AbortJob(std::string("bad input: ") + e.what());
+          std::fflush(stdout);
+          _exit(linear::kDataErrorExit);
+        }
         node.Finalize();
         break;
     }
     return rc;
+  } catch (const linear::DataError& e) {
+    std::cerr << "ps_linear: bad input: " << e.what() << std::endl;
+    std::fflush(stdout);
+    _exit(linear::kDataErrorExit);
   } catch (const ps::Error& e) {
     std::cerr << "ps_linear: " << e.what() << std::endl;
     return 1;

@@ -374,8 +374,7 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
 
 int RunWorker(ps::Node* node, const Options& o) {
   if (!HasRows(o.train, o.format)) {
-    throw ps::Error(ps::ErrorCode::kInvalidArgument,
-                    "--train=" + o.train + ": no training rows (the file is empty)");
+    throw DataError("--train=" + o.train + ": no training rows (the file is empty)");
   }
   Shard s;
   TakeParts(node, o, &s);

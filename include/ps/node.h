@@ -132,6 +132,12 @@ class Node {
   /// Worker only: reports a task finished. A report for a task that was taken away (this worker
   /// was too slow or declared dead) is ignored by the scheduler.
   void TaskDone(int task);
+  /// Stops the whole job with `why` (bad input that every other node would meet too, say):
+  /// the scheduler tells every node, whose blocking calls then throw ps::Error(code, why) (or
+  /// which exit, under PS_ON_SCHEDULER_LOSS=exit), and hands out no more tasks. Returns once
+  /// the scheduler has passed the word back (or after the larger of 2 s and the heartbeat
+  /// timeout); the caller then ends its own process.
+  void AbortJob(const std::string& why, ErrorCode code = ErrorCode::kInvalidArgument);
   /// Scheduler only: tasks added, done, and handed out more than once (redone).
   struct TaskStats {
     int added = 0;

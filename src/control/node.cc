@@ -51,6 +51,7 @@ int Node::AddTasks(int n) { return impl_->AddTasks(n); }
 int Node::NextTask() { return impl_->NextTask(); }
 int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
+void Node::AbortJob(const std::string& why, ErrorCode code) { impl_->AbortJob(why, code); }
 Node::TaskStats Node::task_stats() const { return impl_->GetTaskStats(); }
 void Node::SetConsistency(const std::string& policy, int max_delay) {
   impl_->SetConsistency(policy, max_delay != kKeepDelay, max_delay == kKeepDelay ? 0 : max_delay);
@@ -290,6 +291,12 @@ void Node::Impl::HandleControl(const Message& msg) {
                      << " (it is slow or overloaded; raise the timeout if this recurs)";
       }
     }
+    if (from > 0 && c.cmd() == pb::Control::ABORT) {
+      lk.unlock();
+      AbortJob("node " + std::to_string(from) + " stopped the job: " + c.error(),
+               ErrorCodeFromWire(c.error_code(), ErrorCode::kInvalidArgument));
+      return;
+    }
     if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.metrics_size() > 0) {
       StoreMetrics(from, c);
     }
@@ -364,7 +371,8 @@ void Node::Impl::HandleControl(const Message& msg) {
     } else if (c.cmd() == pb::Control::CONSISTENCY && membership_->complete()) {
       lk.unlock();
       ApplyConsistency(c);
-    } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from)) {
+    } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from) &&
+               fatal_.empty()) {  // an aborted job hands out nothing
       std::vector<std::pair<int, int>> answers;
       int task = -1;
       auto a = tasks_added_ ? tasks_.Take(from, NowMs(), &task) : TaskPool::Answer::kWait;

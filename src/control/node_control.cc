@@ -430,6 +430,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
 }
 
 void Node::Impl::ServeTaskWaiters(std::vector<std::pair<int, int>>* answers) {
+  if (!fatal_.empty()) return;  // an aborted job hands out nothing
   while (!task_waiters_.empty() && tasks_added_) {
     int task = -1;
     auto a = tasks_.Take(task_waiters_.front(), NowMs(), &task);
@@ -508,6 +509,34 @@ void Node::Impl::NotifyRing(std::shared_ptr<const Ring> ring) {
   for (auto& c : customers_) c.second->OnRingChange(ring);
 }
 
+void Node::Impl::AbortJob(const std::string& why, ErrorCode code) {
+  pb::Control a;
+  a.set_cmd(pb::Control::ABORT);
+  a.set_error(why);
+  a.set_error_code(static_cast<int>(code));
+  if (cfg.role != Role::kScheduler) {
+    // The scheduler tells everyone, this node included: wait for that word (bounded), so the
+    // request is out before the caller ends its process.
+    aborting_.store(true);
+    SendControl(0, a);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(std::max(2000, cfg.heartbeat_timeout_ms)),
+                 [&] { return !fatal_.empty(); });
+    return;
+  }
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& n : nodes_) {
+      if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+    }
+  }
+  LOG(ERROR) << why;
+  JobEvent("job aborted: " + why);
+  for (int to : tell) SendControl(to, a, true);
+  Fatal(why, code);
+}
+
 void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -525,7 +554,7 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
   }
   const std::string said = fatal_;  // why, with what the node did since a stall
   LOG(ERROR) << said;
-  if (cfg.exit_on_scheduler_loss && cfg.role != Role::kScheduler) {
+  if (cfg.exit_on_scheduler_loss && cfg.role != Role::kScheduler && !aborting_.load()) {
     std::fprintf(stderr, "ps: %s; exiting\n", said.c_str());
     std::fflush(stderr);
     google::FlushLogFiles(google::GLOG_INFO);

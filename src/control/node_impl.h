@@ -140,6 +140,8 @@ struct Node::Impl {
   // Job-wide metrics (node_metrics.cc). Nodes: collect this node's counters and send them to
   // the scheduler when it asked for them and a second has passed (or `force`, at Finalize).
   NodeStats Stats() const;
+  void AbortJob(const std::string& why, ErrorCode code);
+  std::atomic<bool> aborting_{false};  // this node asked for the abort: its caller exits
   void CollectMetrics(MetricSet* out);
   void SendMetrics(bool force);
   std::atomic<bool> want_metrics_{false};

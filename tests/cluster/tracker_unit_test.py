@@ -106,6 +106,10 @@ class FailurePolicyTest(unittest.TestCase):
         k = FailurePolicy(keep_going=True)
         self.assertEqual(k.judge("worker", 0, 3), "failed")
         self.assertEqual(k.failed, {"worker 0"})
+        # Bad input (exit 65, EX_DATAERR) stops the job whatever the allowances: another
+        # worker given the same part would fail the same way.
+        b = FailurePolicy(allow_dead_workers=2, keep_going=True)
+        self.assertEqual(b.judge("worker", 0, 65), "fatal")
 
 
 class BackendCommandTest(unittest.TestCase):

@@ -99,6 +99,7 @@ def exact(a, d):
     if one["log"][-1]["objective"] >= 0.5 * one["log"][0]["objective"]:
         fail("the objective did not fall: %s" % [x["objective"] for x in one["log"]])
     predict(a, d, os.path.join(d, "one.model"))
+    bad_input(a, d)
     # No --consistency: PS_CONSISTENCY is the run's policy (the flag's default used to win).
     env = ok(launch(a, d, 1, 1, DBPG[:4] + ["--iterations", "3", "--eval_every", "1"], "env",
                     env=("PS_CONSISTENCY=ssp:2",)), "PS_CONSISTENCY")
@@ -110,6 +111,30 @@ def exact(a, d):
     print("exact: ftrl on 2 workers: test logloss %.6f" % ftrl["logloss"], flush=True)
     if ftrl["logloss"] > 1.1 * one["logloss"]:
         fail("ftrl's test logloss %.4f is far from dbpg's %.4f" % (ftrl["logloss"], one["logloss"]))
+
+
+def bad_input(a, d):
+    """A malformed line in the training file stops the job with the reader's file:line
+    message even when workers may die (--allow-dead-workers): another worker would only fail
+    on the same part again (before, the part went from worker to worker)."""
+    bad = os.path.join(d, "bad.libsvm")
+    rows = open(os.path.join(d, "train.libsvm")).read().splitlines()
+    rows[len(rows) * 3 // 4] = "+1 5:1 3:1"  # ids out of order, in the second worker's half
+    with open(bad, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    cmd = [sys.executable, a.launcher, "-s", "1", "-w", "2", "--timeout", "120",
+           "--allow-dead-workers", "1", "--", a.job, "--train", bad, "--solver", "dbpg",
+           "--iterations", "3", "--parts_per_worker", "1"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=180)
+    want = "%s:%d: feature ids must increase along a line: 3 after 5" % (bad, len(rows) * 3 // 4 + 1)
+    if r.returncode == 0 or want not in r.stdout or "bad input: the job stops" not in r.stdout:
+        sys.stdout.write(r.stdout[-4000:])
+        fail("a malformed training line did not stop the job with %r (exit %d)"
+             % (want, r.returncode))
+    if "takes over data part" in r.stdout:
+        fail("another worker took over the part with the malformed line")
+    print("exact: a malformed training line stopped the job: %s" % want, flush=True)
 
 
 def predict(a, d, model):

@@ -7,6 +7,7 @@ import sys
 
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
+EXIT_DATAERR = 65  # a program's bad input (sysexits.h): fatal whatever --allow-dead-* says
 
 
 def log(msg):
@@ -33,7 +34,9 @@ def signal_group(pid, sig):
 
 
 def describe_exit(rc):
-    return ("signal %d" % -rc) if rc < 0 else ("code %d" % rc)
+    if rc < 0:
+        return "signal %d" % -rc
+    return "code %d%s" % (rc, " (bad input: the job stops)" if rc == EXIT_DATAERR else "")
 
 
 class FailurePolicy:
@@ -51,6 +54,10 @@ class FailurePolicy:
         name = "%s %d" % (role, rank)
         if rc == 0:
             return "ok"
+        if rc == EXIT_DATAERR:
+            # Bad input (the bundled apps' EX_DATAERR): another process given the same part
+            # would fail the same way, so no allowance (nor --keep-going) applies.
+            return "fatal"
         if sum(1 for r, _ in self.tolerated if r == role) < self.allowed.get(role, 0):
             self.tolerated.add((role, rank))
             return "tolerated"
