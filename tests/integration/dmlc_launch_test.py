@@ -10,18 +10,11 @@ other nodes waited 60 s in silence. Processes are stopped by PID."""
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port  # noqa: E402
 
 
 def main():

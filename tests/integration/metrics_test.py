@@ -15,7 +15,6 @@ Processes are the launcher's (stopped by ps-launch's PID on a timeout)."""
 import argparse
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -25,13 +24,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from ports import free_port  # noqa: E402
 
 
 def get(port, path):

@@ -21,26 +21,16 @@ def fetch_stats(host, port, timeout=2.0):
         return json.loads(r.read().decode())
 
 
-def _per_node(stats, role, name):
-    """{node id: value} of a sample over a role's nodes, summed over its labels (apps, ops)."""
+def _per_node(stats, role, name, combine=lambda a, b: a + b):
+    """{node id: value} of a sample over a role's nodes, its labels (apps, ops) combined by
+    `combine` (summed by default)."""
     out = {}
     for n in stats.get("nodes", []):
         if n.get("role") != role:
             continue
         for key, v in n.get("metrics", {}).items():
             if key == name or key.startswith(name + "{"):
-                out[n["id"]] = out.get(n["id"], 0) + v
-    return out
-
-
-def _max_per_node(stats, role, name):
-    out = {}
-    for n in stats.get("nodes", []):
-        if n.get("role") != role:
-            continue
-        for key, v in n.get("metrics", {}).items():
-            if key == name or key.startswith(name + "{"):
-                out[n["id"]] = max(out.get(n["id"], v), v)
+                out[n["id"]] = combine(out[n["id"]], v) if n["id"] in out else v
     return out
 
 
@@ -56,7 +46,7 @@ def summary_line(stats, prev, dt):
     """One line: worker steps (slowest and fastest), requests/s and MB/s since `prev`
     (an earlier totals() or None), live and dead nodes."""
     job = stats.get("job", {})
-    steps = _max_per_node(stats, "worker", "ps_worker_step")
+    steps = _per_node(stats, "worker", "ps_worker_step", max)
     parts = []
     if steps:
         slow = min(steps, key=lambda k: (steps[k], k))
