@@ -92,6 +92,12 @@ TEST_P(KVIdentityTest, CrossingTheBoundaryUnderLossKeepsSumsExact) {
         c->fault_delay_ms = 5;
         c->resend_timeout_ms = 30;
         c->seed = b.seed;
+        // Under this much injected loss a part can wait many seconds for its answer (the runs
+        // of 2026-11-26 took 32-52 s, and one request went unanswered for 20 s, the default
+        // timeout here, in a full-suite run): the test is about identities across the
+        // boundary, so it waits longer; the latency is an open problem (issue note).
+        c->request_timeout_ms = 90000;
+        c->barrier_timeout_ms = 90000;
       });
   EXPECT_EQ(checked.load(), W);
   // Loss really happened: some request parts went again.
