@@ -191,7 +191,10 @@ def main():
                    help="more NAME=VALUE for every process (PS_REFILL_PIECE_MB=100000: one "
                         "piece per range, to see what a whole-range copy costs)")
     a = p.parse_args()
-    for e in ["PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"] + \
+    # Beats share the UCX progress thread with the fill's big messages: a worker was heard
+    # after more than 1 s of silence and declared dead (the test is about memory, not detection;
+    # a SIGKILL is seen at once by the broken connection).
+    for e in ["PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=3000"] + \
             a.env:
         ENV.extend(["--env", e])
     cmd = [sys.executable, a.launcher, "-s", "3", "-w", "2", "--timeout", "900",
