@@ -264,30 +264,4 @@ std::string MetricsTable::Json(const MetricSet& job, int64_t now_ms, const std::
   return out + "]}";
 }
 
-double MetricsTable::Sum(const std::string& role, const std::string& name) const {
-  double sum = 0;
-  for (const auto& n : nodes_) {
-    if (n.second.key.role != role) continue;
-    for (const auto& m : n.second.samples) {
-      if (m.name() == name && m.suffix().empty() && m.label_names_size() == 0) sum += m.value();
-    }
-  }
-  return sum;
-}
-
-bool MetricsTable::Range(const std::string& role, const std::string& name, double* lo,
-                         double* hi) const {
-  bool any = false;
-  for (const auto& n : nodes_) {
-    if (n.second.key.role != role) continue;
-    for (const auto& m : n.second.samples) {
-      if (m.name() != name || !m.suffix().empty() || m.label_names_size() != 0) continue;
-      *lo = any ? std::min(*lo, m.value()) : m.value();
-      *hi = any ? std::max(*hi, m.value()) : m.value();
-      any = true;
-    }
-  }
-  return any;
-}
-
 }  // namespace ps

@@ -104,10 +104,6 @@ class MetricsTable {
   /// the job began, text).
   std::string Json(const MetricSet& job, int64_t now_ms, const std::set<int>& dead = {},
                    const std::deque<std::pair<int64_t, std::string>>& events = {}) const;
-  /// Sum over nodes of one role of a sample without labels (0 if none has it).
-  double Sum(const std::string& role, const std::string& name) const;
-  /// Smallest and largest value of a sample over the nodes of a role (false if none has it).
-  bool Range(const std::string& role, const std::string& name, double* lo, double* hi) const;
   uint64_t invalid() const { return invalid_; }
 
  private:

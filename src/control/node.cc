@@ -148,10 +148,13 @@ bool Node::Impl::Send(Message& msg) {
 }
 
 bool Node::Impl::SendRaw(Message& msg) {
-  if (van->Send(msg)) {
-    peer_sent_.Add(msg.meta.receiver(), msg.DataBytes());
-    return true;
-  }
+  if (!SendOrConnect(msg)) return false;
+  peer_sent_.Add(msg.meta.receiver(), msg.DataBytes());
+  return true;
+}
+
+bool Node::Impl::SendOrConnect(Message& msg) {
+  if (van->Send(msg)) return true;
   // Not connected yet (or the send failed): connect from the node table and try once more.
   const int to = msg.meta.receiver();
   {
@@ -168,9 +171,7 @@ bool Node::Impl::SendRaw(Message& msg) {
       van->Connect(to, target.host, target.port);
     }
   }
-  if (!van->Send(msg)) return false;
-  peer_sent_.Add(msg.meta.receiver(), msg.DataBytes());
-  return true;
+  return van->Send(msg);
 }
 
 void Node::Impl::PollOnce(int timeout_ms) {

@@ -48,10 +48,10 @@ void Node::Impl::BroadcastTable() {
 }
 
 void Node::Impl::Joined(const NodeInfo& n) {
-  LOG(INFO) << RoleName(n.role) << " " << n.rank << " (node " << n.id << ", " << n.host << ":"
-            << n.port << ") joined the running job";
   JobEvent(std::string(RoleName(n.role)) + " " + std::to_string(n.rank) + " (node " +
-           std::to_string(n.id) + ") joined the running job");
+               std::to_string(n.id) + ", " + n.host + ":" + std::to_string(n.port) +
+               ") joined the running job",
+           /*warning=*/false);
   pb::Control t = TableMessage();
   t.set_your_id(n.id);
   SendControl(n.id, t);
@@ -120,10 +120,9 @@ void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
   prepare->set_cmd(pb::Control::RING_PREPARE);
   FillRing(next_ring_ ? *next_ring_ : *ring_, prepare->mutable_ring());
   if (next_ring_) {
-    LOG(WARNING) << "preparing ring epoch " << epoch << " with " << servers.size()
-                 << " servers: the servers copy the ranges they will hold before the cut-over";
     JobEvent("preparing ring epoch " + std::to_string(epoch) + " with " +
-             std::to_string(servers.size()) + " servers");
+             std::to_string(servers.size()) +
+             " servers: the servers copy the ranges they will hold before the cut-over");
   }
   tell->clear();
   for (const auto& m : nodes_) {
@@ -175,11 +174,9 @@ std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
     if (!CaughtUp(s, target->epoch())) return nullptr;
   }
   if (next_ring_) {
-    LOG(WARNING) << "cut-over to ring epoch " << next_ring_->epoch() << " with "
-                 << next_ring_->servers().size() << " servers: the pre-copy took "
-                 << NowMs() - prepare_started_ms_ << " ms";
-    JobEvent("ring epoch " + std::to_string(next_ring_->epoch()) + ": " +
-             std::to_string(next_ring_->servers().size()) + " servers (cut-over)");
+    JobEvent("cut-over to ring epoch " + std::to_string(next_ring_->epoch()) + " with " +
+             std::to_string(next_ring_->servers().size()) + " servers: the pre-copy took " +
+             std::to_string(NowMs() - prepare_started_ms_) + " ms");
     auto cut = next_ring_;
     next_ring_ = nullptr;
     SetRing(cut);
@@ -188,12 +185,9 @@ std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
   }
   copies_.Reset(*ring_);
   if (failures_since_full_ > 0) {
-    LOG(WARNING) << "refill done: every key range has its copies again under ring epoch "
-                 << ring_->epoch() << " (" << NowMs() - degraded_since_ms_ << " ms after the "
-                 << "first of " << failures_since_full_ << " failure(s))";
     JobEvent("refill done: every key range has its copies again under ring epoch " +
              std::to_string(ring_->epoch()) + " (" + std::to_string(NowMs() - degraded_since_ms_) +
-             " ms)");
+             " ms after the first of " + std::to_string(failures_since_full_) + " failure(s))");
     failures_since_full_ = 0;
   }
   return nullptr;
@@ -219,7 +213,6 @@ void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
       left_.insert(s);
       for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
       dead_.push_back(s);
-      LOG(WARNING) << "server node " << s << " left the job";
       JobEvent("server node " + std::to_string(s) + " left the job");
     }
     for (int s : left_) leaving_.erase(s);
@@ -397,25 +390,15 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
         }
       }
     }
-    LOG(WARNING) << "node " << id << " declared dead: " << how;
     JobEvent("node " + std::to_string(id) + " declared dead: " + how);
     if (!abort.empty()) {
-      LOG(ERROR) << abort;
-      JobEvent("job aborted: " + abort);
-      pb::Control a;
-      a.set_cmd(pb::Control::ABORT);
-      a.set_error(abort);
-      a.set_error_code(static_cast<int>(ErrorCode::kDataLost));
-      for (int to : tell) SendControl(to, a, true);
-      Fatal(abort, ErrorCode::kDataLost);
+      AbortJob(abort, ErrorCode::kDataLost);
       return;
     }
     pb::Control c;
     c.set_cmd(pb::Control::NODE_DEAD);
     c.set_dead_id(id);
     if (fresh) {
-      LOG(WARNING) << "ring epoch " << fresh->epoch() << ": " << fresh->servers().size()
-                   << " servers";
       JobEvent("ring epoch " + std::to_string(fresh->epoch()) + ": " +
                std::to_string(fresh->servers().size()) + " servers");
       FillRing(*fresh, c.mutable_ring());
@@ -531,8 +514,7 @@ void Node::Impl::AbortJob(const std::string& why, ErrorCode code) {
       if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
     }
   }
-  LOG(ERROR) << why;
-  JobEvent("job aborted: " + why);
+  JobEvent("job aborted: " + why);  // Fatal logs why as an error
   for (int to : tell) SendControl(to, a, true);
   Fatal(why, code);
 }
@@ -704,7 +686,7 @@ void Node::Impl::HeartbeatLoop() {
       // The scheduler beats too, so that every node can tell when it is gone.
       pb::Control c;
       c.set_cmd(pb::Control::HEARTBEAT);
-      c.set_want_metrics(metrics_http_ != nullptr);
+      c.set_want_metrics(cfg.metrics_port > 0);
       for (int id : live) SendControl(id, c, true);
       for (auto& r : barrier_reports) SendControl(r.first, r.second, true);
       SendTaskAnswers(task_answers);
@@ -750,7 +732,7 @@ void Node::Impl::Finalize() {
   // every node's final metrics once the barrier is released.
   SendMetrics(/*force=*/true);
   Barrier(kAllGroups, /*final=*/true);
-  if (metrics_http_) {
+  if (cfg.role == Role::kScheduler && cfg.metrics_port > 0) {
     std::lock_guard<std::mutex> lk(mu_);
     LOG(INFO) << "job metrics: " << metrics_table_.Json(JobMetrics(), NowMs());
   }

@@ -46,8 +46,8 @@ class Customer {
   /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
   virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
   }
-  /// Adds this customer's counters to the node's metrics (heartbeat thread, about once a
-  /// second while the scheduler serves metrics).
+  /// Adds this customer's counters to the node's metrics (receive thread, about once a second
+  /// while the scheduler serves metrics; and when the customer goes).
   virtual void Metrics(MetricSet* /*out*/) {}
 };
 
@@ -153,8 +153,9 @@ struct Node::Impl {
   MetricSet JobMetrics();                             // mu_ held
   bool MetricsPage(const std::string& path, std::string* body, std::string* type);
   MetricsTable metrics_table_;
-  // Scheduler: membership and ring changes as they happen, for the live page (bounded).
-  void JobEvent(const std::string& what);
+  // Logs a membership or ring change and, on the scheduler, keeps it for the live page
+  // (bounded).
+  void JobEvent(const std::string& what, bool warning = true);
   std::mutex events_mu_;
   std::deque<std::pair<int64_t, std::string>> events_;
   const int64_t started_ms_ = NowMs();
@@ -325,6 +326,7 @@ struct Node::Impl {
   std::atomic<std::thread::id> dispatcher_{};
   // Sends a message as it is (the transport, connecting on first use).
   bool SendRaw(Message& msg);
+  bool SendOrConnect(Message& msg);
   std::string policy_;
   int max_delay_;
   bool finalized_ = false;

@@ -83,7 +83,12 @@ MetricSet Node::Impl::JobMetrics() {
   return job;
 }
 
-void Node::Impl::JobEvent(const std::string& what) {
+void Node::Impl::JobEvent(const std::string& what, bool warning) {
+  if (warning) {
+    LOG(WARNING) << what;
+  } else {
+    LOG(INFO) << what;
+  }
   if (cfg.role != Role::kScheduler) return;
   std::lock_guard<std::mutex> lk(events_mu_);
   events_.emplace_back(NowMs() - started_ms_, what);

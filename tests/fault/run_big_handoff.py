@@ -61,6 +61,7 @@ class Run:
         self.failures = []
         self.report = []
         self.cond = threading.Condition(self.lock)
+        self.ended = False  # ps-launch has exited: nothing awaited can come any more
         self.threads = []
 
     def on_line(self, line):
@@ -82,6 +83,8 @@ class Run:
         end = time.time() + timeout
         with self.cond:
             while not pred():
+                if self.ended:
+                    raise RuntimeError("the job ended before " + what)
                 left = end - time.time()
                 if left <= 0:
                     raise RuntimeError("timed out waiting for " + what)
@@ -163,11 +166,13 @@ class Run:
         except Exception as e:  # the job is stopped below; the failure is reported
             self.failures.append(str(e))
             live = list(self.servers.values()) + ([self.joiner] if self.joiner else [])
-        for p in self.workers.values():
-            os.kill(p, signal.SIGUSR1)
-        for p in live:
+        # Workers end their pushes (SIGUSR1), servers their wait (SIGUSR2); a process that is
+        # gone already (the job ended early) is skipped.
+        signals = [(p, signal.SIGUSR1) for p in self.workers.values()] + \
+            [(p, signal.SIGUSR2) for p in live]
+        for p, sig in signals:
             try:
-                os.kill(p, signal.SIGUSR2)
+                os.kill(p, sig)
             except OSError:
                 pass
         for t in self.threads:
@@ -204,6 +209,9 @@ def main():
     ctl = threading.Thread(target=run.control)
     ctl.start()
     rc, out = stream(cmd, run.on_line)
+    with run.cond:
+        run.ended = True
+        run.cond.notify_all()
     ctl.join()
     if rc != 0:
         run.failures.append("ps-launch exited with %d" % rc)
