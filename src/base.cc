@@ -10,7 +10,29 @@ uint64_t Mix(uint64_t id) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+// The inverse of a * x mod 2^64 for odd a (Newton's iteration doubles the correct bits).
+constexpr uint64_t InverseOdd(uint64_t a) {
+  uint64_t x = a;  // correct to 3 bits for odd a
+  for (int i = 0; i < 5; ++i) x *= 2 - a * x;
+  return x;
+}
+
+uint64_t Unmix(uint64_t z) {
+  z ^= (z >> 31) ^ (z >> 62);
+  z *= InverseOdd(0x94d049bb133111ebULL);
+  z ^= (z >> 27) ^ (z >> 54);
+  z *= InverseOdd(0xbf58476d1ce4e5b9ULL);
+  z ^= (z >> 30) ^ (z >> 60);
+  return z - 0x9e3779b97f4a7c15ULL;
+}
 }  // namespace
+
+uint64_t UnhashKey(Key key) {
+  const uint64_t id = Unmix(key);
+  // Mix(kMaxKey) is also the key of the id that Mix maps to kMaxKey.
+  return id == kMaxKey ? Unmix(kMaxKey) : id;
+}
 
 Key HashKey(uint64_t id) {
   // One id maps to kMaxKey, which is no key (the end of the key space): it takes the key of

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <unordered_set>
 
 namespace linear {
 namespace {
@@ -41,6 +43,8 @@ struct Raw {
   std::vector<size_t> row{0};
   std::vector<ps::Key> key;
   std::vector<float> val;
+  // Criteo, when set: each feature's key, column and text (to name a model's keys).
+  std::function<void(ps::Key, int, const std::string&)> on_feature;
 };
 
 // Parses one libsvm line; "" or what is wrong.
@@ -121,8 +125,10 @@ std::string ParseCriteo(const char* p, const char* end, Raw* r) {
       const long long bucket = v <= 2 ? v : 3 + static_cast<long long>(std::log2(v));
       const std::string t = "#" + std::to_string(bucket);
       r->key.push_back(FeatureKey(c, t));
+      if (r->on_feature) r->on_feature(r->key.back(), c, t);
     } else {
-      r->key.push_back(ps::HashKey(Fnv1a(c, s, n)));
+      r->key.push_back(ps::HashKey(Fnv1a(c, s, n)));  // = FeatureKey(c, text)
+      if (r->on_feature) r->on_feature(r->key.back(), c, std::string(s, n));
     }
     r->val.push_back(1.0f);
   }
@@ -172,14 +178,11 @@ void PartRange(uint64_t size, int part, int parts, uint64_t* begin, uint64_t* en
   *end = size * static_cast<uint64_t>(part + 1) / static_cast<uint64_t>(parts);
 }
 
-ps::Key FeatureKey(uint64_t id) {
-  const ps::Key k = ps::HashKey(id);
-  return k == ps::kMaxKey ? k - 1 : k;
-}
+// HashKey never returns kMaxKey (no key), so every feature has a valid key.
+ps::Key FeatureKey(uint64_t id) { return ps::HashKey(id); }
 
 ps::Key FeatureKey(int column, const std::string& text) {
-  const ps::Key k = ps::HashKey(Fnv1a(column, text.data(), text.size()));
-  return k == ps::kMaxKey ? k - 1 : k;
+  return ps::HashKey(Fnv1a(column, text.data(), text.size()));
 }
 
 bool HasRows(const std::string& path, Format format) {
@@ -244,6 +247,44 @@ Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
   d.label = std::move(raw.label);
   d.row = std::move(raw.row);
   return d;
+}
+
+std::string CriteoColumnName(int column) {
+  return column <= 13 ? "I" + std::to_string(column) : "C" + std::to_string(column - 13);
+}
+
+int CriteoColumn(const std::string& name) {
+  if (name.size() < 2 || (name[0] != 'I' && name[0] != 'C')) return -1;
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || i > 3) return -1;
+  }
+  const int n = std::atoi(name.c_str() + 1);
+  if (name[0] == 'I') return n >= 1 && n <= 13 ? n : -1;
+  return n >= 1 && n <= 26 ? n + 13 : -1;
+}
+
+std::unordered_map<ps::Key, std::string> CriteoNames(const std::string& path,
+                                                     const std::vector<ps::Key>& wanted) {
+  std::unordered_map<ps::Key, std::string> names;
+  std::unordered_set<ps::Key> want(wanted.begin(), wanted.end());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(path + ": cannot open: " + std::strerror(errno));
+  Raw raw;
+  raw.on_feature = [&](ps::Key k, int column, const std::string& text) {
+    if (want.erase(k)) names.emplace(k, CriteoColumnName(column) + "\t" + text);
+  };
+  std::string line;
+  while (!want.empty() && std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    // The training run read these lines already; one that does not parse names nothing.
+    ParseCriteo(line.data(), line.data() + line.size(), &raw);
+    raw.key.clear();
+    raw.val.clear();
+    raw.label.clear();
+    raw.row.resize(1);
+  }
+  return names;
 }
 
 }  // namespace linear

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ps/base.h"
@@ -66,8 +67,19 @@ inline Dataset ReadFile(const std::string& path, Format format) {
 }
 
 /// The key of libsvm feature id `id` and of Criteo column `column` with text value `text`.
+/// A libsvm id is ps::UnhashKey of its key.
 ps::Key FeatureKey(uint64_t id);
 ps::Key FeatureKey(int column, const std::string& text);
+
+/// Criteo's names of columns 1-39: I1-I13 (integers), C1-C26 (categories); CriteoColumn is
+/// the inverse (-1 for no such column). An integer column's feature text is its bucket, "#b".
+std::string CriteoColumnName(int column);
+int CriteoColumn(const std::string& name);
+/// The features of `wanted` keys as "column<TAB>text", found by reading the Criteo file at
+/// path (the training data: a key's feature text is not kept, and the hash has no inverse).
+/// Stops reading once every key is named; a key not found is missing from the result.
+std::unordered_map<ps::Key, std::string> CriteoNames(const std::string& path,
+                                                     const std::vector<ps::Key>& wanted);
 
 }  // namespace linear
 

@@ -23,6 +23,7 @@
 #include "app_help.h"
 #include "linear/linear.h"
 #include "linear/metrics.h"
+#include "linear/model_file.h"
 #include "linear/rules.h"
 
 DEFINE_string(train, "", "training data (libsvm or criteo text)");
@@ -55,7 +56,8 @@ DEFINE_double(significant, -1,
               "0: lossless, only changed weights travel)");
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
 DEFINE_int32(eval_every, 1, "report every this many iterations (epochs)");
-DEFINE_string(model_out, "", "write the model here (worker 0): key weight per line");
+DEFINE_string(model_out, "",
+              "write the model here (worker 0): feature and weight per line (model_file.h)");
 DEFINE_string(log_json, "", "write one JSON object per report here (worker 0)");
 DEFINE_bool(quiet, false, "no progress lines");
 DEFINE_bool(predict, false, "evaluate --model_in on --test locally (no cluster)");
@@ -127,20 +129,7 @@ int Predict(const linear::Options& o) {
   if (FLAGS_model_in.empty() || o.test.empty()) {
     throw ps::Error("--predict needs --model_in and --test");
   }
-  std::ifstream in(FLAGS_model_in);
-  if (!in) throw ps::Error("--model_in=" + FLAGS_model_in + ": cannot open");
-  std::unordered_map<ps::Key, double> w;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ls(line);
-    unsigned long long k;
-    double v;
-    if (!(ls >> k >> v)) {
-      throw ps::Error(FLAGS_model_in + ":" + std::to_string(n) + ": expected 'key weight'");
-    }
-    w[k] = v;
-  }
+  const std::unordered_map<ps::Key, double> w = linear::ReadModel(FLAGS_model_in, o.format);
   const linear::Dataset d = linear::ReadFile(o.test, o.format);
   std::vector<double> m(d.rows());
   std::vector<double> wk(d.keys.size(), 0.0);

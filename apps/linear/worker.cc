@@ -1,5 +1,5 @@
 // The worker's side of the sparse linear app: data parts from the scheduler, the DBPG and FTRL
-// loops, evaluation, progress lines and the model file.
+// loops, evaluation, progress lines and the model file (model_file.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "linear/linear.h"
 #include "linear/metrics.h"
+#include "linear/model_file.h"
 
 namespace linear {
 namespace {
@@ -143,20 +144,6 @@ Model PullModel(ps::KVWorker<double>* kv) {
     m.nnz += x != 0;
   }
   return m;
-}
-
-void WriteModel(const Model& m, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw ps::Error("--model_out=" + path + ": cannot open for writing");
-  out << "# ps linear model: feature key, weight (nonzero weights only)\n";
-  char buf[64];
-  for (size_t i = 0; i < m.keys.size(); ++i) {
-    if (m.w[i] == 0) continue;
-    std::snprintf(buf, sizeof(buf), "%llu %.17g\n", static_cast<unsigned long long>(m.keys[i]),
-                  m.w[i]);
-    out << buf;
-  }
-  if (!out) throw ps::Error(path + ": write failed");
 }
 
 // Per-iteration statistics every worker adds up on the servers (app kStatsApp, key = step):
@@ -395,7 +382,9 @@ int RunWorker(ps::Node* node, const Options& o) {
   node->Barrier(ps::kWorkerGroup);
   if (rep) {
     Model m = PullModel(&kv);
-    if (!o.model_out.empty()) WriteModel(m, o.model_out);
+    if (!o.model_out.empty()) {
+      WriteModel(o.model_out, o.format, o.train, m.keys.data(), m.w.data(), m.keys.size());
+    }
     if (rep->has_test()) {
       const Quality q = rep->TestQuality(&kv);
       std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",

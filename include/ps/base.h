@@ -23,6 +23,11 @@ constexpr Key kMaxKey = std::numeric_limits<Key>::max();
 /// below 2^64 - 1 never share a key.
 Key HashKey(uint64_t id);
 
+/// The id that HashKey() maps to `key`: the inverse, so that a model keyed by HashKey can be
+/// written with the application's own ids. Of the two ids sharing one key (see HashKey) it
+/// returns the one below 2^64 - 1. `key` must be a value HashKey returns (not kMaxKey).
+uint64_t UnhashKey(Key key);
+
 /// Half-open key range [begin, end).
 struct Range {
   Key begin = 0;

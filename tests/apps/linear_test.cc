@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "linear/data.h"
 #include "linear/metrics.h"
+#include "linear/model_file.h"
 #include "linear/rules.h"
 #include "util/rng.h"
 
@@ -106,6 +109,78 @@ TEST(LinearDataTest, PartsCoverEveryLineExactlyOnce) {
     for (size_t i = 0; i < all.rows(); ++i) {
       ASSERT_EQ(all.keys[all.col[all.row[i]]], FeatureKey(i * 32))
           << "parts " << parts << " row " << i;
+    }
+  }
+}
+
+// The model file names features as the data does (it used to hold the servers' hashed keys)
+// and reads back to the same weights under the same keys.
+TEST(LinearModelFileTest, LibsvmModelsHoldFeatureIdsAndReadBack) {
+  const std::vector<uint64_t> ids = {0, 3, 7, 123456789, 1ull << 40};
+  std::vector<ps::Key> keys;
+  std::vector<double> w;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keys.push_back(FeatureKey(ids[i]));
+    w.push_back(i == 2 ? 0.0 : 0.1 * static_cast<double>(i) - 1.0 / 3);
+  }
+  const std::string p = ::testing::TempDir() + "m.libsvm.model";
+  WriteModel(p, Format::kLibsvm, "", keys.data(), w.data(), keys.size());
+  std::ifstream in(p);
+  std::string header, line;
+  std::getline(in, header);
+  std::vector<uint64_t> written;
+  while (std::getline(in, line)) written.push_back(std::stoull(line.substr(0, line.find(' '))));
+  EXPECT_EQ(written, (std::vector<uint64_t>{0, 3, 123456789, 1ull << 40}))
+      << "ids, without the zero weight";
+  const auto back = ReadModel(p, Format::kLibsvm);
+  ASSERT_EQ(back.size(), 4u);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (w[i] == 0) continue;
+    ASSERT_TRUE(back.count(keys[i])) << "id " << ids[i];
+    EXPECT_EQ(back.at(keys[i]), w[i]) << "17 digits read back exactly";
+  }
+  try {
+    ReadModel(p, Format::kCriteo);
+    ADD_FAILURE() << "read a libsvm model as criteo";
+  } catch (const ps::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--format=criteo"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LinearModelFileTest, CriteoModelsNameColumnAndValue) {
+  std::string line = "1";
+  for (int i = 1; i <= 13; ++i) line += "\t" + std::to_string(i == 2 ? 1000 : i);
+  for (int i = 0; i < 26; ++i) line += "\tv" + std::to_string(i % 3);
+  const std::string train = Write("m.tsv", line + "\n");
+  const Dataset d = ReadFile(train, Format::kCriteo);
+  std::vector<double> w(d.keys.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 1.0 + static_cast<double>(i);
+  const ps::Key unknown = ps::HashKey(99);  // no feature of the file: kept as a key
+  std::vector<ps::Key> keys = d.keys;
+  keys.push_back(unknown);
+  w.push_back(-2);
+  const std::string p = ::testing::TempDir() + "m.criteo.model";
+  WriteModel(p, Format::kCriteo, train, keys.data(), w.data(), keys.size());
+  std::ifstream in(p);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\nI2\t#12\t"), std::string::npos) << "1000 is in bucket 3 + 9";
+  EXPECT_NE(text.find("\nC26\tv1\t"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nkey\t" + std::to_string(unknown) + "\t-2\n"), std::string::npos);
+  const auto back = ReadModel(p, Format::kCriteo);
+  ASSERT_EQ(back.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(back.at(keys[i]), w[i]) << i;
+}
+
+TEST(LinearModelFileTest, MalformedModelLinesAreNamedWithFileAndLine) {
+  const std::string h = "# ps linear model v2 format libsvm: feature id, weight\n";
+  for (const std::string& bad : {h + "3 0.5\n-4 1\n", h + "3 0.5\n4\n", h + "3 x\n",
+                                 h + "3 1\n3 2\n", std::string("3 0.5\n")}) {
+    const std::string p = Write("bad.model", bad);
+    try {
+      ReadModel(p, Format::kLibsvm);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ps::Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(p + ":", 0), 0u) << e.what();
     }
   }
 }

@@ -96,6 +96,10 @@ def exact(a, d):
           % (one["logloss"], two["logloss"], len(keys), worst), flush=True)
     if worst > 1e-6:
         fail("the distributed model differs from the single-worker one by %.3g" % worst)
+    # The model file names the data's feature ids (1-300 here), not the servers' hashed keys.
+    if not keys or not keys <= set(range(1, 301)):
+        fail("--model_out holds keys that are no feature id of the data: %s"
+             % sorted(keys - set(range(1, 301)))[:5])
     if one["log"][-1]["objective"] >= 0.5 * one["log"][0]["objective"]:
         fail("the objective did not fall: %s" % [x["objective"] for x in one["log"]])
     predict(a, d, os.path.join(d, "one.model"))

@@ -1,4 +1,4 @@
-// The small helpers of the public API: HashKey and SortByKey.
+// The small helpers of the public API: HashKey, UnhashKey and SortByKey.
 #include "ps/base.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +41,19 @@ TEST(HashKeyTest, NeverReturnsTheEndOfTheKeySpace) {
     EXPECT_EQ(Unmix(HashKey(id + d)), id + d);
     EXPECT_EQ(Unmix(HashKey(id - d)), id - d);
   }
+}
+
+TEST(HashKeyTest, UnhashKeyGivesBackTheId) {
+  const uint64_t seed = 11;
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t id = i < 1000 ? static_cast<uint64_t>(i) : rng();
+    ASSERT_EQ(UnhashKey(HashKey(id)), id) << "seed " << seed << " id " << id;
+  }
+  // The two ids that share a key: the one below 2^64 - 1 comes back.
+  const uint64_t id = Unmix(kMaxKey);
+  EXPECT_EQ(UnhashKey(HashKey(kMaxKey)), id);
+  EXPECT_EQ(UnhashKey(HashKey(kMaxKey - 1)), kMaxKey - 1);
 }
 
 TEST(SortByKeyTest, ValuesAndLengthsMoveWithTheirKeys) {
