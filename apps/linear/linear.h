@@ -31,7 +31,7 @@ struct Options {
   double alpha = 0.1, beta = 1;
   // Both
   int parts_per_worker = 2;  // data parts (tasks) = this x workers
-  int eval_every = 1;
+  int eval_every = 10;
   std::string model_out, log_json;
   bool quiet = false;
 };

@@ -55,11 +55,11 @@ DEFINE_double(significant, -1,
               "pulls through the significantly-modified filter at this threshold (-1: off; "
               "0: lossless, only changed weights travel)");
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
-DEFINE_int32(eval_every, 1, "report every this many iterations (epochs)");
+DEFINE_int32(eval_every, 10, "report every this many iterations (epochs), and after the last");
 DEFINE_string(model_out, "",
               "write the model here (worker 0): feature and weight per line (model_file.h)");
 DEFINE_string(log_json, "", "write one JSON object per report here (worker 0)");
-DEFINE_bool(quiet, false, "no progress lines");
+DEFINE_bool(quiet, false, "no progress lines (nothing is pulled for them unless --log_json asks)");
 DEFINE_bool(predict, false, "evaluate --model_in on --test locally (no cluster)");
 DEFINE_string(model_in, "", "--predict: the model file");
 DEFINE_string(predictions_out, "", "--predict: write the probability of +1 per test row");

@@ -18,6 +18,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Where this worker's iterations spent their time, summed since the last progress line:
+// computing, handing pushes to the van, in Clock() (the bounded delay holding the next step),
+// waiting for pulls (which a barrier policy holds on the servers), and reporting.
+struct Phases {
+  enum Phase { kCompute, kPush, kClock, kPull, kReport, kCount };
+  double secs[kCount] = {};
+  int iterations = 0;
+  // Runs f and adds its time to phase p.
+  template <typename F>
+  auto Time(Phase p, F&& f) -> decltype(f()) {
+    const auto t0 = Clock::now();
+    struct Add {
+      double* to;
+      Clock::time_point t0;
+      ~Add() { *to += std::chrono::duration<double>(Clock::now() - t0).count(); }
+    } add{&secs[p], t0};
+    return f();
+  }
+};
+
 // The rows this worker trains on (its data parts) and its copy of their weights.
 struct Shard {
   Dataset data;
@@ -66,6 +86,9 @@ class Reporter {
     }
   }
   bool has_test() const { return test_.rows() > 0; }
+  // Whether anything reads the reports: with --quiet and no --log_json nothing is pulled for
+  // them (the model and the test set's weights cost a pass over the wire each time).
+  bool reporting() const { return !o_.quiet || log_.is_open(); }
 
   // Quality on the test set with the model's current weights.
   Quality TestQuality(ps::KVWorker<double>* kv) const {
@@ -79,29 +102,38 @@ class Reporter {
   // One progress line: the iteration, the objective over all workers' rows (data loss as the
   // workers reported it, plus the regularizer of the whole model), nonzeros, test quality.
   void Line(const char* unit, int t, double loss, double rows, double l1norm, double l2sq,
-            size_t nnz, const Quality* q) {
+            size_t nnz, const Quality* q, Phases* ph) {
     const double secs = std::chrono::duration<double>(Clock::now() - start_).count();
     const double objective = loss + o_.l1 * l1norm + o_.l2 / 2 * l2sq;
     const auto st = node_->stats();
     const auto b = kv_->barrier_stats();
     const double wait =
         b.elapsed_s > 0 ? 100 * (b.barrier_wait_s + b.delay_wait_s) / b.elapsed_s : 0;
-    char buf[512];
+    // Milliseconds per iteration in each phase since the last line (this worker's).
+    double ms[Phases::kCount];
+    for (int i = 0; i < Phases::kCount; ++i) {
+      ms[i] = ph->iterations > 0 ? 1e3 * ph->secs[i] / ph->iterations : 0;
+    }
+    char buf[640];
     std::snprintf(buf, sizeof(buf),
                   "%s %d time %.2fs objective %.6g train_logloss %.5f nnz %zu%s sent_mb %.2f "
-                  "barrier_wait %.1f%%",
+                  "barrier_wait %.1f%% ms/iter compute %.1f push %.1f clock %.1f pull_wait %.1f "
+                  "report %.1f",
                   unit, t, secs, objective, rows > 0 ? loss / rows : 0.0, nnz,
                   q ? (" test_auc " + Fmt(q->auc, 5) + " test_logloss " + Fmt(q->logloss, 5) +
                        " test_accuracy " + Fmt(q->accuracy, 4))
                           .c_str()
                     : "",
-                  st.bytes_sent / 1e6, wait);
+                  st.bytes_sent / 1e6, wait, ms[Phases::kCompute], ms[Phases::kPush],
+                  ms[Phases::kClock], ms[Phases::kPull], ms[Phases::kReport]);
     if (!o_.quiet) std::cout << buf << std::endl;
     if (log_) {
       log_ << "{\"" << unit << "\":" << t << ",\"time_s\":" << secs
            << ",\"objective\":" << objective
            << ",\"train_logloss\":" << (rows > 0 ? loss / rows : 0.0) << ",\"nnz\":" << nnz
            << ",\"bytes_sent\":" << st.bytes_sent << ",\"barrier_wait_pct\":" << wait;
+      const char* names[Phases::kCount] = {"compute", "push", "clock", "pull_wait", "report"};
+      for (int i = 0; i < Phases::kCount; ++i) log_ << ",\"" << names[i] << "_ms\":" << ms[i];
       if (q) {
         log_ << ",\"test_auc\":" << q->auc << ",\"test_logloss\":" << q->logloss
              << ",\"test_accuracy\":" << q->accuracy;
@@ -110,6 +142,7 @@ class Reporter {
            << node_->consistency_policy() << "\",\"tau\":" << node_->max_delay()
            << ",\"workers\":" << node_->num_workers() << "}" << std::endl;
     }
+    *ph = Phases();
   }
 
  private:
@@ -158,17 +191,19 @@ void PullStats(ps::KVWorker<double>* stats, int t, double* loss, double* rows) {
   *rows = v[1];
 }
 
-// Rank 0's report after step t: objective, model size, test quality.
+// Rank 0's report after step t: objective, model size, test quality (its time is the line's
+// "report" phase, counted in the next line).
 void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats, const char* unit,
-            int t, bool eval) {
+            int t, Phases* ph) {
   double loss, rows;
-  PullStats(stats, t, &loss, &rows);
-  Model m = PullModel(kv);
+  Model m;
   Quality q;
-  if (eval && rep->has_test()) {
-    q = rep->TestQuality(kv);
-  }
-  rep->Line(unit, t, loss, rows, m.l1norm, m.l2sq, m.nnz, eval && rep->has_test() ? &q : nullptr);
+  ph->Time(Phases::kReport, [&] {
+    PullStats(stats, t, &loss, &rows);
+    m = PullModel(kv);
+    if (rep->has_test()) q = rep->TestQuality(kv);
+  });
+  rep->Line(unit, t, loss, rows, m.l1norm, m.l2sq, m.nnz, rep->has_test() ? &q : nullptr, ph);
 }
 
 // Takes this worker's share of the data parts, and (later) parts that dead workers left.
@@ -230,12 +265,15 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
     ps::SArray<double> w;
   };
   std::deque<InFlight> inflight;
+  Phases ph;
   auto apply = [&](InFlight& f) {
-    kv->Wait(f.ts);
+    ph.Time(Phases::kPull, [&] { kv->Wait(f.ts); });
     for (size_t i = 0; i < blk[f.block].size(); ++i) s->w[blk[f.block][i]] = f.w[i];
   };
   std::vector<double> margin, g, u;
+  const bool reporting = rep && rep->reporting();
   for (int t = 0; t < o.iterations; ++t) {
+    ++ph.iterations;
     if (AdoptParts(node, o, s)) {
       for (auto& f : inflight) kv->Wait(f.ts);  // their indices are stale: drop them
       inflight.clear();
@@ -250,6 +288,7 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
       inflight.pop_front();
     }
     const int b = t % B;
+    const auto compute_start = Clock::now();
     const double loss = s->Margins(&margin);
     g.assign(s->data.keys.size(), 0.0);
     u.assign(s->data.keys.size(), 0.0);
@@ -280,16 +319,20 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
       // Negative: no momentum (the last iteration, and under a delay).
       rows[3 * i + 2] = t + 1 == o.iterations || tau != 0 ? -(t + 1) : t + 1;
     }
-    kv->Push(blk_keys[b], rows);
-    PushStats(stats, t, loss, static_cast<double>(d.rows()));
-    kv->Clock();
+    ph.secs[Phases::kCompute] +=
+        std::chrono::duration<double>(Clock::now() - compute_start).count();
+    ph.Time(Phases::kPush, [&] {
+      kv->Push(blk_keys[b], rows);
+      PushStats(stats, t, loss, static_cast<double>(d.rows()));
+    });
+    ph.Time(Phases::kClock, [&] { kv->Clock(); });
     InFlight f{0, t, b, ps::SArray<double>(blk[b].size())};
-    f.ts = kv->Pull(blk_keys[b], &f.w);
+    f.ts = ph.Time(Phases::kPush, [&] { return kv->Pull(blk_keys[b], &f.w); });
     inflight.push_back(std::move(f));
-    if (rep && (t % o.eval_every == 0 || t + 1 == o.iterations)) {
+    if (reporting && (t % o.eval_every == 0 || t + 1 == o.iterations)) {
       for (auto& x : inflight) apply(x);  // rank 0 reports the weights of step t + 1
       inflight.clear();
-      Report(rep, kv, stats, "iteration", t, true);
+      Report(rep, kv, stats, "iteration", t, &ph);
     }
   }
   for (auto& f : inflight) apply(f);
@@ -320,7 +363,10 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
   };
   make_batches();
   std::vector<double> g(s->data.keys.size(), 0.0);
+  Phases ph;
+  const bool reporting = rep && rep->reporting();
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    ++ph.iterations;
     if (AdoptParts(node, o, s)) {
       make_batches();
       g.assign(s->data.keys.size(), 0.0);
@@ -328,7 +374,8 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
     double loss = 0;  // progressive: each row's loss before its batch's update
     for (const Batch& bt : batches) {
       ps::SArray<double> w(bt.keys.size());
-      kv->Wait(kv->Pull(bt.keys, &w));
+      ph.Time(Phases::kPull, [&] { kv->Wait(kv->Pull(bt.keys, &w)); });
+      const auto compute_start = Clock::now();
       for (size_t i = 0; i < bt.idx.size(); ++i) s->w[bt.idx[i]] = w[i];
       const auto& d = s->data;
       for (size_t i = bt.begin; i < bt.end; ++i) {
@@ -342,16 +389,20 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
         push[i] = g[bt.idx[i]];
         g[bt.idx[i]] = 0;
       }
-      kv->Push(bt.keys, push);
+      ph.secs[Phases::kCompute] +=
+          std::chrono::duration<double>(Clock::now() - compute_start).count();
+      ph.Time(Phases::kPush, [&] { kv->Push(bt.keys, push); });
     }
     // One step per epoch: workers hold different numbers of minibatches, and a barrier policy
     // counts steps, so per-minibatch steps would leave a worker waiting for steps another
     // never takes.
-    kv->Clock();
-    PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
-    node->Barrier(ps::kWorkerGroup);  // every worker's epoch is in (the stats too)
-    if (rep && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {
-      Report(rep, kv, stats, "epoch", epoch, true);
+    ph.Time(Phases::kClock, [&] {
+      kv->Clock();
+      PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
+      node->Barrier(ps::kWorkerGroup);  // every worker's epoch is in (the stats too)
+    });
+    if (reporting && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {
+      Report(rep, kv, stats, "epoch", epoch, &ph);
     }
   }
   return 0;

@@ -103,6 +103,7 @@ def exact(a, d):
     if one["log"][-1]["objective"] >= 0.5 * one["log"][0]["objective"]:
         fail("the objective did not fall: %s" % [x["objective"] for x in one["log"]])
     predict(a, d, os.path.join(d, "one.model"))
+    quiet(a, d)
     bad_input(a, d)
     # No --consistency: PS_CONSISTENCY is the run's policy (the flag's default used to win).
     env = ok(launch(a, d, 1, 1, DBPG[:4] + ["--iterations", "3", "--eval_every", "1"], "env",
@@ -115,6 +116,35 @@ def exact(a, d):
     print("exact: ftrl on 2 workers: test logloss %.6f" % ftrl["logloss"], flush=True)
     if ftrl["logloss"] > 1.1 * one["logloss"]:
         fail("ftrl's test logloss %.4f is far from dbpg's %.4f" % (ftrl["logloss"], one["logloss"]))
+
+
+def quiet(a, d):
+    """--quiet (without --log_json) pulls nothing for progress lines: the servers send the
+    workers' own pulls only (before, the whole model and the test set's weights were pulled
+    for every line that --quiet then did not print)."""
+    def served(extra):
+        cmd = [sys.executable, a.launcher, "-s", "1", "-w", "1", "--timeout", "120", "--",
+               a.job, "--train", os.path.join(d, "train.libsvm"), "--test",
+               os.path.join(d, "test.libsvm"), "--solver", "dbpg", "--iterations", "40",
+               "--eval_every", "1"] + extra
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=180)
+        m = re.search(r"SERVER_STATS rank 0 bytes_sent (\d+)", r.stdout)
+        if r.returncode != 0 or not m or "RESULT" not in r.stdout:
+            sys.stdout.write(r.stdout[-4000:])
+            fail("%s: exit %d, no result" % (" ".join(extra) or "progress", r.returncode))
+        return int(m.group(1)), r.stdout
+    loud, loud_out = served([])
+    silent, silent_out = served(["--quiet"])
+    print("exact: the server sent %d bytes with a progress line per iteration, %d with --quiet"
+          % (loud, silent), flush=True)
+    if "iteration 39 " not in loud_out or "iteration 0 " in silent_out:
+        fail("progress lines: %d without --quiet, %d with it"
+             % (loud_out.count("iteration "), silent_out.count("iteration ")))
+    # A line pulls the model by range (keys, values and lengths) and the test set's weights, at
+    # least twice the bytes of the iteration's own pull.
+    if silent * 2 > loud:
+        fail("--quiet still pulls for the progress lines: %d bytes against %d" % (silent, loud))
 
 
 def bad_input(a, d):
