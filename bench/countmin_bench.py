@@ -16,7 +16,10 @@
             kill, from their --log_acks times on the same clock), --kills runs; the longest
             wait for an acknowledgement of a run without a kill for comparison.
 
-  python3 bench/countmin_bench.py [--only speed|accuracy|failover] [--rounds 3] [--kills 10]
+  bits      the speed job with 64-bit and with 32-bit cells (--counter_bits), alternating,
+            --rounds times: items/s, the servers' bytes of cells and bytes received.
+
+  python3 bench/countmin_bench.py [--only speed|bits|accuracy|failover] [--rounds 3] [--kills 10]
 Data: scripts/fetch-countmin-data.sh.
 """
 import argparse
@@ -88,6 +91,29 @@ def speed(a):
     emit({"summary": "countmin_speed", "local_items_per_s": round(med(loc)),
           "job_1S2W_items_per_s": round(med(dist)), "job_over_local": round(med(dist) / med(loc), 3),
           "rounds": a.rounds})
+
+
+def bits(a):
+    stream = os.path.join(a.data, "zipf.bin")
+    flags = ["--input", stream, "--format", "u64", "--epsilon", str(a.epsilon), "--delta",
+             str(a.delta), "--quiet", "--top_k", "10"]
+    rows = collections.defaultdict(list)
+    for r in range(a.rounds):
+        for b in ("64", "32"):
+            out = launch(a, 1, 2, flags + ["--counter_bits", b])
+            n, s, ips = rate(out, False)
+            m = re.search(r"SERVER rank 0 cells (\d+) cell_bytes (\d+) .*MB received (\S+)", out)
+            row = {"bench": "countmin", "op": "bits", "counter_bits": int(b), "round": r,
+                   "items": n, "items_per_s": round(ips), "cells": int(m.group(1)),
+                   "cell_bytes": int(m.group(2)), "server_mb_received": float(m.group(3))}
+            rows[b].append(row)
+            emit(row)
+    med = statistics.median
+    emit({"summary": "countmin_bits", "rounds": a.rounds,
+          **{"items_per_s_%s" % b: round(med(x["items_per_s"] for x in rows[b])) for b in rows},
+          **{"cell_bytes_%s" % b: rows[b][0]["cell_bytes"] for b in rows},
+          **{"server_mb_received_%s" % b: med(x["server_mb_received"] for x in rows[b])
+             for b in rows}})
 
 
 def accuracy(a):
@@ -172,14 +198,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--data", default=os.path.join(ROOT, "data", "countmin"))
-    p.add_argument("--only", choices=["speed", "accuracy", "failover"])
+    p.add_argument("--only", choices=["speed", "bits", "accuracy", "failover"])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kills", type=int, default=10)
     p.add_argument("--epsilon", type=float, default=0.0001)
     p.add_argument("--delta", type=float, default=0.01)
     a = p.parse_args()
     a.job = os.path.join(a.build, "apps", "countmin", "ps_countmin")
-    for name, f in (("speed", speed), ("accuracy", accuracy), ("failover", failover)):
+    for name, f in (("speed", speed), ("bits", bits), ("accuracy", accuracy),
+                    ("failover", failover)):
         if a.only in (None, name):
             f(a)
     return 0

@@ -1,6 +1,7 @@
 // ps_countmin: a CountMin sketch on the parameter server (docs/apps/countmin.md).
 //
-// The w × d cells live on the servers as int64 counters under the Sum rule, one key per cell:
+// The w × d cells live on the servers as int64 counters under the Sum rule (or, with
+// --counter_bits 32, as 32-bit counters that saturate at 2^32 - 1), one key per cell:
 // cell i (row-major) has key i · stride with stride = floor((2^64 - 1) / (w · d)), so the cells
 // spread evenly over the key space and hence over the servers' ranges of the ring, and a
 // sorted list of cells is a sorted list of keys. Workers take parts of the stream from the
@@ -10,7 +11,9 @@
 #ifndef PS_APPS_COUNTMIN_COUNTMIN_H_
 #define PS_APPS_COUNTMIN_COUNTMIN_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +25,7 @@
 namespace countmin {
 
 /// Application ids of the two tables.
-constexpr int kCellsApp = 0;       // the cells: int64, Sum rule
+constexpr int kCellsApp = 0;       // the cells: int64, Sum rule (or uint32, SaturatingU32Rule)
 constexpr int kCandidatesApp = 1;  // heavy-hitter candidates: id, name (Assign rule)
 
 struct Options {
@@ -42,18 +45,52 @@ struct Options {
   double rate = 0;            // items per second per worker (0: as fast as it goes)
   double top_every = 0;       // worker 0 prints the heavy hitters this often (0: at the end)
   bool log_acks = false;      // print when each push was found acknowledged (benchmarks)
+  int counter_bits = 64;      // 64 or 32 (half the servers' memory per cell)
   bool quiet = false;
 };
 
 /// Key of cell i of a sketch with `cells` cells.
 inline ps::Key CellKey(uint64_t i, uint64_t cells) { return i * (ps::kMaxKey / cells); }
 
+/// 32-bit cells on the servers: each int32 value holds the bits of an unsigned count, and a
+/// sum past 2^32 - 1 stays at 2^32 - 1 (kCap32). Pushes are the non-negative deltas of a batch
+/// (at most --batch per cell, below 2^32), so the cell is min(total, kCap32) in any order.
+class SaturatingU32Rule : public ps::UpdateRule<int32_t> {
+ public:
+  void Apply(ps::Key, const int32_t* pushed, int32_t* val, int32_t*, int n) const override {
+    for (int i = 0; i < n; ++i) {
+      const uint64_t sum =
+          static_cast<uint64_t>(static_cast<uint32_t>(val[i])) + static_cast<uint32_t>(pushed[i]);
+      val[i] = static_cast<int32_t>(static_cast<uint32_t>(std::min<uint64_t>(sum, kCap32)));
+    }
+  }
+  bool Elementwise() const override { return true; }
+};
+
+/// The cells table as a worker sees it, whatever the servers' cell width: counts travel as
+/// 64-bit values or as the bits of 32-bit ones, and arrive here as int64.
+class CellsTable {
+ public:
+  CellsTable(ps::Node* node, int bits);
+  /// Push number seq of task (KVWorker::PushForTask) of the deltas of keys.
+  int64_t PushForTask(int task, int64_t seq, const ps::SArray<ps::Key>& keys,
+                      const ps::SArray<int64_t>& deltas, ps::KVWorkerBase::Callback cb);
+  /// The counts of keys (blocks until they arrive).
+  std::vector<int64_t> Pull(const ps::SArray<ps::Key>& keys);
+  ps::KVWorkerBase* base() {
+    return w64_ ? static_cast<ps::KVWorkerBase*>(w64_.get()) : w32_.get();
+  }
+
+ private:
+  std::unique_ptr<ps::KVWorker<int64_t>> w64_;
+  std::unique_ptr<ps::KVWorker<int32_t>> w32_;
+};
+
 /// Queries against the sketch on the servers, from any worker, during or after the stream,
 /// through the worker's KVWorkers of the two tables (a node has one KVWorker per app id).
 class Client {
  public:
-  Client(ps::KVWorker<int64_t>* cells, ps::KVWorker<int64_t>* candidates, Shape shape,
-         uint64_t seed)
+  Client(CellsTable* cells, ps::KVWorker<int64_t>* candidates, Shape shape, uint64_t seed)
       : cells_(*cells), candidates_(*candidates), shape_(shape), seed_(seed) {}
   /// Pulls every cell (a consistent copy is not promised while inserts go on: each cell is as
   /// of its server's answer).
@@ -65,7 +102,7 @@ class Client {
   std::vector<std::pair<std::string, int64_t>> HeavyHitters(const LocalSketch& s, size_t k);
 
  private:
-  ps::KVWorker<int64_t>& cells_;
+  CellsTable& cells_;
   ps::KVWorker<int64_t>& candidates_;
   Shape shape_;
   uint64_t seed_;
@@ -90,7 +127,7 @@ void ForEachItem(const PartItems& part, Format format, F&& f) {
 }
 
 /// The roles. Each returns the process's exit code.
-void RunServer(ps::Node* node);
+void RunServer(ps::Node* node, int counter_bits);
 int RunWorker(ps::Node* node, const Options& o);
 /// The same stream counted in this process alone: the reference sketch and the speed limit.
 int RunLocal(const Options& o, bool conservative);

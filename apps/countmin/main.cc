@@ -41,6 +41,9 @@ DEFINE_double(rate, 0,
 DEFINE_bool(log_acks, false,
             "print, at the end, the wall-clock time each push was found acknowledged (ACKS "
             "lines; bench/countmin_bench.py measures fail-over with them)");
+DEFINE_int32(counter_bits, 64,
+             "bits of a cell on the servers: 64, or 32 (half the memory; a cell saturates at "
+             "2^32 - 1)");
 DEFINE_bool(local, false, "count the stream in this process alone (no servers)");
 DEFINE_bool(conservative, false,
             "--local only: conservative update (order-dependent, so not for the distributed "
@@ -83,6 +86,14 @@ countmin::Options FromFlags() {
   o.top_every = FLAGS_top_every;
   if (FLAGS_rate < 0) throw std::runtime_error("--rate must be >= 0");
   o.rate = FLAGS_rate;
+  if (FLAGS_counter_bits != 32 && FLAGS_counter_bits != 64) {
+    throw std::runtime_error("--counter_bits must be 32 or 64");
+  }
+  o.counter_bits = FLAGS_counter_bits;
+  // A push carries a batch's delta per cell, at most --batch: it must fit a 32-bit cell.
+  if (o.counter_bits == 32 && o.batch > static_cast<uint64_t>(countmin::kCap32)) {
+    throw std::runtime_error("--batch must be below 2^32 with --counter_bits 32");
+  }
   return o;
 }
 
@@ -123,7 +134,7 @@ int main(int argc, char** argv) {
         node.Finalize();
         break;
       case ps::Role::kServer:
-        countmin::RunServer(&node);
+        countmin::RunServer(&node, o.counter_bits);
         break;
       case ps::Role::kWorker:
         node.Barrier(ps::kAllGroups);

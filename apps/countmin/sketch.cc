@@ -61,6 +61,17 @@ void LocalSketch::AddConservative(uint64_t x, int64_t count) {
   }
 }
 
+uint64_t LocalSketch::Saturate(int64_t cap) {
+  uint64_t at = 0;
+  for (int64_t& c : cells_) {
+    if (c >= cap) {
+      c = cap;
+      ++at;
+    }
+  }
+  return at;
+}
+
 int64_t LocalSketch::Estimate(uint64_t x) const {
   const uint32_t d = hash_.shape().depth;
   int64_t e = std::numeric_limits<int64_t>::max();

@@ -60,6 +60,10 @@ class HashFamily {
   std::vector<uint64_t> a_, b_;
 };
 
+/// The largest count a 32-bit cell holds (--counter_bits 32): a cell that reaches it stays
+/// there, and an estimate read from such cells is "at least" that much.
+constexpr int64_t kCap32 = 0xFFFFFFFFll;
+
 /// A sketch in one process: the reference the distributed sketch must equal cell for cell, and
 /// the speed limit it is measured against.
 class LocalSketch {
@@ -76,6 +80,10 @@ class LocalSketch {
   void AddConservative(uint64_t x, int64_t count = 1);
   /// The smallest of x's cells: never below the number of times x was added.
   int64_t Estimate(uint64_t x) const;
+  /// Clamps every cell to cap: 32-bit cells (--counter_bits 32) saturate at 2^32 - 1. Cells
+  /// only grow, so clamping at the end gives the cells of clamping at every insert, plain or
+  /// conservative, and the servers' saturating sums. Returns the cells at cap.
+  uint64_t Saturate(int64_t cap);
   const std::vector<int64_t>& cells() const { return cells_; }
   std::vector<int64_t>* mutable_cells() { return &cells_; }
   const HashFamily& hash() const { return hash_; }

@@ -68,7 +68,10 @@ void Report(const Options& o, const LocalSketch& s,
     const auto q = ReadQueries(o.query);
     const auto est = Client::Estimate(s, q, o.format);
     for (size_t i = 0; i < q.size(); ++i) {
-      std::printf("ESTIMATE %s %lld\n", q[i].c_str(), static_cast<long long>(est[i]));
+      // From 32-bit cells that all reached their cap: a lower bound, not an upper one.
+      const bool at_cap = o.counter_bits == 32 && est[i] >= kCap32;
+      std::printf("ESTIMATE %s %lld%s\n", q[i].c_str(), static_cast<long long>(est[i]),
+                  at_cap ? " saturated" : "");
     }
   }
   for (size_t i = 0; i < top.size(); ++i) {
@@ -158,12 +161,44 @@ class Counter {
 
 }  // namespace
 
+CellsTable::CellsTable(ps::Node* node, int bits) {
+  if (bits == 32) {
+    w32_.reset(new ps::KVWorker<int32_t>(node, kCellsApp));
+  } else {
+    w64_.reset(new ps::KVWorker<int64_t>(node, kCellsApp));
+  }
+}
+
+int64_t CellsTable::PushForTask(int task, int64_t seq, const ps::SArray<ps::Key>& keys,
+                                const ps::SArray<int64_t>& deltas, ps::KVWorkerBase::Callback cb) {
+  if (w64_) return w64_->PushForTask(task, seq, keys, deltas, {}, std::move(cb));
+  ps::SArray<int32_t> narrow(deltas.size());
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    // --batch < 2^32 (checked at start) bounds a delta.
+    narrow[i] = static_cast<int32_t>(static_cast<uint32_t>(deltas[i]));
+  }
+  return w32_->PushForTask(task, seq, keys, narrow, {}, std::move(cb));
+}
+
+std::vector<int64_t> CellsTable::Pull(const ps::SArray<ps::Key>& keys) {
+  std::vector<int64_t> out(keys.size());
+  if (w64_) {
+    ps::SArray<int64_t> vals(keys.size());
+    w64_->Wait(w64_->Pull(keys, &vals));
+    std::copy(vals.begin(), vals.end(), out.begin());
+  } else {
+    ps::SArray<int32_t> vals(keys.size());
+    w32_->Wait(w32_->Pull(keys, &vals));
+    for (size_t i = 0; i < vals.size(); ++i) out[i] = static_cast<uint32_t>(vals[i]);
+  }
+  return out;
+}
+
 LocalSketch Client::PullSketch() {
   const uint64_t n = shape_.cells();
   ps::SArray<ps::Key> keys(n);
   for (uint64_t i = 0; i < n; ++i) keys[i] = CellKey(i, n);
-  ps::SArray<int64_t> vals(n);
-  cells_.Wait(cells_.Pull(keys, &vals));
+  const std::vector<int64_t> vals = cells_.Pull(keys);
   LocalSketch s(shape_, seed_);
   std::copy(vals.begin(), vals.end(), s.mutable_cells()->begin());
   return s;
@@ -205,22 +240,32 @@ std::vector<std::pair<std::string, int64_t>> Client::HeavyHitters(const LocalSke
   return all;
 }
 
-void RunServer(ps::Node* node) {
-  ps::KVServer<int64_t> cells(node, kCellsApp);
+void RunServer(ps::Node* node, int counter_bits) {
+  std::unique_ptr<ps::KVServer<int64_t>> cells64;
+  std::unique_ptr<ps::KVServer<int32_t>> cells32;
+  if (counter_bits == 32) {
+    cells32.reset(
+        new ps::KVServer<int32_t>(node, kCellsApp, std::make_shared<SaturatingU32Rule>()));
+  } else {
+    cells64.reset(new ps::KVServer<int64_t>(node, kCellsApp));
+  }
   ps::KVServer<int64_t> candidates(node, kCandidatesApp,
                                    std::make_shared<ps::AssignRule<int64_t>>());
   node->Barrier(ps::kAllGroups);
   node->Finalize();
   const auto st = node->stats();
-  std::printf("SERVER rank %d cells %zu candidates %zu MB received %.2f sent %.2f\n", node->rank(),
-              cells.NumKeys(), candidates.NumKeys(), st.bytes_received / 1e6, st.bytes_sent / 1e6);
+  std::printf("SERVER rank %d cells %zu cell_bytes %zu candidates %zu MB received %.2f sent %.2f\n",
+              node->rank(), cells64 ? cells64->NumKeys() : cells32->NumKeys(),
+              cells64 ? cells64->StoreBytes() : cells32->StoreBytes(), candidates.NumKeys(),
+              st.bytes_received / 1e6, st.bytes_sent / 1e6);
   std::fflush(stdout);
 }
 
 int RunWorker(ps::Node* node, const Options& o) {
-  ps::KVWorker<int64_t> cells(node, kCellsApp), candidates(node, kCandidatesApp);
+  CellsTable cells(node, o.counter_bits);
+  ps::KVWorker<int64_t> candidates(node, kCandidatesApp);
   Counter counter(o);
-  std::deque<std::pair<ps::KVWorker<int64_t>*, int64_t>> inflight;
+  std::deque<std::pair<ps::KVWorkerBase*, int64_t>> inflight;
   const auto start = Clock::now();
   auto last = start, last_top = start;
   uint64_t items = 0, batches = 0, pushed_cells = 0, items_at_last = 0;
@@ -261,8 +306,9 @@ int RunWorker(ps::Node* node, const Options& o) {
     distinct_sum += counter.distinct();
     batches++;
     inflight.emplace_back(
-        &cells, cells.PushForTask(task, seq++, keys, vals, {},
-                                  o.log_acks ? ps::KVWorkerBase::Callback(record_ack) : nullptr));
+        cells.base(),
+        cells.PushForTask(task, seq++, keys, vals,
+                          o.log_acks ? ps::KVWorkerBase::Callback(record_ack) : nullptr));
     ps::SArray<int> lens;
     counter.Candidates(2 * static_cast<size_t>(o.top_k), &keys, &vals, &lens);
     if (!keys.empty()) inflight.emplace_back(&candidates, candidates.Push(keys, vals, lens));
@@ -317,7 +363,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     // servers (they then keep one word of it) and reported done.
     flush();
     wait_to(0);
-    cells.Wait(cells.CloseTask(t));
+    cells.base()->Wait(cells.base()->CloseTask(t));
     node->TaskDone(t);
     parts++;
   }
@@ -347,12 +393,16 @@ int RunWorker(ps::Node* node, const Options& o) {
   }
   const double secs = Since(start);
   Client client(&cells, &candidates, o.shape, o.seed);
-  const LocalSketch s = client.PullSketch();
+  LocalSketch s = client.PullSketch();
   const int64_t n = RowSum(s);
+  const uint64_t saturated = o.counter_bits == 32 ? s.Saturate(kCap32) : 0;
   Report(o, s, client.HeavyHitters(s, static_cast<size_t>(o.top_k)));
-  std::printf("RESULT items %lld width %u depth %u seconds %.3f items/s %.0f\n",
-              static_cast<long long>(n), o.shape.width, o.shape.depth, secs,
-              static_cast<double>(n) / std::max(secs, 1e-9));
+  std::printf(
+      "RESULT items %lld width %u depth %u seconds %.3f items/s %.0f counter_bits %d "
+      "saturated_cells %llu\n",
+      static_cast<long long>(n), o.shape.width, o.shape.depth, secs,
+      static_cast<double>(n) / std::max(secs, 1e-9), o.counter_bits,
+      static_cast<unsigned long long>(saturated));
   std::fflush(stdout);
   return 0;
 }
@@ -389,13 +439,18 @@ int RunLocal(const Options& o, bool conservative) {
     ForEachItem(part, o.format, add);
   }
   const double secs = Since(start);
+  // The cells the servers would hold with 32-bit counters (saturating sums).
+  const uint64_t saturated = o.counter_bits == 32 ? s.Saturate(kCap32) : 0;
   std::vector<std::pair<std::string, int64_t>> top;
   for (const auto& e : hh.Top(hh.size())) top.emplace_back(NameOf(e.id, e.name), s.Estimate(e.id));
   KeepTop(static_cast<size_t>(o.top_k), &top);
   Report(o, s, top);
-  std::printf("RESULT local items %llu width %u depth %u seconds %.3f items/s %.0f%s\n",
-              static_cast<unsigned long long>(items), o.shape.width, o.shape.depth, secs,
-              items / std::max(secs, 1e-9), conservative ? " conservative" : "");
+  std::printf(
+      "RESULT local items %llu width %u depth %u seconds %.3f items/s %.0f counter_bits %d "
+      "saturated_cells %llu%s\n",
+      static_cast<unsigned long long>(items), o.shape.width, o.shape.depth, secs,
+      items / std::max(secs, 1e-9), o.counter_bits, static_cast<unsigned long long>(saturated),
+      conservative ? " conservative" : "");
   std::fflush(stdout);
   return 0;
 }

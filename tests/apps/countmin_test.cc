@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -98,6 +99,56 @@ TEST(CountMinTest, EstimatesNeverFallBelowCountsAndRarelyExceedTheBound) {
     EXPECT_LE(over_cons, over_plain) << "seed " << seed;
     EXPECT_LT(err_cons, err_plain) << "conservative update errs less; seed " << seed;
   }
+}
+
+// 32-bit cells (--counter_bits 32): the servers' saturating sum gives min(total, 2^32 - 1)
+// whatever the order and the split of the deltas, so the cells equal a local count clamped at
+// the end.
+TEST(CountMinTest, ThirtyTwoBitCellsSaturateInAnyOrder) {
+  const uint64_t seed = 21;
+  std::mt19937_64 rng(seed);
+  SaturatingU32Rule rule;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<int64_t> deltas;
+    int64_t total = 0;
+    const int n = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < n; ++i) {
+      // Near the cap, and small ones, so that sums cross 2^31 (the sign bit) and 2^32.
+      const int64_t d = rng() % 2 ? static_cast<int64_t>(rng() % kCap32) : rng() % 1000;
+      deltas.push_back(d);
+      total += d;
+    }
+    std::shuffle(deltas.begin(), deltas.end(), rng);
+    int32_t cell = 0;
+    for (int64_t d : deltas) {
+      const int32_t p = static_cast<int32_t>(static_cast<uint32_t>(d));
+      rule.Apply(0, &p, &cell, nullptr, 1);
+    }
+    ASSERT_EQ(static_cast<uint32_t>(cell), std::min(total, kCap32))
+        << "seed " << seed << " round " << round;
+  }
+}
+
+TEST(CountMinTest, ClampingAtTheEndEqualsClampingEveryConservativeInsert) {
+  const uint64_t seed = 23;
+  std::mt19937_64 rng(seed);
+  const Shape shape{16, 3};
+  const int64_t cap = 40;  // a small cap stands in for 2^32 - 1
+  LocalSketch end(shape, seed);
+  std::vector<int64_t> step(shape.cells(), 0);  // conservative, clamped at every insert
+  for (int i = 0; i < 3000; ++i) {
+    const uint64_t x = rng() % 60;
+    end.AddConservative(x);
+    int64_t est = cap;
+    for (uint32_t j = 0; j < shape.depth; ++j) est = std::min(est, step[end.hash().Cell(j, x)]);
+    for (uint32_t j = 0; j < shape.depth; ++j) {
+      int64_t& c = step[end.hash().Cell(j, x)];
+      c = std::min(cap, std::max(c, est + 1));
+    }
+  }
+  const uint64_t at = end.Saturate(cap);
+  EXPECT_GT(at, 0u) << "the test must reach the cap";
+  EXPECT_EQ(end.cells(), step) << "seed " << seed;
 }
 
 TEST(CountMinTest, SketchFilesRoundTripAndBadOnesNameTheFile) {

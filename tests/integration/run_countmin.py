@@ -151,6 +151,21 @@ def exact(a, d):
         fail("u64 stream: exit %d, cells identical %s" % (rc, rc == 0 and same_file(ref, dist)),
              out)
     print("exact: 400000 u64 ids: cells identical to the local count", flush=True)
+    # 32-bit cells on the servers: the same cells (no count comes near 2^32), fewer bytes.
+    rc32, out32 = launch(a, 2, 2, u64 + ["--sketch_out", dist, "--part_mb", "0.1", "--batch",
+                                         "7000", "--counter_bits", "32"])
+    if rc32 != 0 or not same_file(ref, dist) or "counter_bits 32 saturated_cells 0" not in out32:
+        fail("u64 stream, --counter_bits 32: exit %d, cells identical %s"
+             % (rc32, rc32 == 0 and same_file(ref, dist)), out32)
+
+    def received(text):
+        return sum(float(m.group(1)) for m in re.finditer(r"SERVER rank \d+ .*MB received (\S+)",
+                                                          text))
+    if not received(out32) < 0.9 * received(out):
+        fail("--counter_bits 32: the servers received %.2f MB against %.2f with 64 bits"
+             % (received(out32), received(out)), out32)
+    print("exact: --counter_bits 32: cells identical; servers received %.2f MB against %.2f"
+          % (received(out32), received(out)), flush=True)
 
 
 def zipf_stream(a, d, items, distinct, seed):
@@ -200,13 +215,16 @@ def killed_run(a, d, ref, servers, workers, flags, env, allow, role, rank, watch
 
 def kill_server(a, d):
     u64, ref = zipf_stream(a, d, 1200000, 200000, 5)
-    # 600 000 items per worker at 400 000 a second: the kill lands in the first half.
-    killed_run(a, d, ref, 3, 2, u64 + ["--part_mb", "0.2", "--batch", "5000", "--rate", "400000",
-                                       "--progress_s", "0.1"],
-               ("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
-               ("--allow-dead-servers",), "server", 1, 0, 4)
-    print("kill_server: server 1 killed mid-stream; cells identical to the local count",
-          flush=True)
+    for bits in ("64", "32"):
+        # 600 000 items per worker at 400 000 a second: the kill lands in the first half.
+        killed_run(a, d, ref, 3, 2, u64 + ["--part_mb", "0.2", "--batch", "5000", "--rate",
+                                           "400000", "--progress_s", "0.1", "--counter_bits",
+                                           bits],
+                   ("PS_REPLICAS=1", "PS_HEARTBEAT_INTERVAL_MS=100",
+                    "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                   ("--allow-dead-servers",), "server", 1, 0, 4)
+        print("kill_server: %s-bit cells: server 1 killed mid-stream; cells identical to the "
+              "local count" % bits, flush=True)
 
 
 def kill_worker(a, d):
