@@ -34,8 +34,8 @@ typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
   const size_t i = *cursor;
   Found f;
   if (i < keys_.size() && keys_[i] == k) {
-    f.slot = data_.data() + off_[i];
-    f.len = SlotLen(off_[i + 1] - off_[i]);
+    f.slot = data_.data() + Off(i);
+    f.len = SlotLen(Off(i + 1) - Off(i));
     *cursor = i + 1;
     return f;
   }
@@ -98,7 +98,7 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
       // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
       // Apply covers the whole stretch, and its keys are not read again.
       const Span& sp = spans[s++];
-      V* slots = data_.data() + off_[sp.cur];
+      V* slots = data_.data() + Off(sp.cur);
       rule_->Apply(keys[i], vals + pos, slots, nullptr, static_cast<int>(sp.m * w));
       for (size_t j = 0; drops_ && j < sp.m; ++j) {
         zeros_ += Dropped(slots + j * w, static_cast<size_t>(w));
@@ -185,12 +185,21 @@ void Block<V>::MergeSide(Fresh* fresh) {
     side_.clear();
   }
   zeros_ = 0;
+  // Slots of the block's one size keep the offsets implicit through the merge (a slot's
+  // position is then its index times the size, before and after); others need them written.
+  bool strided = stride_ > 0;
+  for (size_t j = 0; strided && j < add.keys.size(); ++j) {
+    strided = add.off[j + 1] - add.off[j] == stride_;
+  }
+  if (!strided) Expand();
   const size_t nm = keys_.size(), na = add.keys.size(), n = nm + na;
   const uint64_t d = data_.size() + add.data.size();
   keys_.resize(n);
-  off_.resize(n + 1);
   data_.resize(d);
-  off_[n] = d;  // where the last kept slot ends
+  if (!strided) {
+    off_.resize(n + 1);
+    off_[n] = d;  // where the last kept slot ends
+  }
   // Everything not yet written fits below the write position, so it never passes a slot not
   // yet read: wd >= the end of main slot i.
   size_t i = nm, j = na, wk = n;
@@ -201,19 +210,19 @@ void Block<V>::MergeSide(Fresh* fresh) {
       const Key above = j > 0 ? add.keys[j - 1] : 0;
       size_t m = 0;
       while (m < i && (j == 0 || keys_[i - 1 - m] > above) &&
-             !Dropped(data_.data() + off_[i - 1 - m], off_[i - m] - off_[i - 1 - m])) {
+             !Dropped(data_.data() + Off(i - 1 - m), Off(i - m) - Off(i - 1 - m))) {
         ++m;
       }
       if (m == 0) {  // a dropped slot
         --i;
         continue;
       }
-      const uint64_t from = off_[i - m], size = off_[i] - from, to = wd - size;
+      const uint64_t from = Off(i - m), size = Off(i) - from, to = wd - size;
       std::memmove(data_.data() + to, data_.data() + from, size * sizeof(V));
       // From the top down: the targets lie at or above the sources.
       for (size_t x = 0; x < m; ++x) {
         keys_[wk - 1 - x] = keys_[i - 1 - x];
-        off_[wk - 1 - x] = off_[i - 1 - x] - from + to;
+        if (!strided) off_[wk - 1 - x] = off_[i - 1 - x] - from + to;
       }
       i -= m;
       wk -= m;
@@ -228,17 +237,46 @@ void Block<V>::MergeSide(Fresh* fresh) {
     std::memmove(data_.data() + wd, src, size * sizeof(V));
     --wk;
     keys_[wk] = add.keys[j];
-    off_[wk] = wd;
+    if (!strided) off_[wk] = wd;
   }
   if (wk > 0) {  // dropped slots left room at the front
     std::move(keys_.begin() + static_cast<std::ptrdiff_t>(wk), keys_.end(), keys_.begin());
-    for (size_t x = wk; x <= n; ++x) off_[x - wk] = off_[x] - wd;
+    if (!strided) {
+      for (size_t x = wk; x <= n; ++x) off_[x - wk] = off_[x] - wd;
+      off_.resize(n - wk + 1);
+    }
     std::memmove(data_.data(), data_.data() + wd, (d - wd) * sizeof(V));
     keys_.resize(n - wk);
-    off_.resize(n - wk + 1);
     data_.resize(d - wd);
   }
-  bytes_ = data_.size() * sizeof(V) + keys_.size() * (sizeof(Key) + sizeof(uint64_t));
+  Compact();
+  CountBytes();
+}
+
+template <typename V>
+void Block<V>::Expand() {
+  if (stride_ == 0) return;
+  off_.resize(keys_.size() + 1);
+  for (size_t i = 0; i < off_.size(); ++i) off_[i] = i * stride_;
+  stride_ = 0;
+}
+
+template <typename V>
+void Block<V>::Compact() {
+  if (stride_ > 0 || keys_.empty()) return;
+  const uint64_t size = off_[1] - off_[0];
+  if (size == 0) return;
+  for (size_t k = 1; k < keys_.size(); ++k) {
+    if (off_[k + 1] - off_[k] != size) return;
+  }
+  stride_ = size;
+  std::vector<uint64_t>().swap(off_);  // its memory goes back now
+}
+
+template <typename V>
+void Block<V>::CountBytes() {
+  bytes_ = data_.size() * sizeof(V) + keys_.size() * sizeof(Key) + off_.size() * sizeof(uint64_t);
+  for (const auto& s : side_) bytes_ += s.second.size() * sizeof(V) + sizeof(Key) + kSideOverhead;
 }
 
 template <typename V>
@@ -251,7 +289,7 @@ std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t
       // A stretch equal to main-array keys is sorted and unique like them.
       size_t m = RunLength(keys + i, n - i, cur);
       if (m > 1) {
-        rule_->ReadAt(keys[i], data_.data() + off_[cur], nullptr, out, static_cast<int>(m * width),
+        rule_->ReadAt(keys[i], data_.data() + Off(cur), nullptr, out, static_cast<int>(m * width),
                       step);
         cur += m;
         i += m - 1;
@@ -282,8 +320,8 @@ bool Block<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>
     // Zero slots a rule drops are as good as gone (range pulls, hand-offs and digests agree
     // whether or not a block has merged them away yet).
     if (main_ok && (!side_ok || keys_[i] < it->first)) {
-      const size_t size = off_[i + 1] - off_[i];
-      if (!Dropped(data_.data() + off_[i], size) && !f(keys_[i], data_.data() + off_[i], size)) {
+      const size_t size = Off(i + 1) - Off(i);
+      if (!Dropped(data_.data() + Off(i), size) && !f(keys_[i], data_.data() + Off(i), size)) {
         return false;
       }
       ++i;
@@ -329,7 +367,7 @@ void Block<V>::Replace(const std::vector<Range>& rs, const Key* keys, size_t n, 
     }
     if (j == n || (i < keys_.size() && keys_[i] < keys[j])) {
       nk.push_back(keys_[i]);
-      data.insert(data.end(), data_.begin() + off_[i], data_.begin() + off_[i + 1]);
+      data.insert(data.end(), data_.begin() + Off(i), data_.begin() + Off(i + 1));
       ++i;
     } else {
       nk.push_back(keys[j]);
@@ -342,6 +380,7 @@ void Block<V>::Replace(const std::vector<Range>& rs, const Key* keys, size_t n, 
   // Swapped in, so the old arrays' memory goes back now, not at the next growth.
   keys_.swap(nk);
   off_.swap(off);
+  stride_ = 0;
   data_.swap(data);
   Rebuild();
 }
@@ -350,6 +389,7 @@ template <typename V>
 Key Block<V>::Split(Block* upper) {
   Fresh none;
   MergeSide(&none);
+  Expand();
   const size_t half = keys_.size() / 2;
   const uint64_t at = off_[half];
   upper->keys_.assign(keys_.begin() + half, keys_.end());
@@ -367,10 +407,10 @@ Key Block<V>::Split(Block* upper) {
 template <typename V>
 void Block<V>::Rebuild() {
   uniform_ = 0;
-  for (size_t k = 0; k < keys_.size(); ++k) NoteWidth(SlotLen(off_[k + 1] - off_[k]));
+  for (size_t k = 0; k < keys_.size(); ++k) NoteWidth(SlotLen(Off(k + 1) - Off(k)));
   for (const auto& s : side_) NoteWidth(SlotLen(s.second.size()));
-  bytes_ = data_.size() * sizeof(V) + keys_.size() * (sizeof(Key) + sizeof(uint64_t));
-  for (const auto& s : side_) bytes_ += s.second.size() * sizeof(V) + sizeof(Key) + kSideOverhead;
+  Compact();
+  CountBytes();
 }
 
 template class Block<float>;

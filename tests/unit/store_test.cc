@@ -36,7 +36,9 @@ TEST(StoreTest, BytesFollowTheStoredKeysAndValues) {
   ASSERT_EQ(s.Push(k.data(), k.size(), reinterpret_cast<char*>(v.data()), v.size(), nullptr), "");
   const size_t per_key = 3 * sizeof(int32_t) + sizeof(Key);
   EXPECT_GE(s.bytes(), k.size() * per_key);
-  EXPECT_LE(s.bytes(), k.size() * (per_key + 64));
+  // Slots of one size need no offsets: the key and the values, nothing more per key (a slot
+  // offset took 8 bytes more).
+  EXPECT_LE(s.bytes(), k.size() * per_key + 64);
   const size_t before = s.bytes();
   s.EraseRange(Range(0, 70000));  // the first 10000 keys
   EXPECT_LT(s.bytes(), before * 6 / 10);
@@ -248,7 +250,10 @@ TEST(StoreTest, UserDefinedRuleSeesValueAndState) {
 // imports and removals, checked after every step against a std::map of the same updates, and
 // the block count stays in proportion to the contents.
 TEST(StoreTest, SmallBlocksMatchReferenceUnderPushesImportsAndErases) {
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
+  // Odd seeds: lengths 1-3 per key (blocks of mixed slots). Even seeds: almost every key holds
+  // one value, so blocks keep no offsets until a rare longer slot arrives, and lose them again
+  // when it goes.
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     Store<int64_t> s(std::make_shared<SumRule<int64_t>>(), 256);
     std::map<Key, std::vector<int64_t>> ref;
@@ -261,8 +266,8 @@ TEST(StoreTest, SmallBlocksMatchReferenceUnderPushesImportsAndErases) {
         while (batch.size() < n) {
           const Key k = rng() % space;
           auto it = ref.find(k);
-          batch[k] = it != ref.end() ? static_cast<int>(it->second.size())
-                                     : 1 + static_cast<int>(rng() % 3);
+          const int fresh = seed % 2 ? 1 + static_cast<int>(rng() % 3) : rng() % 50 ? 1 : 2;
+          batch[k] = it != ref.end() ? static_cast<int>(it->second.size()) : fresh;
         }
         std::vector<Key> keys;
         std::vector<int> lens;
