@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <iterator>
 
+#include "replication/refill.h"
+
 namespace ps {
 
 void CopyTracker::Reset(const Ring& ring) {
@@ -15,12 +17,7 @@ void CopyTracker::Reset(const Ring& ring) {
 }
 
 void CopyTracker::Holds(int server, const Ring& ring) {
-  const auto& segs = ring.segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    for (int s : ring.Chain(i)) {
-      if (s == server) Add(segs[i].range, s);
-    }
-  }
+  for (const Range& r : HeldRanges(ring, server)) Add(r, server);
 }
 
 void CopyTracker::Add(Range r, int server) {

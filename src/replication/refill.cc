@@ -59,11 +59,7 @@ uint64_t Size(const RangeSet& s) {
 
 RangeSet HeldRanges(const Ring& ring, int server) {
   RangeSet out;
-  const auto& segs = ring.segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    auto chain = ring.Chain(i);
-    if (std::find(chain.begin(), chain.end(), server) != chain.end()) out.push_back(segs[i].range);
-  }
+  for (size_t i : ring.SegmentsHeldBy(server)) out.push_back(ring.segments()[i].range);
   return Normalize(std::move(out));
 }
 

@@ -60,6 +60,32 @@ std::vector<int> Ring::Chain(size_t segment) const {
   return chain;
 }
 
+std::vector<size_t> Ring::SegmentsHeldBy(int server) const {
+  std::vector<size_t> out;
+  const size_t n = segments_.size();
+  if (n == 0) return out;
+  const size_t want = std::min<size_t>(replicas_ + 1, servers_.size());
+  std::vector<int> seen;  // distinct owners of the segments after the server's own
+  for (size_t j = 0; j < n; ++j) {
+    if (segments_[j].server != server) continue;
+    out.push_back(j);
+    // Chain(i) walks back from i: the server is in it while the segments after j up to i have
+    // fewer than `want` distinct owners (none of them the server: its next segment starts a
+    // walk of its own).
+    seen.clear();
+    for (size_t d = 1; d < n; ++d) {
+      const size_t i = (j + d) % n;
+      const int s = segments_[i].server;
+      if (s == server) break;
+      if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
+      if (seen.size() >= want) break;
+      out.push_back(i);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<Range> Ring::RangesOf(int server) const {
   std::vector<Range> out;
   for (const auto& s : segments_) {

@@ -128,6 +128,29 @@ TEST(RingTest, ChainHoldsMasterAndKDistinctSuccessors) {
 // Fail-over needs the replicas to be the heirs: when the master of a segment leaves, every key of
 // the segment belongs to the first server of its chain under the new ring; when that one has
 // left too, to the second.
+// SegmentsHeldBy walks forward from a server's own segments instead of building every chain:
+// it must name exactly the segments whose chains hold the server, for rings of every shape.
+TEST(RingTest, SegmentsHeldByAreThoseWhoseChainsHoldTheServer) {
+  std::mt19937_64 rng(kSeed);
+  for (int round = 0; round < 300; ++round) {
+    const int n = 1 + static_cast<int>(rng() % 12), vnodes = 1 + static_cast<int>(rng() % 8),
+              k = static_cast<int>(rng() % 4);
+    std::vector<int> ids;
+    for (int i = 0; i < n; ++i) ids.push_back(3 * i + static_cast<int>(rng() % 3));
+    const Ring ring(ids, vnodes, k, 1);
+    for (int s : ids) {
+      std::vector<size_t> want;
+      for (size_t i = 0; i < ring.segments().size(); ++i) {
+        const auto chain = ring.Chain(i);
+        if (std::find(chain.begin(), chain.end(), s) != chain.end()) want.push_back(i);
+      }
+      ASSERT_EQ(ring.SegmentsHeldBy(s), want)
+          << "seed " << kSeed << " round " << round << ": " << n << " servers, " << vnodes
+          << " vnodes, k " << k << ", server " << s;
+    }
+  }
+}
+
 TEST(RingTest, ChainOrderIsTheOrderOfInheritance) {
   const auto ids = Ids(6);
   Ring ring(ids, 16, 2, 1);
