@@ -46,10 +46,8 @@ std::vector<std::pair<Range, uint64_t>> ServerCore::ChainDigests() const {
   std::vector<std::pair<Range, uint64_t>> out;
   auto ring = ring_ ? ring_() : nullptr;
   if (!ring) return out;
-  for (size_t i = 0; i < ring->segments().size(); ++i) {
+  for (size_t i : ring->SegmentsHeldBy(self_)) {
     const Range r = ring->segments()[i].range;
-    const auto chain = ring->Chain(i);
-    if (std::find(chain.begin(), chain.end(), self_) == chain.end()) continue;
     if (!Subtract({r}, held_).empty()) continue;  // still being fetched
     SArray<Key> keys;
     SArray<char> slots;

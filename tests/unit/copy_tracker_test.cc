@@ -74,6 +74,32 @@ TEST(CopyTrackerTest, ARefilledServerCountsAsACopy) {
 
 // Against a brute force over random rings and failure orders: a range is lost exactly when
 // every member of its chain failed (no refill in between).
+// Reset builds the map in one pass; it must count the chain members of every segment, and
+// equal what adding every server's held ranges (Holds, through Add) builds.
+TEST(CopyTrackerTest, ResetCountsEveryChainMemberAsHoldsWould) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Rng rng(seed);
+    std::vector<int> ids;
+    const int n = 1 + static_cast<int>(rng.Below(9));
+    for (int i = 1; i <= n; ++i) ids.push_back(i);
+    Ring ring(ids, 1 + static_cast<int>(rng.Below(8)), static_cast<int>(rng.Below(3)), 1);
+    CopyTracker reset, added;
+    reset.Reset(ring);
+    for (int s : ids) added.Holds(s, ring);
+    for (size_t i = 0; i < ring.segments().size(); ++i) {
+      const Range r = ring.segments()[i].range;
+      for (Key k : {r.begin, r.begin + (r.end - r.begin) / 2, r.end - 1}) {
+        ASSERT_EQ(reset.Holders(k), ring.Chain(i).size()) << "seed " << seed << " segment " << i;
+        ASSERT_EQ(added.Holders(k), reset.Holders(k)) << "seed " << seed << " segment " << i;
+      }
+    }
+    const int victim = ids[rng.Below(ids.size())];
+    const auto a = reset.Lost(victim), b = added.Lost(victim);
+    ASSERT_EQ(a.size(), b.size()) << "seed " << seed;
+    for (size_t j = 0; j < a.size(); ++j) ASSERT_TRUE(a[j] == b[j]) << "seed " << seed;
+  }
+}
+
 TEST(CopyTrackerTest, LostIsExactlyWhereEveryChainMemberFailed) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Rng rng(seed);
