@@ -54,10 +54,10 @@ def liblinear(train, test, flags, d):
     model, preds = os.path.join(d, "ll.model"), os.path.join(d, "ll.out")
     t = time.monotonic()
     subprocess.run(["liblinear-train", "-q"] + flags + [train, model], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, timeout=1200)
     secs = time.monotonic() - t
     subprocess.run(["liblinear-predict", "-b", "1", test, model, preds], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, timeout=600)
     with open(preds) as f:
         header = f.readline().split()  # "labels 1 -1": the order of the probabilities
         col = header[1:].index("1")

@@ -45,7 +45,7 @@ struct Options {
   double rate = 0;            // items per second per worker (0: as fast as it goes)
   double top_every = 0;       // worker 0 prints the heavy hitters this often (0: at the end)
   bool log_acks = false;      // print when each push was found acknowledged (benchmarks)
-  int counter_bits = 64;      // 64 or 32 (half the servers' memory per cell)
+  int counter_bits = 64;      // 64 or 32 (a cell's value in half the bytes; saturates)
   bool quiet = false;
 };
 
@@ -75,8 +75,8 @@ class CellsTable {
   /// Push number seq of task (KVWorker::PushForTask) of the deltas of keys.
   int64_t PushForTask(int task, int64_t seq, const ps::SArray<ps::Key>& keys,
                       const ps::SArray<int64_t>& deltas, ps::KVWorkerBase::Callback cb);
-  /// The counts of keys (blocks until they arrive).
-  std::vector<int64_t> Pull(const ps::SArray<ps::Key>& keys);
+  /// The counts of keys into *out, which holds keys.size() values (blocks until they arrive).
+  void Pull(const ps::SArray<ps::Key>& keys, std::vector<int64_t>* out);
   ps::KVWorkerBase* base() {
     return w64_ ? static_cast<ps::KVWorkerBase*>(w64_.get()) : w32_.get();
   }

@@ -42,8 +42,7 @@ DEFINE_bool(log_acks, false,
             "print, at the end, the wall-clock time each push was found acknowledged (ACKS "
             "lines; bench/countmin_bench.py measures fail-over with them)");
 DEFINE_int32(counter_bits, 64,
-             "bits of a cell on the servers: 64, or 32 (half the memory; a cell saturates at "
-             "2^32 - 1)");
+             "bits of a cell's value on the servers: 64, or 32 (a cell saturates at 2^32 - 1)");
 DEFINE_bool(local, false, "count the stream in this process alone (no servers)");
 DEFINE_bool(conservative, false,
             "--local only: conservative update (order-dependent, so not for the distributed "

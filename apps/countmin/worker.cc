@@ -180,27 +180,24 @@ int64_t CellsTable::PushForTask(int task, int64_t seq, const ps::SArray<ps::Key>
   return w32_->PushForTask(task, seq, keys, narrow, {}, std::move(cb));
 }
 
-std::vector<int64_t> CellsTable::Pull(const ps::SArray<ps::Key>& keys) {
-  std::vector<int64_t> out(keys.size());
+void CellsTable::Pull(const ps::SArray<ps::Key>& keys, std::vector<int64_t>* out) {
   if (w64_) {
     ps::SArray<int64_t> vals(keys.size());
     w64_->Wait(w64_->Pull(keys, &vals));
-    std::copy(vals.begin(), vals.end(), out.begin());
+    std::copy(vals.begin(), vals.end(), out->begin());
   } else {
     ps::SArray<int32_t> vals(keys.size());
     w32_->Wait(w32_->Pull(keys, &vals));
-    for (size_t i = 0; i < vals.size(); ++i) out[i] = static_cast<uint32_t>(vals[i]);
+    for (size_t i = 0; i < vals.size(); ++i) (*out)[i] = static_cast<uint32_t>(vals[i]);
   }
-  return out;
 }
 
 LocalSketch Client::PullSketch() {
   const uint64_t n = shape_.cells();
   ps::SArray<ps::Key> keys(n);
   for (uint64_t i = 0; i < n; ++i) keys[i] = CellKey(i, n);
-  const std::vector<int64_t> vals = cells_.Pull(keys);
   LocalSketch s(shape_, seed_);
-  std::copy(vals.begin(), vals.end(), s.mutable_cells()->begin());
+  cells_.Pull(keys, s.mutable_cells());
   return s;
 }
 

@@ -13,6 +13,10 @@ namespace {
 
 const char* FormatName(Format f) { return f == Format::kLibsvm ? "libsvm" : "criteo"; }
 
+// Headers: "<kHeader><format>: ..." now; kHeaderV1 for files of hashed keys.
+const std::string kHeader = "# ps linear model v2 format ";
+const std::string kHeaderV1 = "# ps linear model: feature key";
+
 // Parses a whole unsigned decimal or a finite double; false when anything is left over.
 bool ParseU64(const std::string& s, uint64_t* v) {
   if (s.empty() || s[0] == '-' || s[0] == '+') return false;
@@ -62,13 +66,11 @@ void WriteModel(const std::string& path, Format format, const std::string& train
   }
   std::ofstream out(path);
   if (!out) throw ps::Error("--model_out=" + path + ": cannot open for writing");
-  if (format == Format::kLibsvm) {
-    out << "# ps linear model v2 format libsvm: feature id, weight (nonzero weights only)\n";
-  } else {
-    out << "# ps linear model v2 format criteo: column, value, weight (tab-separated; integer "
-           "columns I1-I13 by bucket #b: b = v for v <= 2, else 3 + floor(log2 v); nonzero "
-           "weights only)\n";
-  }
+  out << kHeader << FormatName(format)
+      << (format == Format::kLibsvm
+              ? ": feature id, weight (nonzero weights only)\n"
+              : ": column, value, weight (tab-separated; integer columns I1-I13 by bucket #b: "
+                "b = v for v <= 2, else 3 + floor(log2 v); nonzero weights only)\n");
   char buf[64];
   for (size_t i = 0; i < n; ++i) {
     if (w[i] == 0) continue;
@@ -98,10 +100,10 @@ std::unordered_map<ps::Key, double> ReadModel(const std::string& path, Format fo
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::string where = path + ":" + std::to_string(n) + ": ";
     if (n == 1) {
-      if (line.rfind("# ps linear model: feature key", 0) == 0) {
+      if (line.rfind(kHeaderV1, 0) == 0) {
         hashed = true;
-      } else if (line.rfind("# ps linear model v2 format ", 0) == 0) {
-        const std::string f = line.substr(28, line.find(':') - 28);
+      } else if (line.rfind(kHeader, 0) == 0) {
+        const std::string f = line.substr(kHeader.size(), line.find(':') - kHeader.size());
         if (f != FormatName(format)) {
           throw ps::Error(where + "a model of " + f + " data, but --format=" + FormatName(format));
         }

@@ -25,15 +25,19 @@ struct Phases {
   enum Phase { kCompute, kPush, kClock, kPull, kReport, kCount };
   double secs[kCount] = {};
   int iterations = 0;
-  // Runs f and adds its time to phase p.
+  // Adds the time since t0 to phase p.
+  void Since(Phase p, Clock::time_point t0) {
+    secs[p] += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  // Runs f and adds its time to phase p (also when f returns a value).
   template <typename F>
   auto Time(Phase p, F&& f) -> decltype(f()) {
-    const auto t0 = Clock::now();
     struct Add {
-      double* to;
+      Phases* ph;
+      Phase p;
       Clock::time_point t0;
-      ~Add() { *to += std::chrono::duration<double>(Clock::now() - t0).count(); }
-    } add{&secs[p], t0};
+      ~Add() { ph->Since(p, t0); }
+    } add{this, p, Clock::now()};
     return f();
   }
 };
@@ -319,8 +323,7 @@ int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
       // Negative: no momentum (the last iteration, and under a delay).
       rows[3 * i + 2] = t + 1 == o.iterations || tau != 0 ? -(t + 1) : t + 1;
     }
-    ph.secs[Phases::kCompute] +=
-        std::chrono::duration<double>(Clock::now() - compute_start).count();
+    ph.Since(Phases::kCompute, compute_start);
     ph.Time(Phases::kPush, [&] {
       kv->Push(blk_keys[b], rows);
       PushStats(stats, t, loss, static_cast<double>(d.rows()));
@@ -389,8 +392,7 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
         push[i] = g[bt.idx[i]];
         g[bt.idx[i]] = 0;
       }
-      ph.secs[Phases::kCompute] +=
-          std::chrono::duration<double>(Clock::now() - compute_start).count();
+      ph.Since(Phases::kCompute, compute_start);
       ph.Time(Phases::kPush, [&] { kv->Push(bt.keys, push); });
     }
     // One step per epoch: workers hold different numbers of minibatches, and a barrier policy

@@ -12,18 +12,14 @@ void CopyTracker::Reset(const Ring& ring) {
   // same holders merged as Add would: adding every chain member range by range re-split the
   // map at every segment (200 ms at 1000 servers).
   at_.clear();
-  at_[0] = {};
   const auto& segs = ring.segments();
   for (size_t i = 0; i < segs.size(); ++i) {
     const auto chain = ring.Chain(i);
     std::set<int> holders(chain.begin(), chain.end());
-    if (holders == std::prev(at_.end())->second) continue;
-    if (segs[i].range.begin == 0) {
-      at_[0] = std::move(holders);
-    } else {
-      at_.emplace_hint(at_.end(), segs[i].range.begin, std::move(holders));
-    }
+    if (!at_.empty() && holders == std::prev(at_.end())->second) continue;
+    at_.emplace_hint(at_.end(), segs[i].range.begin, std::move(holders));
   }
+  if (at_.empty()) at_[0] = {};  // no servers: nothing is held
 }
 
 void CopyTracker::Holds(int server, const Ring& ring) {

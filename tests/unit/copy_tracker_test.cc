@@ -12,6 +12,13 @@
 namespace ps {
 namespace {
 
+// Server ids 1..n.
+std::vector<int> ServerIds(int n) {
+  std::vector<int> ids;
+  for (int i = 1; i <= n; ++i) ids.push_back(i);
+  return ids;
+}
+
 // The ranges whose chain under ring is exactly {a, b} in some order (what dies with a and b).
 std::vector<Range> SharedBy(const Ring& ring, int a, int b) {
   std::vector<Range> out;
@@ -72,16 +79,12 @@ TEST(CopyTrackerTest, ARefilledServerCountsAsACopy) {
   EXPECT_TRUE(t.Lost(2).empty());
 }
 
-// Against a brute force over random rings and failure orders: a range is lost exactly when
-// every member of its chain failed (no refill in between).
 // Reset builds the map in one pass; it must count the chain members of every segment, and
 // equal what adding every server's held ranges (Holds, through Add) builds.
 TEST(CopyTrackerTest, ResetCountsEveryChainMemberAsHoldsWould) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Rng rng(seed);
-    std::vector<int> ids;
-    const int n = 1 + static_cast<int>(rng.Below(9));
-    for (int i = 1; i <= n; ++i) ids.push_back(i);
+    const std::vector<int> ids = ServerIds(1 + static_cast<int>(rng.Below(9)));
     Ring ring(ids, 1 + static_cast<int>(rng.Below(8)), static_cast<int>(rng.Below(3)), 1);
     CopyTracker reset, added;
     reset.Reset(ring);
@@ -100,12 +103,13 @@ TEST(CopyTrackerTest, ResetCountsEveryChainMemberAsHoldsWould) {
   }
 }
 
+// Against a brute force over random rings and failure orders: a range is lost exactly when
+// every member of its chain failed (no refill in between).
 TEST(CopyTrackerTest, LostIsExactlyWhereEveryChainMemberFailed) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Rng rng(seed);
-    std::vector<int> ids;
     const int n = 3 + static_cast<int>(rng.Below(6));
-    for (int i = 1; i <= n; ++i) ids.push_back(i);
+    const std::vector<int> ids = ServerIds(n);
     const int k = 1 + static_cast<int>(rng.Below(2));
     Ring ring(ids, 1 + static_cast<int>(rng.Below(8)), k, 1);
     CopyTracker t;
