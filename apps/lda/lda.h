@@ -11,6 +11,9 @@
 
 namespace lda {
 
+// How a worker pulls the sparse table (--sparse_pull).
+enum class SparsePull { kAuto, kRows, kTable };
+
 struct Options {
   std::string train, test, vocab;
   Hyper hyper;
@@ -22,6 +25,7 @@ struct Options {
   uint64_t seed = 1;
   uint64_t dense_min = 0;  // words at least this frequent have dense rows (0: K / 2)
   int parts_per_worker = 2;
+  SparsePull sparse_pull = SparsePull::kAuto;
   int eval_every = 10;  // held-out perplexity every this many iterations (0: at the end)
   int fold_in_iterations = 50;
   int top_words = 10;

@@ -35,6 +35,10 @@ DEFINE_int32(eval_every, 10, "held-out perplexity every this many iterations (0:
 DEFINE_int32(top_words, 10, "words printed per topic at the end");
 DEFINE_uint64(dense_min, 0, "words at least this frequent get dense rows (0: K / 2)");
 DEFINE_int32(parts_per_worker, 2, "data parts (scheduler tasks) per worker");
+DEFINE_string(sparse_pull, "auto",
+              "how a worker pulls the rare words' rows: rows (only its own words', one key range "
+              "each), table (the whole sparse table in one range) or auto (rows when the worker "
+              "holds under 40% of the rare words, where the ranges cost less than the rest)");
 DEFINE_string(consistency, "ssp:1",
               "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
 DEFINE_string(model_out, "",
@@ -84,6 +88,16 @@ lda::Options FromFlags() {
   o.dense_min = FLAGS_dense_min;
   if (FLAGS_parts_per_worker < 1) throw std::runtime_error("--parts_per_worker must be >= 1");
   o.parts_per_worker = FLAGS_parts_per_worker;
+  if (FLAGS_sparse_pull == "auto") {
+    o.sparse_pull = lda::SparsePull::kAuto;
+  } else if (FLAGS_sparse_pull == "rows") {
+    o.sparse_pull = lda::SparsePull::kRows;
+  } else if (FLAGS_sparse_pull == "table") {
+    o.sparse_pull = lda::SparsePull::kTable;
+  } else {
+    throw std::runtime_error("--sparse_pull must be auto, rows or table, not '" +
+                             FLAGS_sparse_pull + "'");
+  }
   o.log_json = FLAGS_log_json;
   o.model_out = FLAGS_model_out;
   o.quiet = FLAGS_quiet;
@@ -198,7 +212,7 @@ int main(int argc, char** argv) {
         node.Finalize();
         break;
       case ps::Role::kServer:
-        lda::RunServer(&node);
+        lda::RunServer(&node, o);
         break;
       case ps::Role::kWorker:
         node.Barrier(ps::kAllGroups);

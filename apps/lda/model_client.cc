@@ -4,36 +4,69 @@
 
 namespace lda {
 
-void ModelClient::SetRows(const Vocab& vocab, const Shard& shard, bool all) {
-  std::vector<std::pair<ps::Key, uint32_t>> dense, sparse;
-  for (uint32_t w = 0; w < vocab.size(); ++w) {
-    const bool mine = shard.local_freq(w) > 0;
-    if (IsDense(vocab, w)) {
-      if (mine || all) dense.emplace_back(RowKey(w), w);
-    } else if (mine) {
-      sparse.emplace_back(RowKey(w), w);
-    }
-  }
-  std::sort(dense.begin(), dense.end());
-  std::sort(sparse.begin(), sparse.end());
+void ModelClient::SetRows(const Vocab& vocab, const Shard& shard) {
+  const uint32_t K = o_.hyper.topics;
   dense_keys_ = ps::SArray<ps::Key>();
   dense_words_.clear();
-  for (const auto& d : dense) {
+  for (const auto& d : all_dense_) {
+    if (shard.local_freq(d.second) == 0) continue;
     dense_keys_.push_back(d.first);
     dense_words_.push_back(d.second);
   }
-  sparse_rows_ = std::move(sparse);
+  sparse_rows_.clear();
+  for (uint32_t w = 0; w < vocab.size(); ++w) {
+    if (!IsDense(vocab, w) && shard.local_freq(w) > 0) sparse_rows_.emplace_back(RowKey(w), w);
+  }
+  std::sort(sparse_rows_.begin(), sparse_rows_.end());
+  sparse_ranges_.clear();
+  for (const auto& r : sparse_rows_) sparse_ranges_.emplace_back(r.first, r.first + K);
+  switch (o_.sparse_pull) {
+    case SparsePull::kRows:
+      plan_ = Plan::kRows;
+      break;
+    case SparsePull::kTable:
+      plan_ = Plan::kTable;
+      break;
+    case SparsePull::kAuto:
+      plan_ = Plan::kUndecided;  // the next pull reads the table and decides (PullFinish)
+      break;
+  }
 }
 
-void ModelClient::PullStart(Pulled* p) {
+void ModelClient::PullStart(Pulled* p, bool whole, bool reduce) {
   const uint32_t K = o_.hyper.topics;
-  p->dense_vals = ps::SArray<int32_t>(dense_keys_.size() * K);
+  p->whole = whole;
+  const ps::SArray<ps::Key>& dk = whole ? all_dense_keys_ : dense_keys_;
+  p->dense_words = whole ? &all_dense_words_ : &dense_words_;
+  p->dense_vals = ps::SArray<int32_t>(dk.size() * K);
+  p->cell_keys = ps::SArray<ps::Key>();
+  p->cell_vals = ps::SArray<int32_t>();
+  p->cell_lens = ps::SArray<int>();
   p->totals = ps::SArray<int64_t>(K);
+  p->dense_ll.clear();
+  p->sparse_ll.clear();
   pulls_.clear();
-  if (!dense_keys_.empty()) pulls_.emplace_back(&dense_, dense_.Pull(dense_keys_, &p->dense_vals));
-  pulls_.emplace_back(
-      &sparse_, sparse_.PullRange(ps::Range::All(), &p->cell_keys, &p->cell_vals, &p->cell_lens));
+  if (!dk.empty()) pulls_.emplace_back(&dense_, dense_.Pull(dk, &p->dense_vals));
+  // A worker reads only its words' rows (each a range of K cell keys, all in one message per
+  // server), or the whole table as one range where that costs less (SetRows).
+  // Counts concentrate as training goes on (fewer cells per row): auto measures again now and
+  // then, with a pull of the table.
+  if (o_.sparse_pull == SparsePull::kAuto && !whole && ++pulls_since_plan_ >= kReplanPulls) {
+    plan_ = Plan::kUndecided;
+  }
+  if (whole || plan_ != Plan::kRows) {
+    pulls_.emplace_back(
+        &sparse_, sparse_.PullRange(ps::Range::All(), &p->cell_keys, &p->cell_vals, &p->cell_lens));
+  } else if (!sparse_ranges_.empty()) {
+    pulls_.emplace_back(
+        &sparse_, sparse_.PullRanges(sparse_ranges_, &p->cell_keys, &p->cell_vals, &p->cell_lens));
+  }
   pulls_.emplace_back(&totals_, totals_.Pull(ps::SArray<ps::Key>{0}, &p->totals));
+  if (reduce) {
+    pulls_.emplace_back(&dense_, dense_.Reduce(kWordLLReducer, {ps::Range::All()}, &p->dense_ll));
+    pulls_.emplace_back(&sparse_,
+                        sparse_.Reduce(kWordLLReducer, {ps::Range::All()}, &p->sparse_ll));
+  }
 }
 
 void ModelClient::PullFinish(Shard* s, const Vocab& vocab, Pulled* p) {
@@ -41,17 +74,41 @@ void ModelClient::PullFinish(Shard* s, const Vocab& vocab, Pulled* p) {
   PullWait();
   if (p->totals.size() != K) throw ps::Error("the topic totals hold a width other than K");
   // Distinct topics per row, then the layout, then the counts in key (topic) order.
+  const std::vector<uint32_t>& dense_words = *p->dense_words;
   std::vector<uint32_t> known(vocab.size(), 0);
-  for (size_t i = 0; i < dense_words_.size(); ++i) {
+  for (size_t i = 0; i < dense_words.size(); ++i) {
     const int32_t* row = p->dense_vals.data() + i * K;
-    known[dense_words_[i]] = static_cast<uint32_t>(K - std::count(row, row + K, 0));
+    known[dense_words[i]] = static_cast<uint32_t>(K - std::count(row, row + K, 0));
   }
-  ForEachCell(*p, [&](uint32_t w, uint32_t, int32_t) { known[w]++; });
+  uint64_t own_cells = 0;
+  ForEachCell(*p, [&](uint32_t w, uint32_t, int32_t) {
+    known[w]++;
+    own_cells++;
+  });
+  if (plan_ == Plan::kUndecided) {
+    // On the wire a row's range costs 24 bytes (16 in the request, 8 for its count in the
+    // reply) and a cell 16 (key, count, length): pull the rows when they and their cells cost
+    // less than the whole table, as measured on this pull of it.
+    const uint64_t all_cells =
+        p->cell_vals.size() - std::count(p->cell_vals.begin(), p->cell_vals.end(), 0);
+    const uint64_t rows = sparse_rows_.size();
+    plan_ = 24 * rows + 16 * own_cells < 16 * all_cells ? Plan::kRows : Plan::kTable;
+    pulls_since_plan_ = 0;
+    if (plan_ != decided_) {
+      decided_ = plan_;
+      plan_note_ = "pulls " +
+                   std::string(plan_ == Plan::kRows ? "its rare words' rows (key ranges)"
+                                                    : "the whole sparse table") +
+                   ": its " + std::to_string(rows) + " rare words hold " +
+                   std::to_string(own_cells) + " of the table's " + std::to_string(all_cells) +
+                   " cells";
+    }
+  }
   s->Layout([&](uint32_t w) { return known[w]; });
   WordTopicTable& snap = s->snapshot();
-  for (size_t i = 0; i < dense_words_.size(); ++i) {
-    const uint32_t w = dense_words_[i];
-    if (!snap.Has(w)) continue;  // worker 0 reads rows it does not sample
+  for (size_t i = 0; i < dense_words.size(); ++i) {
+    const uint32_t w = dense_words[i];
+    if (!snap.Has(w)) continue;  // a whole pull reads rows this worker does not sample
     const int32_t* row = p->dense_vals.data() + i * K;
     for (uint32_t t = 0; t < K; ++t) {
       if (row[t]) snap.Add(w, t, row[t]);
@@ -120,10 +177,10 @@ void ModelClient::PushDelta(const Vocab& vocab, const Model& want, const Model& 
   std::vector<std::pair<uint32_t, int64_t>> d;
   ps::SArray<ps::Key> dk, ck;
   ps::SArray<int32_t> dv, cv;
-  for (size_t i = 0; i < dense_words_.size(); ++i) {
-    delta(dense_words_[i], &d);
+  for (size_t i = 0; i < all_dense_words_.size(); ++i) {
+    delta(all_dense_words_[i], &d);
     if (d.empty()) continue;
-    dk.push_back(dense_keys_[i]);
+    dk.push_back(all_dense_keys_[i]);
     const size_t at = dv.size();
     dv.resize(at + K, 0);
     for (const auto& c : d) dv[at + c.first] = static_cast<int32_t>(c.second);
@@ -147,12 +204,12 @@ void ModelClient::PushDelta(const Vocab& vocab, const Model& want, const Model& 
   totals_.Wait(totals_.Push(ps::SArray<ps::Key>{0}, td));
 }
 
-Model ModelOf(const Pulled& p, const Options& o, const std::vector<uint32_t>& dense_words,
+Model ModelOf(const Pulled& p, const Options& o,
               const std::vector<std::pair<ps::Key, uint32_t>>& row_of_key) {
   Model m = Model::Empty(o.hyper);
   m.totals.assign(p.totals.begin(), p.totals.end());
   // Each row comes from one table, in topic order.
-  ForEachCount(p, dense_words, row_of_key, m.topics,
+  ForEachCount(p, row_of_key, m.topics,
                [&](uint32_t w, uint32_t t, int32_t n) { m.rows[w].emplace_back(t, n); });
   return m;
 }

@@ -51,23 +51,26 @@ class Reporter {
     start_ = Clock::now();
   }
 
-  // The model after iteration t (pulled at the start of t + 1, or at the end).
-  void ModelAfter(int t, const Pulled& p, const std::vector<uint32_t>& dense_words) {
+  // Whether the line of iteration t needs the whole model (to evaluate, or the final topics);
+  // the others need only the servers' reduction.
+  bool NeedsModel(int t) const {
+    return t == o_.iterations || (test_.docs() && o_.eval_every > 0 && t % o_.eval_every == 0);
+  }
+  // The model after iteration t (pulled at the start of t + 1, or at the end), with the
+  // reduction; the whole model where NeedsModel(t).
+  void ModelAfter(int t, const Pulled& p) {
     const uint32_t K = o_.hyper.topics;
-    double word_ll = TotalsLogLikelihood(p.totals.data(), K, o_.hyper.words, o_.hyper.beta);
-    uint64_t nnz = 0;
-    ForEachCount(p, dense_words, row_of_key_, K, [&](uint32_t, uint32_t, int32_t n) {
-      word_ll += lg_beta_(n);
-      nnz++;
-    });
+    if (p.dense_ll.size() != 2 || p.sparse_ll.size() != 2) {
+      throw ps::Error("the servers' log-likelihood reduction is missing from the pull");
+    }
     Line& l = lines_[t];
-    l.word_ll = word_ll;
-    l.nnz = nnz;
+    l.word_ll = TotalsLogLikelihood(p.totals.data(), K, o_.hyper.words, o_.hyper.beta) +
+                p.dense_ll[0] + p.sparse_ll[0];
+    l.nnz = static_cast<uint64_t>(p.dense_ll[1] + p.sparse_ll[1]);
     l.have_model = true;
-    const bool eval =
-        test_.docs() && (t == o_.iterations || (o_.eval_every > 0 && t % o_.eval_every == 0));
-    if (eval || t == o_.iterations) {
-      Phi phi = lda::ModelOf(p, o_, dense_words, row_of_key_).ToPhi();
+    const bool eval = test_.docs() && NeedsModel(t);
+    if (NeedsModel(t)) {
+      Phi phi = lda::ModelOf(p, o_, row_of_key_).ToPhi();
       if (eval) {
         l.perplexity =
             DocumentCompletion(phi, test_, o_.hyper.alpha, o_.fold_in_iterations).perplexity;
@@ -107,9 +110,7 @@ class Reporter {
     }
   }
   const Phi& final_phi() const { return final_phi_; }
-  Model ModelOf(const Pulled& p, const std::vector<uint32_t>& dense_words) const {
-    return lda::ModelOf(p, o_, dense_words, row_of_key_);
-  }
+  Model ModelOf(const Pulled& p) const { return lda::ModelOf(p, o_, row_of_key_); }
   double final_perplexity() const { return final_perplexity_; }
   double final_ll() const { return final_ll_; }
 
@@ -164,7 +165,6 @@ class Reporter {
   const uint64_t corpus_tokens_;
   Corpus test_;
   std::vector<std::pair<ps::Key, uint32_t>> row_of_key_;
-  const LgammaTable lg_beta_{o_.hyper.beta};
   std::map<int, Line> lines_;
   int pulling_ = -1;  // the line whose numbers are being pulled
   int64_t pull_ts_ = 0;
@@ -205,7 +205,7 @@ class Trainer {
         tasks_(std::move(tasks)),
         coordinator_(node->rank() == 0),
         shard_(MakeShard()),
-        mc_(node, o, vocab, *shard_, coordinator_),
+        mc_(node, o, vocab, *shard_),
         stats_(node, kStatsApp),
         rec_(node, o),
         sampler_(o.hyper, o.mh_steps, SamplerSeed(o.seed, node->rank())) {
@@ -239,9 +239,9 @@ class Trainer {
 
   int Live() const { return node_->num_workers() - static_cast<int>(rec_.DeadRanks().size()); }
 
-  // Becomes the coordinator when every lower rank is dead: it takes the job state's key, the
-  // report (lines, evaluation, model file) and the whole model's rows, and, as it knows of
-  // dead workers it has not handled, calls a pause next. True when it just did.
+  // Becomes the coordinator when every lower rank is dead: it takes the job state's key and the
+  // report (lines, evaluation, model file), and, as it knows of dead workers it has not
+  // handled, calls a pause next. True when it just did.
   bool Promote() {
     if (coordinator_) return false;
     const auto dead = rec_.DeadRanks();
@@ -253,7 +253,6 @@ class Trainer {
               << "died)" << std::endl;
     rec_.AdoptJob();
     rep_.reset(new Reporter(node_, o_, vocab_, &stats_, all_.tokens(), true));
-    mc_.SetRows(vocab_, *shard_, true);
     known_dead_ = 0;
     return true;
   }
@@ -306,7 +305,10 @@ class Trainer {
       Pause();
       return;  // pulls afresh
     }
-    mc_.PullStart(&pulled_);
+    // Worker 0 reads its own rows too, with the servers' reduction for its line, and the whole
+    // model only for the lines that evaluate it.
+    const bool line = rep_ && t > 1;
+    mc_.PullStart(&pulled_, line && rep_->NeedsModel(static_cast<int>(t - 1)), line);
     if (!coordinator_) {
       // While the pull is out (a barrier policy may hold it), watch for a pause (the
       // coordinator waits in one for this worker) and for the coordinator's death.
@@ -330,9 +332,11 @@ class Trainer {
       }
     }
     mc_.PullFinish(shard_.get(), vocab_, &pulled_);
+    const std::string plan = mc_.TakePlanNote();
+    if (!plan.empty() && !o_.quiet) std::cerr << "worker " << node_->rank() << " " << plan << "\n";
     shard_->StartPass();
     const double pull_s = Since(t0);
-    if (rep_ && t > 1) rep_->ModelAfter(static_cast<int>(t - 1), pulled_, mc_.dense_words());
+    if (line) rep_->ModelAfter(static_cast<int>(t - 1), pulled_);
     const auto t1 = Clock::now();
     const uint64_t changed = shard_->Pass(&sampler_, shard_->Blocks(o_.block_tokens));
     Straggle(t);
@@ -441,11 +445,11 @@ class Trainer {
         ids.push_back(d);
       }
       shard_.reset(new Shard(ShardOf(o_.hyper, all_, ids, z)));
-      mc_.SetRows(vocab_, *shard_, true);
+      mc_.SetRows(vocab_, *shard_);
     }
     const Model want = AllCounts();
-    mc_.Pull(shard_.get(), vocab_, &pulled_);
-    const Model have = rep_->ModelOf(pulled_, mc_.dense_words());
+    mc_.Pull(shard_.get(), vocab_, &pulled_, /*whole=*/true, /*reduce=*/false);
+    const Model have = rep_->ModelOf(pulled_);
     mc_.PushDelta(vocab_, want, have);
     std::cerr << "worker " << node_->rank()
               << ": counts rebuilt from the assignments of every document (pause " << p << ", step "
@@ -507,14 +511,14 @@ class Trainer {
   // The coordinator after every worker finished: the last lines, topics, model and the
   // invariant.
   int Report() {
-    mc_.Pull(shard_.get(), vocab_, &pulled_);
-    rep_->ModelAfter(o_.iterations, pulled_, mc_.dense_words());
+    mc_.Pull(shard_.get(), vocab_, &pulled_, /*whole=*/true, /*reduce=*/true);
+    rep_->ModelAfter(o_.iterations, pulled_);
     rep_->Flush(true, Live());
     PrintTopics(rep_->final_phi(), vocab_, o_.top_words);
     // The count invariant over the whole model: each topic total is its column's sum, the
     // totals add up to the tokens of the corpus, and every count is that of the documents'
     // final assignments (each saved by its worker, or held here).
-    const Model m = rep_->ModelOf(pulled_, mc_.dense_words());
+    const Model m = rep_->ModelOf(pulled_);
     std::vector<int64_t> columns(m.topics, 0);
     bool negative = false;
     for (const auto& row : m.rows) {
@@ -587,11 +591,15 @@ int RunWorker(ps::Node* node, const Options& opts) {
   return trainer.Run();
 }
 
-void RunServer(ps::Node* node) {
+void RunServer(ps::Node* node, const Options& o) {
   // Counts come and go: slots that return to zero are dropped, so memory follows the nonzero
   // counts.
-  ps::KVServer<int32_t> dense(node, kDenseApp, std::make_shared<ps::CountRule<int32_t>>());
-  ps::KVServer<int32_t> sparse(node, kSparseApp, std::make_shared<ps::CountRule<int32_t>>());
+  const ps::Reducers<int32_t> reducers = {
+      {kWordLLReducer, std::make_shared<WordLLReducer>(o.hyper.beta)}};
+  ps::KVServer<int32_t> dense(node, kDenseApp, std::make_shared<ps::CountRule<int32_t>>(),
+                              reducers);
+  ps::KVServer<int32_t> sparse(node, kSparseApp, std::make_shared<ps::CountRule<int32_t>>(),
+                               reducers);
   ps::KVServer<int64_t> totals(node, kTotalsApp, std::make_shared<ps::CountRule<int64_t>>());
   ps::KVServer<double> stats(node, kStatsApp);
   ps::KVServer<int64_t> control(node, kControlApp);

@@ -7,7 +7,7 @@
 namespace lda {
 
 /// Serves the count tables until the job ends.
-void RunServer(ps::Node* node);
+void RunServer(ps::Node* node, const Options& o);
 /// Trains on the data parts this worker takes from the scheduler; worker 0 reports progress,
 /// evaluates, prints the topics and writes the model. Returns the process exit code.
 int RunWorker(ps::Node* node, const Options& o);

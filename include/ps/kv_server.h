@@ -87,7 +87,8 @@ class KVServerBase {
 
   /// Builds the store for value type V with a rule (defined in the library for the four types).
   template <typename V>
-  static std::shared_ptr<StoreBase> MakeStore(std::shared_ptr<const UpdateRule<V>> rule);
+  static std::shared_ptr<StoreBase> MakeStore(std::shared_ptr<const UpdateRule<V>> rule,
+                                              Reducers<V> reducers);
 
  private:
   struct Impl;
@@ -95,15 +96,18 @@ class KVServerBase {
 };
 
 /// Serves the keys this node masters for app_id. The framework owns the store; `rule` says how
-/// pushes change it (SumRule by default). Requests are handled on the node's receive thread.
-/// Construct it right after Node::Start(); requests that arrive earlier are kept and handled
-/// then.
+/// pushes change it (SumRule by default); `reducers` are the functions KVWorker::Reduce can run
+/// over its stored keys (every server of the table must be given the same ones: any of them
+/// may come to master a range). Requests are handled on the node's receive thread. Construct
+/// it right after Node::Start(); requests that arrive earlier are kept and handled then.
 template <typename V>
 class KVServer : public KVServerBase {
  public:
   explicit KVServer(Node* node, int app_id = 0,
-                    std::shared_ptr<const UpdateRule<V>> rule = std::make_shared<SumRule<V>>())
-      : KVServerBase(node, app_id, DataTypeOf<V>::value, MakeStore<V>(std::move(rule))) {}
+                    std::shared_ptr<const UpdateRule<V>> rule = std::make_shared<SumRule<V>>(),
+                    Reducers<V> reducers = {})
+      : KVServerBase(node, app_id, DataTypeOf<V>::value,
+                     MakeStore<V>(std::move(rule), std::move(reducers))) {}
 };
 
 }  // namespace ps

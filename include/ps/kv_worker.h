@@ -29,6 +29,7 @@ struct KVRequest {
   SArray<int> lens;   // values per key; empty = fixed width
   Range range;
   std::vector<Range> ranges;  // a range pull of several ranges (ascending, disjoint)
+  int reducer = 0;            // a range pull that runs this reducer (KVWorker::Reduce)
   int pull_width = 0;         // values per key of a pull when known, 0 = ask the servers
   bool want_lens = false;
   SArray<char> out_view;  // the caller's output array, as bytes (may be empty)
@@ -233,16 +234,32 @@ class KVWorker : public KVWorkerBase {
   /// however many ranges (the rows of a sparse table, say, each a range of cells).
   int64_t PullRanges(std::vector<Range> rs, SArray<Key>* keys, SArray<V>* vals, SArray<int>* lens,
                      const Callback& cb = nullptr) {
-    for (size_t i = 0; i < rs.size(); ++i) {
-      if (rs[i].size() == 0) throw Error("PullRanges: range " + std::to_string(i) + " is empty");
-      if (i > 0 && rs[i].begin < rs[i - 1].end) {
-        throw Error("PullRanges: range " + std::to_string(i) +
-                    " starts before the previous one ends (ranges must ascend, not overlap)");
-      }
-    }
-    if (rs.empty()) throw Error("PullRanges: no range");
+    CheckRanges(rs, "PullRanges");
     const Range hull(rs.front().begin, rs.back().end);
     return RangePull(hull, std::move(rs), keys, vals, lens, cb);
+  }
+
+  /// Runs reducer `id` (RangeReducer, given to the table's KVServer) on the servers over every
+  /// stored key of the ranges rs (ascending, not overlapping; ps::Error otherwise): *out
+  /// receives the element-wise sum of what each server added up, so no key travels. One
+  /// message per server; held by the barrier policy like a pull of the same step. A server
+  /// without that reducer rejects it (Wait throws, naming it).
+  int64_t Reduce(int id, std::vector<Range> rs, std::vector<double>* out,
+                 const Callback& cb = nullptr) {
+    if (id <= 0) throw Error("Reduce: reducer ids start at 1 (got " + std::to_string(id) + ")");
+    CheckRanges(rs, "Reduce");
+    detail::KVRequest q;
+    q.op = detail::KVRequest::kRangePull;
+    q.pull = true;
+    q.range = Range(rs.front().begin, rs.back().end);
+    q.ranges = std::move(rs);
+    q.reducer = id;
+    q.set_vals = [out](const SArray<char>& b) {
+      const SArray<double> d(b);
+      out->assign(d.begin(), d.end());
+    };
+    q.callback = cb;
+    return Submit(std::move(q));
   }
 
   /// Pulls every stored key in range r: its keys, values and values per key, in key order.
@@ -264,6 +281,18 @@ class KVWorker : public KVWorkerBase {
   }
 
  private:
+  static void CheckRanges(const std::vector<Range>& rs, const char* what) {
+    for (size_t i = 0; i < rs.size(); ++i) {
+      if (rs[i].size() == 0) {
+        throw Error(std::string(what) + ": range " + std::to_string(i) + " is empty");
+      }
+      if (i > 0 && rs[i].begin < rs[i - 1].end) {
+        throw Error(std::string(what) + ": range " + std::to_string(i) +
+                    " starts before the previous one ends (ranges must ascend, not overlap)");
+      }
+    }
+    if (rs.empty()) throw Error(std::string(what) + ": no range");
+  }
   // A range pull of hull, or of the ranges rs within it when rs is not empty.
   int64_t RangePull(Range hull, std::vector<Range> rs, SArray<Key>* keys, SArray<V>* vals,
                     SArray<int>* lens, const Callback& cb) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <memory>
 
 #include "ps/base.h"
 
@@ -60,6 +62,28 @@ class UpdateRule {
   /// pushed stays, whatever its value).
   virtual bool DropsZeros() const { return false; }
 };
+
+/// A read-only function the servers run over the keys they store (KVWorker::Reduce): each
+/// server visits the stored keys of the requested ranges that it masters, in key order, and
+/// adds each key's contribution into Width() doubles; the worker receives the element-wise sum
+/// of every server's doubles. So a reducer computes what adds up over keys: sums, counts,
+/// squared norms, dot products of values kept in one slot, a log-likelihood. It sees a key's
+/// values as a pull would read them (UpdateRule::ReadAt at the step of the request), never
+/// keys that are not stored (a rule that drops zeros has no slot for them). Reducers run on
+/// the server's receive thread like rules and must not change anything.
+template <typename V>
+class RangeReducer {
+ public:
+  virtual ~RangeReducer() = default;
+  /// Doubles it adds into (at least 1).
+  virtual int Width() const = 0;
+  /// Adds the contribution of `key`, whose slot reads as vals[0, n), to acc[0, Width()).
+  virtual void Add(Key key, const V* vals, int n, double* acc) const = 0;
+};
+
+/// The reducers of a table, by id (ids above 0; KVWorker::Reduce names one).
+template <typename V>
+using Reducers = std::map<int, std::shared_ptr<const RangeReducer<V>>>;
 
 /// val += pushed (the default: aggregation of gradients or counts).
 template <typename V>

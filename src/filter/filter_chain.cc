@@ -74,7 +74,7 @@ FilterChain::Role FilterChain::FrameRole(const Message& m, size_t frame) {
     case pb::Meta::DENSE_PUSH:
       return request && frame == 0 ? Role::kValues : Role::kOther;
     case pb::Meta::RANGE_PULL:
-      if (request) return Role::kOther;
+      if (request || meta.reducer() != 0) return Role::kOther;  // a reduction's doubles
       return frame == 0 ? Role::kKeys : (frame == 1 ? Role::kValues : Role::kOther);
     case pb::Meta::REFILL:
       if (request) return Role::kOther;

@@ -178,17 +178,26 @@ KVServerBase::ReplicationStats KVServerBase::replication_stats() const {
 }
 
 template <typename V>
-std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule) {
+std::shared_ptr<StoreBase> KVServerBase::MakeStore(std::shared_ptr<const UpdateRule<V>> rule,
+                                                   Reducers<V> reducers) {
   if (!rule) throw Error("KVServer: update rule must not be null");
-  return std::make_shared<Store<V>>(std::move(rule));
+  for (const auto& r : reducers) {
+    if (r.first <= 0)
+      throw Error("KVServer: reducer ids start at 1 (got " + std::to_string(r.first) + ")");
+    if (!r.second || r.second->Width() < 1) {
+      throw Error("KVServer: reducer " + std::to_string(r.first) +
+                  " is null or adds into no value (Width() < 1)");
+    }
+  }
+  return std::make_shared<Store<V>>(std::move(rule), Store<V>::kBlockBytes, std::move(reducers));
 }
-template std::shared_ptr<StoreBase> KVServerBase::MakeStore<float>(
-    std::shared_ptr<const UpdateRule<float>>);
-template std::shared_ptr<StoreBase> KVServerBase::MakeStore<double>(
-    std::shared_ptr<const UpdateRule<double>>);
-template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int32_t>(
-    std::shared_ptr<const UpdateRule<int32_t>>);
-template std::shared_ptr<StoreBase> KVServerBase::MakeStore<int64_t>(
-    std::shared_ptr<const UpdateRule<int64_t>>);
+#define PS_MAKE_STORE(V)                                          \
+  template std::shared_ptr<StoreBase> KVServerBase::MakeStore<V>( \
+      std::shared_ptr<const UpdateRule<V>>, Reducers<V>);
+PS_MAKE_STORE(float)
+PS_MAKE_STORE(double)
+PS_MAKE_STORE(int32_t)
+PS_MAKE_STORE(int64_t)
+#undef PS_MAKE_STORE
 
 }  // namespace ps

@@ -439,27 +439,27 @@ std::string ServerCore::Run(const Message& req, Message* reply, bool do_push, bo
     if (!do_pull) return "";
     SArray<Key> ranges(req.data[0]);
     const size_t nr = ranges.size() / 2;
+    std::vector<Range> rs(nr);
+    for (size_t i = 0; i < nr; ++i) {
+      if (ranges[2 * i + 1] <= ranges[2 * i]) return "empty range";
+      rs[i] = Range(ranges[2 * i], ranges[2 * i + 1]);
+      if (i > 0 && rs[i].begin < rs[i - 1].end) return "ranges out of order";
+    }
+    if (m.reducer() != 0) {
+      // A reduction (KVWorker::Reduce): one frame, the reducer's doubles over all ranges.
+      std::vector<double> acc;
+      for (const Range& r : rs) {
+        std::string err = store->Reduce(m.reducer(), r, m.step(), &acc);
+        if (!err.empty()) return err;
+      }
+      reply->data = {SArray<char>(SArray<double>(acc))};
+      return "";
+    }
     SArray<Key> keys;
     SArray<char> vals;
     SArray<int> lens;
     SArray<uint64_t> counts(nr);
-    for (size_t i = 0; i < nr; ++i) {
-      if (ranges[2 * i + 1] <= ranges[2 * i]) return "empty range";
-      SArray<Key> k;
-      SArray<char> v;
-      SArray<int> l;
-      store->PullRange(Range(ranges[2 * i], ranges[2 * i + 1]), &k, &v, &l, m.step());
-      counts[i] = k.size();
-      if (nr == 1) {  // the common case: the arrays go out as they are, without a copy
-        keys = k;
-        vals = v;
-        lens = l;
-        break;
-      }
-      keys.append(k);
-      vals.append(v);
-      lens.append(l);
-    }
+    store->PullRanges(rs.data(), nr, &keys, &vals, &lens, counts.data(), m.step());
     reply->data = {SArray<char>(keys), vals, SArray<char>(lens), SArray<char>(counts)};
     return "";
   }

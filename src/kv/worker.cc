@@ -230,6 +230,7 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
       for (size_t g = 0; g < servers.size(); ++g) {
         Message m = base_meta(servers[g], g);
         m.meta.set_op(pb::Meta::RANGE_PULL);
+        if (req.reducer) m.meta.set_reducer(req.reducer);
         SArray<Key> ranges(2 * of[g].size());
         for (size_t j = 0; j < of[g].size(); ++j) {
           ranges[2 * j] = p->segs[of[g][j]].range.begin;
@@ -607,6 +608,21 @@ void KVWorkerBase::Impl::CopyPart(Pending* p, size_t k, const Message& r) {
 void KVWorkerBase::Impl::Assemble(Pending* p) {
   auto& req = p->req;
   auto bad = [&](const std::string& what) { p->error = "malformed reply: " + what; };
+  if (req.op == detail::KVRequest::kRangePull && req.reducer) {
+    // Each server's doubles over the ranges it masters: their sum.
+    SArray<double> sum;
+    for (auto& r : p->replies) {
+      if (r.data.size() != 1 || r.data[0].empty() || r.data[0].size() % sizeof(double)) {
+        return bad("reduction reply frames");
+      }
+      const SArray<double> d(r.data[0]);
+      if (sum.empty()) sum.resize(d.size(), 0.0);
+      if (d.size() != sum.size()) return bad("reduction widths differ between servers");
+      for (size_t i = 0; i < d.size(); ++i) sum[i] += d[i];
+    }
+    if (req.set_vals) req.set_vals(SArray<char>(sum));
+    return;
+  }
   if (req.op == detail::KVRequest::kRangePull) {
     // Each server answered its ranges in order, with the number of keys per range; walk the
     // segments in key order, taking each one's keys from its server's reply.

@@ -15,10 +15,11 @@ std::string LenError(Key k, int have, uint64_t want) {
 }  // namespace
 
 template <typename V>
-Store<V>::Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes)
+Store<V>::Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes, Reducers<V> reducers)
     : rule_(std::move(rule)),
       sw_(rule_->StateWidth()),
-      block_bytes_(std::max<size_t>(block_bytes, 1)) {
+      block_bytes_(std::max<size_t>(block_bytes, 1)),
+      reducers_(std::move(reducers)) {
   blocks_.emplace(0, Block<V>(rule_.get(), sw_));
 }
 
@@ -180,31 +181,56 @@ void Store<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>
 }
 
 template <typename V>
-void Store<V>::PullRange(Range r, SArray<Key>* out_keys, SArray<char>* out_vals,
-                         SArray<int>* out_lens, int64_t step) {
+void Store<V>::PullRanges(const Range* rs, size_t nr, SArray<Key>* out_keys, SArray<char>* out_vals,
+                          SArray<int>* out_lens, uint64_t* counts, int64_t step) {
   SArray<Key> keys;
   SArray<int> lens;
   SArray<V> vals;
   // Room for every key up front (an upper bound: dropped slots are counted): growing by
   // doubling copied a large range's arrays several times over, into freshly faulted pages.
-  const size_t most = CountRange(r);
+  size_t most = 0;
+  for (size_t i = 0; i < nr; ++i) most += CountRange(rs[i]);
   keys.reserve(most);
   lens.reserve(most);
   vals.reserve(most);
   const int sw = sw_;
-  ForEach(r, [&](Key k, const V* slot, size_t size) {
-    const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
-    const int w = rule_->ReadWidth(len);
-    keys.push_back(k);
-    lens.push_back(w);
-    size_t at = vals.size();
-    vals.resize(at + w);
-    rule_->ReadAt(k, slot, slot + len, vals.data() + at, len, step);
-    return true;
-  });
+  for (size_t i = 0; i < nr; ++i) {
+    const size_t before = keys.size();
+    ForEach(rs[i], [&](Key k, const V* slot, size_t size) {
+      const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
+      const int w = rule_->ReadWidth(len);
+      keys.push_back(k);
+      lens.push_back(w);
+      size_t at = vals.size();
+      vals.resize(at + w);
+      rule_->ReadAt(k, slot, slot + len, vals.data() + at, len, step);
+      return true;
+    });
+    counts[i] = keys.size() - before;
+  }
   *out_keys = keys;
   *out_lens = lens;
   *out_vals = SArray<char>(vals);
+}
+
+template <typename V>
+std::string Store<V>::Reduce(int id, Range r, int64_t step, std::vector<double>* acc) const {
+  const auto it = reducers_.find(id);
+  if (it == reducers_.end()) return "no reducer " + std::to_string(id) + " on this table";
+  const RangeReducer<V>& f = *it->second;
+  const size_t width = static_cast<size_t>(f.Width());
+  if (acc->empty()) acc->assign(width, 0.0);
+  if (acc->size() != width) return "reducer width changed";
+  std::vector<V> read;
+  const int sw = sw_;
+  ForEach(r, [&](Key k, const V* slot, size_t size) {
+    const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
+    read.resize(static_cast<size_t>(rule_->ReadWidth(len)));
+    rule_->ReadAt(k, slot, slot + len, read.data(), len, step);
+    f.Add(k, read.data(), static_cast<int>(read.size()), acc->data());
+    return true;
+  });
+  return "";
 }
 
 template <typename V>

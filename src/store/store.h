@@ -40,9 +40,19 @@ class StoreBase {
   /// Reads values [offset, offset + count) of a key whose slot holds `total` values.
   virtual std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total,
                                SArray<char>* vals, int64_t step = kLatest) = 0;
+  /// Every stored key of the nr ranges rs (ascending, disjoint) with its values and lengths, in
+  /// key order; counts[i]: the keys of range i.
+  virtual void PullRanges(const Range* rs, size_t nr, SArray<Key>* keys, SArray<char>* vals,
+                          SArray<int>* lens, uint64_t* counts, int64_t step = kLatest) = 0;
   /// Every stored key in r with its values and lengths, in key order.
-  virtual void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
-                         int64_t step = kLatest) = 0;
+  void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
+                 int64_t step = kLatest) {
+    uint64_t count = 0;
+    PullRanges(&r, 1, keys, vals, lens, &count, step);
+  }
+  /// Adds what reducer `id` (RangeReducer) makes of every stored key in r, as a pull at `step`
+  /// reads it, into *acc (sized to the reducer's width when empty; "" or why not).
+  virtual std::string Reduce(int id, Range r, int64_t step, std::vector<double>* acc) const = 0;
   /// Number of stored keys.
   virtual size_t size() const = 0;
   /// Memory held by the stored keys, values and rule state (not the containers' spare room).
@@ -77,7 +87,8 @@ class Store : public StoreBase {
  public:
   static constexpr size_t kBlockBytes = 8 << 20;
 
-  explicit Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes = kBlockBytes);
+  explicit Store(std::shared_ptr<const UpdateRule<V>> rule, size_t block_bytes = kBlockBytes,
+                 Reducers<V> reducers = {});
 
   std::string Push(const Key* keys, size_t n, const char* vals, size_t val_count,
                    const int* lens) override;
@@ -87,8 +98,9 @@ class Store : public StoreBase {
                    int64_t step = kLatest) override;
   std::string PullPart(Key key, uint64_t offset, uint64_t count, uint64_t total, SArray<char>* vals,
                        int64_t step = kLatest) override;
-  void PullRange(Range r, SArray<Key>* keys, SArray<char>* vals, SArray<int>* lens,
-                 int64_t step = kLatest) override;
+  void PullRanges(const Range* rs, size_t nr, SArray<Key>* keys, SArray<char>* vals,
+                  SArray<int>* lens, uint64_t* counts, int64_t step = kLatest) override;
+  std::string Reduce(int id, Range r, int64_t step, std::vector<double>* acc) const override;
   size_t size() const override;
   size_t bytes() const override;
   size_t CountRange(Range r) const override;
@@ -123,6 +135,7 @@ class Store : public StoreBase {
   std::shared_ptr<const UpdateRule<V>> rule_;
   const int sw_;
   const size_t block_bytes_;
+  const Reducers<V> reducers_;
   Blocks blocks_;
 };
 

@@ -4,7 +4,9 @@ topics over 600 words, 1500 training and 150 test documents.
 
   exact       one worker under BSP reproduces the serial run (ps_lda --serial, same seed) line
               for line: log-likelihood and changes of every iteration, and the final
-              perplexity; and training reached the planted topics' perplexity range.
+              perplexity; once pulling the whole sparse table, once pulling its rows as key
+              ranges with every word's row sparse; and training reached the planted topics'
+              perplexity range.
   invariant   2 servers (one replica each) and 2 workers under SSP(1), BSP and ASP: every run
               ends with the count invariant (each topic total is its column's sum, the totals
               add up to the corpus) checked twice, by the app and here from its model file;
@@ -134,22 +136,29 @@ def exact(a, d, tokens):
     rc, serial = run([a.job, "--serial"] + flags(d, it))
     if rc != 0:
         fail("the serial run failed (exit %d)" % rc, serial)
-    rc, one = launch(a, d, 1, 1, it + ["--consistency", "bsp"])
-    if rc != 0:
-        fail("the 1-worker run failed (exit %d)" % rc, one)
-    s, o = iterations(serial), iterations(one)
-    if len(s) != 30 or s != o:
-        for x, y in zip(s, o):
-            if x != y:
-                print("first difference: serial %s, 1 worker %s" % (x, y))
-                break
-        fail("the 1-worker BSP run does not reproduce the serial run (%d and %d lines)"
-             % (len(s), len(o)), one)
-    ps, po = result(serial), result(one)
-    print("exact: 30 iterations alike, log-likelihood %s -> %s per token; perplexity serial %.3f, "
-          "1 worker %.3f" % (s[0][1], s[-1][1], ps, po), flush=True)
-    if abs(ps - po) > 1e-3 * ps:
-        fail("perplexities differ: %.4f vs %.4f" % (ps, po), one)
+    s = iterations(serial)
+    ps = result(serial)
+    # Both ways of pulling the sparse table (the whole table, the worker's rows as key ranges)
+    # must give the sampler the same counts; the second run keeps every word's row in it.
+    for pull, dense_min in (("table", "0"), ("rows", "1000000000")):
+        rc, one = launch(a, d, 1, 1, it + ["--consistency", "bsp", "--sparse_pull", pull,
+                                           "--dense_min", dense_min])
+        if rc != 0:
+            fail("the 1-worker run (--sparse_pull %s) failed (exit %d)" % (pull, rc), one)
+        o = iterations(one)
+        if len(s) != 30 or s != o:
+            for x, y in zip(s, o):
+                if x != y:
+                    print("first difference: serial %s, 1 worker %s" % (x, y))
+                    break
+            fail("the 1-worker BSP run (--sparse_pull %s) does not reproduce the serial run "
+                 "(%d and %d lines)" % (pull, len(s), len(o)), one)
+        po = result(one)
+        print("exact: --sparse_pull %s: 30 iterations alike, log-likelihood %s -> %s per token; "
+              "perplexity serial %.3f, 1 worker %.3f" % (pull, s[0][1], s[-1][1], ps, po),
+              flush=True)
+        if abs(ps - po) > 1e-3 * ps:
+            fail("perplexities differ: %.4f vs %.4f" % (ps, po), one)
     # Learned something: the log-likelihood rose by more than a nat per token, and held-out
     # documents score better than under a uniform model (perplexity V).
     if float(s[-1][1]) < float(s[0][1]) + 1.0 or not ps < 0.95 * V:
@@ -158,10 +167,12 @@ def exact(a, d, tokens):
 
 
 def invariant(a, d, tokens):
-    for policy in ("ssp:1", "bsp", "asp"):
+    for policy, pull in (("ssp:1", "rows"), ("bsp", "table"), ("asp", "auto")):
         model = os.path.join(d, "model_%s.txt" % policy.replace(":", ""))
         rc, out = launch(a, d, 2, 2, ["--iterations", "15", "--consistency", policy,
-                                      "--model_out", model], env=("PS_REPLICAS=1",))
+                                      "--sparse_pull", pull, "--model_out", model] +
+                         (["--dense_min", "1000000000"] if pull == "rows" else []),
+                         env=("PS_REPLICAS=1",))
         if rc != 0 or "INVARIANT ok" not in out:
             fail("%s: exit %d, the app's invariant check: %s" % (
                 policy, rc, re.findall(r"INVARIANT.*", out)), out)
@@ -232,8 +243,11 @@ def kill_worker(a, d, tokens):
         on_line = killer(state, "worker", victim, at)
 
         model = os.path.join(d, "model_kill_worker.txt")
+        # Under SSP every row is sparse and pulled as a key range: the worker that takes parts
+        # over pulls the rows of its new words.
+        rows = ["--sparse_pull", "rows", "--dense_min", "1000000000"] if policy == "ssp:1" else []
         rc, out = launch(a, d, 2, 3, ["--iterations", "300", "--consistency", policy,
-                                      "--checkpoint_every", "7", "--model_out", model],
+                                      "--checkpoint_every", "7", "--model_out", model] + rows,
                          env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
                          allow=("--allow-dead-workers",), on_line=on_line)
         if state["killed"] is None:

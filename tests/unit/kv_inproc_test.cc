@@ -218,6 +218,80 @@ TEST_P(KVInprocTest, PullRangesReturnsTheKeysOfEveryRangeInOrder) {
   });
 }
 
+// What Reduce runs in the test below: keys, their values and a function of the key.
+class CountSumReducer : public RangeReducer<int64_t> {
+ public:
+  int Width() const override { return 3; }
+  void Add(Key key, const int64_t* vals, int n, double* acc) const override {
+    acc[0] += 1;
+    for (int i = 0; i < n; ++i) acc[1] += static_cast<double>(vals[i]);
+    acc[2] += static_cast<double>(key % 7);
+  }
+};
+
+// A reduction over many ranges equals the same function computed from the keys themselves,
+// with the filters off and on; a reducer id the servers do not have is refused, naming it.
+void CheckReduce(bool inproc, bool filters) {
+  const uint64_t seed = 2027;
+  Reducers<int64_t> reducers = {{1, std::make_shared<CountSumReducer>()}};
+  auto tweak = [filters](Config* c) {
+    if (!filters) return;
+    c->compress = "auto";
+    c->key_cache_mb = 4;
+  };
+  Job::Run(
+      inproc, 3, 1,
+      [&](Node* node, int rank) {
+        KVWorker<int64_t> kv(node);
+        std::mt19937_64 rng(seed);
+        SArray<Key> keys;
+        for (int i = 0; i < 3000; ++i) keys.push_back(rng());
+        std::sort(keys.begin(), keys.end());
+        keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
+        SArray<int64_t> vals(keys.size());
+        for (size_t i = 0; i < keys.size(); ++i) vals[i] = static_cast<int64_t>(rng() % 1000) - 300;
+        kv.Wait(kv.Push(keys, vals));
+        std::vector<Key> cuts;
+        for (int i = 0; i < 400; ++i) cuts.push_back(rng());
+        std::sort(cuts.begin(), cuts.end());
+        cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+        std::vector<Range> rs;
+        for (size_t i = 0; i + 1 < cuts.size(); i += 2) rs.emplace_back(cuts[i], cuts[i + 1]);
+        std::vector<double> want(3, 0.0);
+        for (size_t i = 0; i < keys.size(); ++i) {
+          for (const Range& r : rs) {
+            if (keys[i] >= r.begin && keys[i] < r.end) {
+              want[0] += 1;
+              want[1] += static_cast<double>(vals[i]);
+              want[2] += static_cast<double>(keys[i] % 7);
+            }
+          }
+        }
+        ASSERT_GT(want[0], 100) << "seed " << seed;
+        ASSERT_LT(want[0], keys.size()) << "seed " << seed;
+        std::vector<double> got;
+        kv.Wait(kv.Reduce(1, rs, &got));
+        EXPECT_EQ(got, want) << "seed " << seed;
+        // The whole key space: every key once.
+        kv.Wait(kv.Reduce(1, {Range::All()}, &got));
+        ASSERT_EQ(got.size(), 3u);
+        EXPECT_EQ(got[0], static_cast<double>(keys.size())) << "seed " << seed;
+        const int64_t ts = kv.Reduce(2, {Range::All()}, &got);
+        try {
+          kv.Wait(ts);
+          ADD_FAILURE() << "a reducer the servers do not have was run";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("no reducer 2"), std::string::npos) << e.what();
+        }
+      },
+      static_cast<int64_t*>(nullptr), tweak, nullptr, reducers);
+}
+
+TEST_P(KVInprocTest, ReduceAddsUpWhatEveryServerComputesOverItsKeys) {
+  CheckReduce(GetParam(), false);
+  CheckReduce(GetParam(), true);
+}
+
 // Per worker-server link, requests apply in the order issued: a pull issued right after a
 // push (no Wait in between) sees the push.
 TEST_P(KVInprocTest, PullIssuedAfterPushSeesIt) {
