@@ -1,5 +1,6 @@
 #include "lda/corpus.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,12 +20,14 @@ Corpus Corpus::Slice(size_t begin, size_t end) const {
   return c;
 }
 
-Corpus ReadCorpus(const std::string& path, uint32_t num_words) {
+Corpus ReadCorpus(const std::string& path, uint32_t num_words,
+                  const std::function<bool(uint64_t)>& keep, uint64_t* tokens) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open");
   Corpus c;
   std::string line;
   std::vector<uint32_t> doc;
+  uint64_t all_tokens = 0;
   for (size_t no = 1; std::getline(in, line); ++no) {
     doc.clear();
     const char* p = line.c_str();
@@ -44,10 +47,28 @@ Corpus ReadCorpus(const std::string& path, uint32_t num_words) {
       doc.push_back(static_cast<uint32_t>(id));
       p = end;
     }
+    all_tokens += doc.size();
+    if (keep && !keep(c.docs())) doc.clear();
     c.Add(doc.data(), doc.size());
   }
   if (in.bad()) throw std::runtime_error(path + ": read error");
+  if (tokens) *tokens = all_tokens;
   return c;
+}
+
+uint64_t CountDocs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  uint64_t lines = 0;
+  char last = '\n';
+  std::vector<char> buf(1 << 16);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    const size_t n = static_cast<size_t>(in.gcount());
+    lines += static_cast<uint64_t>(std::count(buf.data(), buf.data() + n, '\n'));
+    last = buf[n - 1];
+  }
+  if (in.bad()) throw std::runtime_error(path + ": read error");
+  return lines + (last != '\n');  // a last line without its newline (getline reads it too)
 }
 
 Vocab ReadVocab(const std::string& path) {

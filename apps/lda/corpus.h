@@ -8,6 +8,7 @@
 #define PS_APPS_LDA_CORPUS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,13 @@ struct Corpus {
 };
 
 /// Reads a corpus file. Throws std::runtime_error naming the file and line of the first token
-/// that is not a word id below num_words (num_words = 0: any id).
-Corpus ReadCorpus(const std::string& path, uint32_t num_words = 0);
+/// that is not a word id below num_words (num_words = 0: any id). Every token is checked, but
+/// when `keep` is set only the documents it keeps are stored: the others read as empty, so a
+/// worker holds its own documents, not the corpus. *tokens (when set): the file's tokens.
+Corpus ReadCorpus(const std::string& path, uint32_t num_words = 0,
+                  const std::function<bool(uint64_t)>& keep = nullptr, uint64_t* tokens = nullptr);
+/// Number of documents (lines) of a corpus file.
+uint64_t CountDocs(const std::string& path);
 
 /// The vocabulary: words and their training frequencies (0 when the file gives none).
 struct Vocab {

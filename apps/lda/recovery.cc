@@ -180,11 +180,11 @@ int64_t CatchUpStep(const std::string& policy, int64_t step) {
   return std::max<int64_t>(0, step - slack);
 }
 
-std::vector<uint64_t> PartDocs(const Corpus& all, int part, int parts) {
-  const size_t b = all.docs() * static_cast<size_t>(part) / static_cast<size_t>(parts);
-  const size_t e = all.docs() * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
+std::vector<uint64_t> PartDocs(uint64_t docs, int part, int parts) {
+  const uint64_t b = docs * static_cast<uint64_t>(part) / static_cast<uint64_t>(parts);
+  const uint64_t e = docs * static_cast<uint64_t>(part + 1) / static_cast<uint64_t>(parts);
   std::vector<uint64_t> out;
-  for (size_t d = b; d < e; ++d) out.push_back(d);
+  for (uint64_t d = b; d < e; ++d) out.push_back(d);
   return out;
 }
 

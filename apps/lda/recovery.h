@@ -96,8 +96,8 @@ int64_t CatchUpStep(const std::string& policy, int64_t step);
 Shard ShardOf(const Hyper& h, const Corpus& all, const std::vector<uint64_t>& ids,
               const std::vector<uint32_t>& z);
 
-/// The documents of data part `part` of `parts`.
-std::vector<uint64_t> PartDocs(const Corpus& all, int part, int parts);
+/// The documents of data part `part` of `parts` of a corpus of `docs` documents.
+std::vector<uint64_t> PartDocs(uint64_t docs, int part, int parts);
 
 template <typename C, typename W>
 void Recovery::Await(C cond, W what) {

@@ -195,12 +195,15 @@ void PrintTopics(const Phi& phi, const Vocab& vocab, int n) {
 // lda/recovery.h. The lowest live rank coordinates it (worker 0 until it dies).
 class Trainer {
  public:
-  Trainer(ps::Node* node, const Options& o, const Vocab& vocab, const Corpus& all,
+  // all: the training file with the documents of `tasks` read (the others empty); tokens: the
+  // file's.
+  Trainer(ps::Node* node, const Options& o, const Vocab& vocab, Corpus all, uint64_t tokens,
           std::vector<int> tasks)
       : node_(node),
         o_(o),
         vocab_(vocab),
-        all_(all),
+        all_(std::move(all)),
+        corpus_tokens_(tokens),
         nparts_(o.parts_per_worker * node->num_workers()),
         tasks_(std::move(tasks)),
         coordinator_(node->rank() == 0),
@@ -209,7 +212,7 @@ class Trainer {
         stats_(node, kStatsApp),
         rec_(node, o),
         sampler_(o.hyper, o.mh_steps, SamplerSeed(o.seed, node->rank())) {
-    if (coordinator_) rep_.reset(new Reporter(node, o, vocab, &stats_, all.tokens()));
+    if (coordinator_) rep_.reset(new Reporter(node, o, vocab, &stats_, corpus_tokens_));
   }
 
   int Run() {
@@ -227,7 +230,7 @@ class Trainer {
   std::unique_ptr<Shard> MakeShard() {
     std::vector<uint64_t> ids;
     for (int task : tasks_) {
-      for (uint64_t d : PartDocs(all_, task % nparts_, nparts_)) ids.push_back(d);
+      for (uint64_t d : PartDocs(all_.docs(), task % nparts_, nparts_)) ids.push_back(d);
     }
     std::sort(ids.begin(), ids.end());
     Corpus docs;
@@ -252,7 +255,7 @@ class Trainer {
     std::cerr << "worker " << node_->rank() << " coordinates from now on (the workers below it "
               << "died)" << std::endl;
     rec_.AdoptJob();
-    rep_.reset(new Reporter(node_, o_, vocab_, &stats_, all_.tokens(), true));
+    rep_.reset(new Reporter(node_, o_, vocab_, &stats_, corpus_tokens_, true));
     known_dead_ = 0;
     return true;
   }
@@ -420,13 +423,18 @@ class Trainer {
       std::cerr << "worker " << node_->rank() << " takes over data part " << task % nparts_
                 << " (its worker died)" << std::endl;
       tasks_.push_back(task);
-      for (uint64_t d : PartDocs(all_, task % nparts_, nparts_)) adopted.push_back(d);
+      for (uint64_t d : PartDocs(all_.docs(), task % nparts_, nparts_)) adopted.push_back(d);
     }
     if (!adopted.empty()) {
       std::sort(adopted.begin(), adopted.end());
+      // Read the adopted documents (this worker held only its own).
+      const std::vector<uint64_t>& own = shard_->doc_ids();
+      all_ = ReadCorpus(o_.train, vocab_.size(), [&](uint64_t d) {
+        return std::binary_search(own.begin(), own.end(), d) ||
+               std::binary_search(adopted.begin(), adopted.end(), d);
+      });
       const std::vector<uint32_t> az = rec_.LoadTopics(all_, adopted);
       // Merge the shard's documents and the adopted ones, both ascending.
-      const auto& own = shard_->doc_ids();
       std::vector<uint64_t> ids;
       std::vector<uint32_t> z;
       size_t i = 0, a = 0, ai = 0;
@@ -458,11 +466,13 @@ class Trainer {
     rec_.SetJob(j);
   }
 
-  // The counts of every document's assignment: this shard's own, the others' as saved.
+  // The counts of every document's assignment: this shard's own, the others' as saved (read
+  // from the training file for the purpose: a worker holds only its own documents).
   Model AllCounts() {
+    const Corpus all = ReadCorpus(o_.train, vocab_.size());
     const auto& own = shard_->doc_ids();
     std::vector<uint64_t> others;
-    for (uint64_t d = 0, i = 0; d < all_.docs(); ++d) {
+    for (uint64_t d = 0, i = 0; d < all.docs(); ++d) {
       if (i < own.size() && own[i] == d) {
         ++i;
       } else {
@@ -470,9 +480,9 @@ class Trainer {
       }
     }
     Model m = Model::Empty(o_.hyper);
-    AddCounts(all_, own, shard_->z().data(), &m);
-    const std::vector<uint32_t> oz = rec_.LoadTopics(all_, others);
-    AddCounts(all_, others, oz.data(), &m);
+    AddCounts(all, own, shard_->z().data(), &m);
+    const std::vector<uint32_t> oz = rec_.LoadTopics(all, others);
+    AddCounts(all, others, oz.data(), &m);
     return m;
   }
 
@@ -532,9 +542,9 @@ class Trainer {
     const Model want = AllCounts();
     const bool exact = want.rows == m.rows && want.totals == m.totals;
     const bool ok =
-        !negative && columns == m.totals && exact && sum == static_cast<int64_t>(all_.tokens());
-    std::printf("INVARIANT %s tokens %zu counted %lld%s%s\n", ok ? "ok" : "BROKEN", all_.tokens(),
-                static_cast<long long>(sum),
+        !negative && columns == m.totals && exact && sum == static_cast<int64_t>(corpus_tokens_);
+    std::printf("INVARIANT %s tokens %llu counted %lld%s%s\n", ok ? "ok" : "BROKEN",
+                static_cast<unsigned long long>(corpus_tokens_), static_cast<long long>(sum),
                 columns == m.totals ? "" : " (a topic total differs from its column's sum)",
                 exact ? " (= the counts of the final assignments)"
                       : " (the counts differ from those of the final assignments)");
@@ -548,7 +558,8 @@ class Trainer {
   ps::Node* node_;
   const Options& o_;
   const Vocab& vocab_;
-  const Corpus& all_;
+  Corpus all_;  // the training file: this worker's documents (the others read as empty)
+  const uint64_t corpus_tokens_;
   const int nparts_;
   std::vector<int> tasks_;
   bool coordinator_;
@@ -585,9 +596,19 @@ int RunWorker(ps::Node* node, const Options& opts) {
   }
   // Everyone holds its share before the coordinator looks for parts left by the dead.
   node->Barrier(ps::kWorkerGroup);
-  // This worker's documents: its parts of the training file, in file order.
-  const Corpus all = ReadCorpus(o.train, vocab.size());
-  Trainer trainer(node, o, vocab, all, std::move(tasks));
+  // This worker's documents: its parts of the training file, in file order (every line is
+  // checked; the other documents are not kept).
+  const int nparts = o.parts_per_worker * node->num_workers();
+  const uint64_t docs = CountDocs(o.train);
+  std::vector<bool> mine(docs, false);
+  for (int task : tasks) {
+    for (uint64_t d : PartDocs(docs, task % nparts, nparts)) mine[d] = true;
+  }
+  uint64_t tokens = 0;
+  Corpus all = ReadCorpus(
+      o.train, vocab.size(), [&](uint64_t d) { return d < docs && mine[d]; }, &tokens);
+  if (all.docs() != docs) throw ps::Error(o.train + ": changed while it was read");
+  Trainer trainer(node, o, vocab, std::move(all), tokens, std::move(tasks));
   return trainer.Run();
 }
 

@@ -757,7 +757,7 @@ TEST(LdaRecoveryTest, CountsOfAssignmentsAndPartsCoverTheCorpus) {
   for (const auto& d : docs) all.Add(d.data(), d.size());
   std::vector<uint64_t> covered;
   for (int p = 0; p < 3; ++p) {
-    for (uint64_t d : PartDocs(all, p, 3)) covered.push_back(d);
+    for (uint64_t d : PartDocs(all.docs(), p, 3)) covered.push_back(d);
   }
   EXPECT_EQ(covered, (std::vector<uint64_t>{0, 1, 2, 3, 4}));
   const std::vector<uint64_t> ids = {0, 3, 4};
