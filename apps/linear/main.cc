@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
         } else {
           rule = std::make_shared<linear::DbpgRule<double>>(o.eta, o.l1, o.l2, FLAGS_momentum);
         }
-        ps::KVServer<double> model(&node, linear::kModelApp, rule);
+        ps::KVServer<double> model(
+            &node, linear::kModelApp, rule,
+            {{linear::kNormReducer, std::make_shared<linear::ModelNormReducer>()}});
         ps::KVServer<double> stats(&node, linear::kStatsApp);
         AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);

@@ -12,6 +12,22 @@
 
 namespace linear {
 
+/// What a progress line needs of the whole model, computed by the servers over the weights a
+/// pull would read (KVWorker::Reduce): [sum |w|, sum w^2, nonzeros], so that no line pulls the
+/// model.
+constexpr int kNormReducer = 1;
+class ModelNormReducer : public ps::RangeReducer<double> {
+ public:
+  int Width() const override { return 3; }
+  void Add(ps::Key, const double* w, int n, double* acc) const override {
+    for (int i = 0; i < n; ++i) {
+      acc[0] += std::fabs(w[i]);
+      acc[1] += w[i] * w[i];
+      acc[2] += w[i] != 0;
+    }
+  }
+};
+
 /// The proximal step of one coordinate: argmin_x g (x - w) + h/2 (x - w)^2 + l1 |x| + l2/2 x^2,
 /// that is soft-thresholding of h w - g by l1, scaled by 1 / (h + l2).
 inline double ProxStep(double w, double g, double h, double l1, double l2) {

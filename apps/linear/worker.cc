@@ -12,6 +12,7 @@
 #include "linear/linear.h"
 #include "linear/metrics.h"
 #include "linear/model_file.h"
+#include "linear/rules.h"
 
 namespace linear {
 namespace {
@@ -183,6 +184,19 @@ Model PullModel(ps::KVWorker<double>* kv) {
   return m;
 }
 
+// The model's norms and nonzeros as the servers compute them (ModelNormReducer): a progress
+// line's regularizer without pulling the model.
+Model ReduceModel(ps::KVWorker<double>* kv) {
+  std::vector<double> r;
+  kv->Wait(kv->Reduce(kNormReducer, {ps::Range::All()}, &r));
+  if (r.size() != 3) throw ps::Error("the servers' model norms came back malformed");
+  Model m;
+  m.l1norm = r[0];
+  m.l2sq = r[1];
+  m.nnz = static_cast<size_t>(r[2]);
+  return m;
+}
+
 // Per-iteration statistics every worker adds up on the servers (app kStatsApp, key = step):
 // data loss and rows.
 void PushStats(ps::KVWorker<double>* stats, int t, double loss, double rows) {
@@ -204,7 +218,7 @@ void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats
   Quality q;
   ph->Time(Phases::kReport, [&] {
     PullStats(stats, t, &loss, &rows);
-    m = PullModel(kv);
+    m = ReduceModel(kv);
     if (rep->has_test()) q = rep->TestQuality(kv);
   });
   rep->Line(unit, t, loss, rows, m.l1norm, m.l2sq, m.nnz, rep->has_test() ? &q : nullptr, ph);
@@ -434,7 +448,7 @@ int RunWorker(ps::Node* node, const Options& o) {
                               : RunDbpg(node, o, &s, &kv, &stats, rep.get());
   node->Barrier(ps::kWorkerGroup);
   if (rep) {
-    Model m = PullModel(&kv);
+    const Model m = o.model_out.empty() ? ReduceModel(&kv) : PullModel(&kv);
     if (!o.model_out.empty()) {
       WriteModel(o.model_out, o.format, o.train, m.keys.data(), m.w.data(), m.keys.size());
     }

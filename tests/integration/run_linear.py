@@ -141,10 +141,21 @@ def quiet(a, d):
     if "iteration 39 " not in loud_out or "iteration 0 " in silent_out:
         fail("progress lines: %d without --quiet, %d with it"
              % (loud_out.count("iteration "), silent_out.count("iteration ")))
-    # A line pulls the model by range (keys, values and lengths) and the test set's weights, at
-    # least twice the bytes of the iteration's own pull.
-    if silent * 2 > loud:
-        fail("--quiet still pulls for the progress lines: %d bytes against %d" % (silent, loud))
+    # A line pulls the test set's weights (8 bytes per distinct feature of the test set) and
+    # gets the model's norms from the servers' reduction, a few dozen bytes; it does not pull
+    # the model (before, 20 bytes per stored key went out for every line).
+    test_keys = set()
+    with open(os.path.join(d, "test.libsvm")) as f:
+        for line in f:
+            test_keys.update(tok.split(":")[0] for tok in line.split()[1:])
+    lines = 40
+    least, most = lines * 8 * len(test_keys), lines * (8 * len(test_keys) + 1000)
+    if loud - silent < least:
+        fail("--quiet still pulls for the progress lines: %d bytes against %d (the test weights "
+             "of %d lines alone are %d)" % (silent, loud, lines, least))
+    if loud - silent > most:
+        fail("a progress line costs the server %d bytes, more than the test set's weights and "
+             "1000 bytes (%d): does it pull the model?" % ((loud - silent) // lines, most // lines))
 
 
 def bad_input(a, d):
