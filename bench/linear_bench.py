@@ -7,7 +7,8 @@ For each data set (--sets: the spam words and bigrams of scripts/fetch-data.sh) 
 
   liblinear  wall-clock of liblinear-train (reading the file included) and the test logloss of
              its model (liblinear-predict -b 1, computed here from the probabilities);
-  ps 2S2W    ps-launch with 2 servers and 2 workers, and 1S1W with one of each: the wall-clock
+  ps SOLVER 2S2W  ps-launch with 2 servers and 2 workers, and 1S1W with one of each, for each
+             of --solvers (dbpg, lbfgs): the wall-clock
              from launch until worker 0 prints a line whose test logloss is within 1% of
              liblinear's (stamped when the line reaches this script), and the whole job's time
              and final test logloss.
@@ -16,6 +17,7 @@ A summary line per (set, regulariser, run) has the medians. Needs Debian libline
 
   python3 bench/linear_bench.py [--build build] [--sets spam spam.bigram] [--rounds 3]
                                 [--iterations 150] [--l1_iterations 150] [--eval_every 5]
+                                [--solvers dbpg lbfgs]
 """
 import argparse
 import json
@@ -67,11 +69,11 @@ def liblinear(train, test, flags, d):
     return secs, logloss(labels, probs)
 
 
-def ps(a, train, test, servers, workers, flags, target):
+def ps(a, train, test, servers, workers, flags, target, solver):
     cmd = [sys.executable, os.path.join(ROOT, "tracker", "ps-launch"), "-s", str(servers), "-w",
            str(workers), "--timeout", "1200", "--",
            os.path.join(a.build, "apps", "linear", "ps_linear"), "--train", train, "--test", test,
-           "--solver", "dbpg", "--eval_every", str(a.eval_every)] + flags
+           "--solver", solver, "--eval_every", str(a.eval_every)] + flags
     start = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     reached, last, tail = None, None, []
@@ -101,6 +103,7 @@ def main():
     p.add_argument("--iterations", type=int, default=150)
     p.add_argument("--l1_iterations", type=int, default=150)
     p.add_argument("--eval_every", type=int, default=5)
+    p.add_argument("--solvers", nargs="+", default=["dbpg", "lbfgs"], choices=["dbpg", "lbfgs"])
     a = p.parse_args()
     rows = {}
     with tempfile.TemporaryDirectory() as d:
@@ -116,11 +119,12 @@ def main():
                            "run": "liblinear", "seconds": round(secs, 3), "test_logloss": ll}
                     rows.setdefault((s, reg, "liblinear"), []).append(row)
                     emit(row)
-                    for sv, wk in ((2, 2), (1, 1)):
+                    for solver, sv, wk in [(x, y, z) for x in a.solvers for y, z in ((2, 2), (1, 1))]:
                         reached, total, final = ps(a, train, test, sv, wk,
-                                                   ps_flags + ["--iterations", str(iters)], target)
+                                                   ps_flags + ["--iterations", str(iters)], target,
+                                                   solver)
                         row = {"bench": "linear_tta", "set": s, "reg": reg, "round": r,
-                               "run": "ps %dS%dW" % (sv, wk), "target_logloss": target,
+                               "run": "ps %s %dS%dW" % (solver, sv, wk), "target_logloss": target,
                                "seconds_to_target": round(reached[0], 3) if reached else None,
                                "iteration_at_target": reached[1] if reached else None,
                                "seconds": round(total, 3), "test_logloss": final,

@@ -13,7 +13,7 @@ namespace linear {
 struct Options {
   std::string train, test;
   Format format = Format::kLibsvm;
-  std::string solver = "dbpg";  // dbpg | ftrl
+  std::string solver = "dbpg";  // dbpg | ftrl | lbfgs
   double l1 = 0, l2 = 1;
   // DBPG
   int iterations = 150;
@@ -25,6 +25,8 @@ struct Options {
   std::string curvature = "bound";
   double curvature_floor =
       1e-3;  // KKT filter: drop a push when w = 0 and |g| <= l1 / W - kkt_delta
+  // L-BFGS: pairs kept
+  int memory = 10;
   // FTRL
   int epochs = 5;
   int batch = 100;
@@ -39,6 +41,8 @@ struct Options {
 /// The app id of the model and of the per-iteration statistics (loss sums).
 constexpr int kModelApp = 0;
 constexpr int kStatsApp = 1;
+/// The L-BFGS solver's gradient sums (TaggedSumRule: key -> [sum, evaluation]).
+constexpr int kGradApp = 2;
 
 /// A worker's whole run: takes its data parts from the scheduler, trains, and (rank 0)
 /// evaluates on the test set, prints progress and writes the model. Returns 0 on success.

@@ -29,7 +29,10 @@
 DEFINE_string(train, "", "training data (libsvm or criteo text)");
 DEFINE_string(test, "", "test data, evaluated by worker 0 (and by --predict)");
 DEFINE_string(format, "libsvm", "data format: libsvm or criteo");
-DEFINE_string(solver, "dbpg", "dbpg (delayed block proximal gradient) or ftrl");
+DEFINE_string(solver, "dbpg",
+              "dbpg (delayed block proximal gradient), lbfgs (L-BFGS; OWL-QN with --l1; "
+              "needs --consistency bsp) or ftrl");
+DEFINE_int32(memory, 10, "lbfgs: the (s, y) pairs of the quasi-Newton history kept");
 DEFINE_double(l1, 0, "L1 regularization (liblinear -s 6 with C: 1/C)");
 DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
 DEFINE_int32(iterations, 150, "dbpg: iterations");
@@ -72,9 +75,11 @@ linear::Options FromFlags() {
   o.test = FLAGS_test;
   o.format = linear::ParseFormat(FLAGS_format);
   o.solver = FLAGS_solver;
-  if (o.solver != "dbpg" && o.solver != "ftrl") {
-    throw ps::Error("--solver=" + o.solver + ": expected dbpg or ftrl");
+  if (o.solver != "dbpg" && o.solver != "ftrl" && o.solver != "lbfgs") {
+    throw ps::Error("--solver=" + o.solver + ": expected dbpg, lbfgs or ftrl");
   }
+  if (FLAGS_memory < 1) throw ps::Error("--memory must be >= 1");
+  o.memory = FLAGS_memory;
   auto nonneg = [](const char* name, double v) {
     if (!(v >= 0) || !std::isfinite(v)) {
       throw ps::Error(std::string("--") + name + " must be a finite number >= 0");
@@ -194,6 +199,8 @@ int main(int argc, char** argv) {
         std::shared_ptr<const ps::UpdateRule<double>> rule;
         if (o.solver == "ftrl") {
           rule = std::make_shared<linear::FtrlRule<double>>(o.alpha, o.beta, o.l1, o.l2);
+        } else if (o.solver == "lbfgs") {
+          rule = std::make_shared<ps::AssignRule<double>>();  // the owners' trial points
         } else {
           rule = std::make_shared<linear::DbpgRule<double>>(o.eta, o.l1, o.l2, FLAGS_momentum);
         }
@@ -201,6 +208,8 @@ int main(int argc, char** argv) {
             &node, linear::kModelApp, rule,
             {{linear::kNormReducer, std::make_shared<linear::ModelNormReducer>()}});
         ps::KVServer<double> stats(&node, linear::kStatsApp);
+        ps::KVServer<double> grad(&node, linear::kGradApp,
+                                  std::make_shared<linear::TaggedSumRule<double>>());
         AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);
         node.Finalize();

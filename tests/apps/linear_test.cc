@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "linear/data.h"
+#include "linear/lbfgs.h"
 #include "linear/metrics.h"
 #include "linear/model_file.h"
 #include "linear/rules.h"
@@ -246,6 +247,90 @@ TEST(LinearRulesTest, FtrlMatchesItsClosedForm) {
   double zz = s[0] + g - (std::sqrt(s[1] + g * g) - std::sqrt(s[1])) / alpha * w;
   rule.Apply(0, &g, &w, s, 1);
   EXPECT_EQ(w == 0, std::fabs(zz) <= l1);
+}
+
+// The vector-free two-loop recursion gives the direction of the plain one: pairs from a seeded
+// convex function (so s.y > 0), the history cut by key slices as owners hold it, partials
+// added up.
+TEST(LinearLbfgsTest, VectorFreeDirectionEqualsTheTwoLoopRecursion) {
+  const uint64_t seed = 7;
+  Rng rng(seed);
+  const size_t n = 40;
+  const int memory = 4;
+  std::vector<double> diag(n);
+  for (auto& x : diag) x = 0.5 + 3 * rng.Uniform();
+  auto gradient = [&](const std::vector<double>& w) {
+    std::vector<double> g(n);
+    // Not quadratic (a cubic term): s_i.y_j differs from s_j.y_i, as on a real objective.
+    for (size_t j = 0; j < n; ++j) {
+      g[j] = diag[j] * w[j] + 0.5 * w[j] * w[j] * w[j] - 1.0 + 0.1 * static_cast<double>(j % 3);
+    }
+    return g;
+  };
+  VectorFreeLbfgs lb(memory);
+  std::vector<std::vector<double>> S, Y;
+  std::vector<double> w(n, 0.0), g = gradient(w);
+  double vv = 0;
+  for (double x : g) vv += x * x;
+  lb.SetGradient(vv);
+  // Two owners: keys [0, 17) and [17, n).
+  const size_t cut = 17;
+  for (int step = 0; step < 7; ++step) {
+    std::vector<double> x(n);
+    for (size_t j = 0; j < n; ++j) x[j] = w[j] - (0.2 + 0.3 * rng.Uniform()) * g[j];
+    const std::vector<double> gx = gradient(x);
+    std::vector<double> s(n), y(n);
+    for (size_t j = 0; j < n; ++j) {
+      s[j] = x[j] - w[j];
+      y[j] = gx[j] - g[j];
+    }
+    std::vector<double> part(lb.PartialCount(), 0.0);
+    for (size_t b : {size_t{0}, cut}) {
+      const size_t e = b == 0 ? cut : n;
+      std::vector<std::pair<const double*, const double*>> held;
+      for (size_t i = 0; i < S.size(); ++i) held.emplace_back(S[i].data() + b, Y[i].data() + b);
+      lb.AddPartials(s.data() + b, y.data() + b, gx.data() + b, held, e - b, part.data());
+    }
+    ASSERT_TRUE(lb.Accept(part)) << "seed " << seed;
+    S.push_back(s);
+    Y.push_back(y);
+    if (static_cast<int>(S.size()) > memory) {
+      S.erase(S.begin());
+      Y.erase(Y.begin());
+    }
+    w = x;
+    g = gx;
+    ASSERT_EQ(lb.pairs(), static_cast<int>(S.size()));
+    // The plain two-loop recursion on the vectors.
+    auto dot = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      double r = 0;
+      for (size_t j = 0; j < n; ++j) r += a[j] * b[j];
+      return r;
+    };
+    const int m = static_cast<int>(S.size());
+    std::vector<double> q = g, a(m);
+    for (int i = m - 1; i >= 0; --i) {
+      a[i] = dot(S[i], q) / dot(S[i], Y[i]);
+      for (size_t j = 0; j < n; ++j) q[j] -= a[i] * Y[i][j];
+    }
+    const double gamma = dot(S[m - 1], Y[m - 1]) / dot(Y[m - 1], Y[m - 1]);
+    for (auto& x2 : q) x2 *= gamma;
+    for (int i = 0; i < m; ++i) {
+      const double b = dot(Y[i], q) / dot(S[i], Y[i]);
+      for (size_t j = 0; j < n; ++j) q[j] += (a[i] - b) * S[i][j];
+    }
+    const VectorFreeLbfgs::Direction dir = lb.Compute();
+    double vd = 0;
+    for (size_t j = 0; j < n; ++j) {
+      double r = dir.cv * g[j];
+      for (int i = 0; i < m; ++i) r += dir.cs[i] * S[i][j] + dir.cy[i] * Y[i][j];
+      EXPECT_NEAR(-r, -q[j], 1e-9 * (1 + std::fabs(q[j])))
+          << "step " << step << " key " << j << " seed " << seed;
+      vd += g[j] * -r;
+    }
+    EXPECT_NEAR(lb.VDotD(dir), vd, 1e-9 * (1 + std::fabs(vd))) << "seed " << seed;
+    EXPECT_LT(vd, 0) << "not a descent direction; seed " << seed;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,263 @@
+// The limited-memory quasi-Newton solver of the linear app: L-BFGS for L2 and OWL-QN (Andrew
+// and Gao, ICML 2007) under L1, with the model on the servers and the quasi-Newton history
+// on the workers, each owning a slice of the key space (lbfgs.h). One evaluation of the
+// objective is one pass over the data and three BSP steps:
+//   A. every worker pulls the trial point's weights of its data, pushes its part of the
+//      gradient (kGradApp, tagged with the evaluation) and of the loss (kStatsApp);
+//   B. every owner pulls the summed gradient of its keys and pushes its part of the dot
+//      products the line search and the new pair need;
+//   C. every worker pulls the summed dot products and decides the same way (accept the trial
+//      point or shorten the step; the new direction's coefficients); owners push the next
+//      trial point of their keys (kModelApp, Assign rule).
+// With the step of 1 accepted (the common case once the history holds curvature), an
+// iteration costs one pass, where DBPG takes a pass per (much shorter) step.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "linear/lbfgs.h"
+#include "linear/worker_parts.h"
+
+namespace linear {
+namespace {
+
+// Keys of the stats table: per evaluation e, 2e holds [loss, rows] and 2e + 1 the partials.
+ps::Key LossKey(int64_t e) { return static_cast<ps::Key>(2 * e); }
+ps::Key PartialKey(int64_t e) { return static_cast<ps::Key>(2 * e + 1); }
+
+// OWL-QN's pseudo-gradient of f + l1 |w|_1 at w, per coordinate (g: the smooth part's).
+double PseudoGradient(double w, double g, double l1) {
+  if (l1 == 0) return g;
+  if (w > 0) return g + l1;
+  if (w < 0) return g - l1;
+  if (g + l1 < 0) return g + l1;
+  if (g - l1 > 0) return g - l1;
+  return 0;
+}
+
+// The key range rank r of W owns (keys are hashed: equal slices hold about equal shares).
+ps::Range OwnedRange(int r, int W) {
+  const unsigned __int128 span = static_cast<unsigned __int128>(ps::kMaxKey);
+  const ps::Key b =
+      static_cast<ps::Key>(span * static_cast<unsigned>(r) / static_cast<unsigned>(W));
+  const ps::Key e =
+      static_cast<ps::Key>(span * static_cast<unsigned>(r + 1) / static_cast<unsigned>(W));
+  return ps::Range(b, e);
+}
+
+}  // namespace
+
+int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
+             ps::KVWorker<double>* stats, Reporter* rep) {
+  if (node->consistency_policy() != "bsp") {
+    throw ps::Error("--solver lbfgs needs --consistency bsp (not " + node->consistency_policy() +
+                    "): its line search compares objectives of whole evaluations");
+  }
+  const int W = node->num_workers();
+  const ps::Range mine = OwnedRange(node->rank(), W);
+  ps::KVWorker<double> grad(node, kGradApp);
+  const double l1 = o.l1, l2 = o.l2;
+  VectorFreeLbfgs lb(o.memory);
+  // This worker's keys (those of the data in its slice) and their vectors.
+  std::vector<ps::Key> keys;
+  std::vector<double> w, x, g, gx, v, d;
+  std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
+  double f = 0, alpha = 1;
+  auto check_workers = [&] {
+    for (int id : node->dead_nodes()) {
+      for (const auto& n : node->nodes()) {
+        if (n.id == id && n.role == ps::Role::kWorker) {
+          throw ps::Error(
+              "--solver lbfgs: worker " + std::to_string(n.rank) +
+              " died; its slice of the quasi-Newton history is lost with it (servers may "
+              "fail: the model and the gradient sums are replicated)");
+        }
+      }
+    }
+  };
+  auto clock = [&] {
+    kv->Clock();
+    grad.Clock();
+    stats->Clock();
+  };
+  Phases ph;
+  std::vector<double> margin;
+  int iter = 0;
+  const bool reporting = rep && rep->reporting();
+  Quality q;
+  bool have_q = false;
+  int64_t passes = 0;
+  for (int64_t e = 0;; ++e) {
+    check_workers();
+    ++ph.iterations;
+    ++passes;
+    // A: the data pass at the trial point.
+    ph.Time(Phases::kPull, [&] {
+      ps::SArray<double> pw(s->keys.size());
+      kv->Wait(kv->Pull(s->keys, &pw));
+      s->w.assign(pw.begin(), pw.end());
+    });
+    const auto t0 = Clock::now();
+    const double loss = s->Margins(&margin);
+    std::vector<double> gd(s->data.keys.size(), 0.0);
+    const auto& data = s->data;
+    for (size_t i = 0; i < data.rows(); ++i) {
+      const double c = -data.label[i] * Sigmoid(-data.label[i] * margin[i]);
+      for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) gd[data.col[k]] += c * data.val[k];
+    }
+    ps::SArray<double> gp(2 * gd.size());
+    for (size_t j = 0; j < gd.size(); ++j) {
+      gp[2 * j] = gd[j];
+      gp[2 * j + 1] = static_cast<double>(e);
+    }
+    ph.Since(Phases::kCompute, t0);
+    ph.Time(Phases::kPush, [&] {
+      grad.Push(s->keys, gp);
+      stats->Push(ps::SArray<ps::Key>{LossKey(e)},
+                  ps::SArray<double>{loss, static_cast<double>(data.rows())});
+    });
+    ph.Time(Phases::kClock, clock);
+
+    // B: this worker's slice of the summed gradient, and its part of the dot products.
+    ps::SArray<ps::Key> gk;
+    ps::SArray<double> gv;
+    ps::SArray<int> gl;
+    ps::SArray<double> ls(2);
+    ph.Time(Phases::kPull, [&] {
+      const int64_t a = grad.PullRange(mine, &gk, &gv, &gl);
+      const int64_t b = stats->Pull(ps::SArray<ps::Key>{LossKey(e)}, &ls);
+      grad.Wait(a);
+      stats->Wait(b);
+    });
+    const auto t1 = Clock::now();
+    if (e == 0) {
+      keys.assign(gk.begin(), gk.end());
+      w.assign(keys.size(), 0.0);
+      x = w;
+    } else if (gk.size() != keys.size() || !std::equal(keys.begin(), keys.end(), gk.begin())) {
+      throw ps::Error("--solver lbfgs: the keys of this worker's slice changed between passes");
+    }
+    gx.assign(keys.size(), 0.0);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      if (gl[j] != 2) throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
+      // A key no worker pushed at this evaluation has no data gradient here.
+      const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
+      gx[j] = sum + l2 * x[j];
+    }
+    std::vector<double> vx(keys.size()), sv(keys.size()), yv(keys.size());
+    for (size_t j = 0; j < keys.size(); ++j) {
+      vx[j] = PseudoGradient(x[j], gx[j], l1);
+      sv[j] = x[j] - w[j];
+      yv[j] = e == 0 ? 0.0 : gx[j] - g[j];
+    }
+    // [|x|^2, |x|_1, nonzeros, v.(x - w)] then the candidate pair's partials.
+    std::vector<double> part(4 + lb.PartialCount(), 0.0);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      part[0] += x[j] * x[j];
+      part[1] += std::fabs(x[j]);
+      part[2] += x[j] != 0;
+      if (e > 0) part[3] += v[j] * sv[j];
+    }
+    std::vector<std::pair<const double*, const double*>> held;
+    for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data(), hy[i].data());
+    lb.AddPartials(sv.data(), yv.data(), vx.data(), held, keys.size(), part.data() + 4);
+    ph.Since(Phases::kCompute, t1);
+    ph.Time(Phases::kPush,
+            [&] { stats->Push(ps::SArray<ps::Key>{PartialKey(e)}, ps::SArray<double>(part)); });
+    // The line's test quality at the trial point (reported if it is accepted): the model
+    // table holds it until step C, which waits for this step.
+    have_q = false;
+    if (reporting && rep->has_test() && (iter % o.eval_every == 0 || iter + 1 >= o.iterations)) {
+      ph.Time(Phases::kReport, [&] { q = rep->TestQuality(kv); });
+      have_q = true;
+    }
+    ph.Time(Phases::kClock, clock);
+
+    // C: the same decision on every worker.
+    ps::SArray<double> tot(part.size());
+    ph.Time(Phases::kPull,
+            [&] { stats->Wait(stats->Pull(ps::SArray<ps::Key>{PartialKey(e)}, &tot)); });
+    if (tot.size() != part.size()) throw ps::Error("--solver lbfgs: malformed dot products");
+    const double fx = ls[0] + l2 / 2 * tot[0] + l1 * tot[1];
+    bool accept = e == 0;
+    if (e > 0) {
+      // Armijo's sufficient decrease along the (projected) path.
+      accept = fx <= f + 1e-4 * tot[3];
+    }
+    bool done = false;
+    if (accept) {
+      std::vector<double> p(tot.begin() + 4, tot.end());
+      if (e == 0) {
+        lb.SetGradient(p.back());
+      } else if (lb.Accept(p)) {
+        hs.push_back(sv);
+        hy.push_back(yv);
+        if (static_cast<int>(hs.size()) > o.memory) {
+          hs.erase(hs.begin());
+          hy.erase(hy.begin());
+        }
+      }
+      const double decrease = e == 0 ? INFINITY : f - fx;
+      w = x;
+      g = gx;
+      v = vx;
+      f = fx;
+      if (rep && reporting && (iter % o.eval_every == 0 || iter + 1 >= o.iterations)) {
+        ph.Time(Phases::kReport, [&] {
+          rep->Line("iteration", iter, ls[0], ls[1], tot[1], tot[0], static_cast<size_t>(tot[2]),
+                    have_q ? &q : nullptr, &ph);
+        });
+      }
+      ++iter;
+      // Stop at the iteration budget, or when a step no longer moves the objective.
+      done = iter >= o.iterations || (e > 0 && decrease <= 1e-12 * std::fabs(f));
+      if (!done) {
+        const VectorFreeLbfgs::Direction dir = lb.Compute();
+        d.assign(keys.size(), 0.0);
+        for (size_t j = 0; j < keys.size(); ++j) {
+          double r = dir.cv * v[j];
+          for (size_t i = 0; i < hs.size(); ++i) r += dir.cs[i] * hs[i][j] + dir.cy[i] * hy[i][j];
+          d[j] = -r;
+          // OWL-QN: a coordinate moves only where it descends along the pseudo-gradient.
+          if (l1 > 0 && d[j] * v[j] >= 0) d[j] = 0;
+        }
+        // The first step is scaled to the gradient's size; later the quasi-Newton step is 1.
+        alpha = lb.pairs() == 0 ? 1.0 / std::max(1e-12, std::sqrt(lb.vv())) : 1.0;
+      }
+    } else {
+      alpha *= 0.5;
+      if (alpha < 1e-20) done = true;  // no decrease along the direction: converged
+    }
+    if (done) {
+      // The model table holds w (the accepted point) unless the last trial was refused.
+      if (!accept) {
+        ps::SArray<double> pv(w);
+        kv->Wait(kv->Push(ps::SArray<ps::Key>(keys), pv));
+      }
+      ph.Time(Phases::kClock, clock);
+      break;
+    }
+    for (size_t j = 0; j < keys.size(); ++j) {
+      double t = w[j] + alpha * d[j];
+      if (l1 > 0) {
+        // The orthant of w (of -v where w is 0): a coordinate that would cross it stops at 0.
+        const double xi = w[j] != 0 ? w[j] : -v[j];
+        if (t * xi <= 0) t = 0;
+      }
+      x[j] = t;
+    }
+    if (!keys.empty()) {
+      ps::SArray<double> pv(x);
+      ph.Time(Phases::kPush, [&] { kv->Push(ps::SArray<ps::Key>(keys), pv); });
+    }
+    ph.Time(Phases::kClock, clock);
+  }
+  std::cerr << "worker " << node->rank() << ": lbfgs took " << iter << " iterations in " << passes
+            << " passes over the data" << std::endl;
+  return 0;
+}
+
+}  // namespace linear
