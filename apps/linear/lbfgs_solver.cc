@@ -65,7 +65,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   std::vector<ps::Key> keys;
   std::vector<double> w, x, g, gx, v, d;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
-  double f = 0, alpha = 1;
+  double f = 0, alpha = 1, v0 = 0;
   auto check_workers = [&] {
     for (int id : node->dead_nodes()) {
       for (const auto& n : node->nodes()) {
@@ -212,8 +212,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         });
       }
       ++iter;
-      // Stop at the iteration budget, or when a step no longer moves the objective.
-      done = iter >= o.iterations || (e > 0 && decrease <= 1e-12 * std::fabs(f));
+      // Stop at the iteration budget, when the (pseudo-)gradient has shrunk to epsilon of its
+      // size at the start, or when a step no longer moves the objective.
+      const double vnorm = std::sqrt(lb.vv());
+      if (e == 0) v0 = vnorm;
+      done = iter >= o.iterations || vnorm <= o.epsilon * v0 ||
+             (e > 0 && decrease <= 1e-12 * std::fabs(f));
       if (!done) {
         const VectorFreeLbfgs::Direction dir = lb.Compute();
         d.assign(keys.size(), 0.0);

@@ -25,8 +25,9 @@ struct Options {
   std::string curvature = "bound";
   double curvature_floor =
       1e-3;  // KKT filter: drop a push when w = 0 and |g| <= l1 / W - kkt_delta
-  // L-BFGS: pairs kept
+  // L-BFGS: pairs kept; stop when |v| <= epsilon |v at the start| (v: the (pseudo-)gradient)
   int memory = 10;
+  double epsilon = 1e-4;
   // FTRL
   int epochs = 5;
   int batch = 100;

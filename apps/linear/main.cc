@@ -33,6 +33,9 @@ DEFINE_string(solver, "dbpg",
               "dbpg (delayed block proximal gradient), lbfgs (L-BFGS; OWL-QN with --l1; "
               "needs --consistency bsp) or ftrl");
 DEFINE_int32(memory, 10, "lbfgs: the (s, y) pairs of the quasi-Newton history kept");
+DEFINE_double(epsilon, 1e-4,
+              "lbfgs: stop once the (pseudo-)gradient's norm is at most this fraction of its "
+              "norm at the start (0: run --iterations)");
 DEFINE_double(l1, 0, "L1 regularization (liblinear -s 6 with C: 1/C)");
 DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
 DEFINE_int32(iterations, 150, "dbpg: iterations");
@@ -80,6 +83,10 @@ linear::Options FromFlags() {
   }
   if (FLAGS_memory < 1) throw ps::Error("--memory must be >= 1");
   o.memory = FLAGS_memory;
+  if (!(FLAGS_epsilon >= 0) || !std::isfinite(FLAGS_epsilon)) {
+    throw ps::Error("--epsilon must be a finite number >= 0");
+  }
+  o.epsilon = FLAGS_epsilon;
   auto nonneg = [](const char* name, double v) {
     if (!(v >= 0) || !std::isfinite(v)) {
       throw ps::Error(std::string("--") + name + " must be a finite number >= 0");

@@ -327,7 +327,7 @@ def lbfgs(a, d):
     rows = read_libsvm(os.path.join(d, "train.libsvm"))
     for reg, (l1, l2) in (("l2", (0.0, 1.0)), ("l1", (1.0, 0.0))):
         args = ["--solver", "lbfgs", "--l1", str(l1), "--l2", str(l2), "--iterations", "300",
-                "--eval_every", "10", "--consistency", "bsp", "--tau", "0"]
+                "--eval_every", "10", "--consistency", "bsp", "--tau", "0", "--epsilon", "0"]
         r = ok(launch(a, d, 2, 2, args, "lbfgs_" + reg), "lbfgs " + reg)
         worst, start = optimality(rows, r["model"], l1, l2)
         m = re.search(r"lbfgs took (\d+) iterations in (\d+) passes", r["out"])
@@ -364,7 +364,7 @@ def lbfgs(a, d):
             print("lbfgs: SIGKILL to server 1 after iteration %s" % m.group(1), flush=True)
 
     args = ["--solver", "lbfgs", "--l2", "1", "--iterations", "300", "--eval_every", "1",
-            "--consistency", "bsp", "--tau", "0"]
+            "--consistency", "bsp", "--tau", "0", "--epsilon", "0"]
     r = launch(a, d, 3, 2, args, "lbfgs_kill", on_line, allow=("--allow-dead-servers",),
                env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"))
     if state["killed"] is None:
