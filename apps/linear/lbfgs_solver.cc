@@ -57,7 +57,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
                     "): its line search compares objectives of whole evaluations");
   }
   const int W = node->num_workers();
-  const ps::Range mine = OwnedRange(node->rank(), W);
+  // The workers that take part (all at the start; the survivors after a death) and the slice
+  // this one owns among them.
+  std::vector<int> members(W);
+  for (int r = 0; r < W; ++r) members[r] = r;
+  ps::Range mine = OwnedRange(node->rank(), W);
   ps::KVWorker<double> grad(node, kGradApp);
   const double l1 = o.l1, l2 = o.l2;
   VectorFreeLbfgs lb(o.memory);
@@ -65,19 +69,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   std::vector<ps::Key> keys;
   std::vector<double> w, x, g, gx, v, d;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
-  double f = 0, alpha = 1, v0 = 0;
-  auto check_workers = [&] {
-    for (int id : node->dead_nodes()) {
-      for (const auto& n : node->nodes()) {
-        if (n.id == id && n.role == ps::Role::kWorker) {
-          throw ps::Error(
-              "--solver lbfgs: worker " + std::to_string(n.rank) +
-              " died; its slice of the quasi-Newton history is lost with it (servers may "
-              "fail: the model and the gradient sums are replicated)");
-        }
-      }
-    }
-  };
+  double f = 0, alpha = 1, v0 = 0, total_rows = -1;
+  // A first point: at the start, and after a worker died (the survivors start afresh from
+  // the model on the servers, with no history: the dead one's slice of it is lost).
+  bool fresh = true;
   auto clock = [&] {
     kv->Clock();
     grad.Clock();
@@ -91,7 +86,6 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   bool have_q = false;
   int64_t passes = 0;
   for (int64_t e = 0;; ++e) {
-    check_workers();
     ++ph.iterations;
     ++passes;
     // A: the data pass at the trial point.
@@ -133,10 +127,21 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       stats->Wait(b);
     });
     const auto t1 = Clock::now();
-    if (e == 0) {
+    if (fresh) {
       keys.assign(gk.begin(), gk.end());
-      w.assign(keys.size(), 0.0);
-      x = w;
+      x.assign(keys.size(), 0.0);
+      if (e > 0) {
+        // The point every worker just evaluated: the model's values of this slice.
+        ps::SArray<ps::Key> mk;
+        ps::SArray<double> mv;
+        ps::SArray<int> ml;
+        ph.Time(Phases::kPull, [&] { kv->Wait(kv->PullRange(mine, &mk, &mv, &ml)); });
+        for (size_t i = 0, j = 0; i < mk.size(); ++i) {
+          while (j < keys.size() && keys[j] < mk[i]) ++j;
+          if (j < keys.size() && keys[j] == mk[i] && ml[i] == 1) x[j] = mv[i];
+        }
+      }
+      w = x;
     } else if (gk.size() != keys.size() || !std::equal(keys.begin(), keys.end(), gk.begin())) {
       throw ps::Error("--solver lbfgs: the keys of this worker's slice changed between passes");
     }
@@ -151,16 +156,19 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     for (size_t j = 0; j < keys.size(); ++j) {
       vx[j] = PseudoGradient(x[j], gx[j], l1);
       sv[j] = x[j] - w[j];
-      yv[j] = e == 0 ? 0.0 : gx[j] - g[j];
+      yv[j] = fresh ? 0.0 : gx[j] - g[j];
     }
-    // [|x|^2, |x|_1, nonzeros, v.(x - w)] then the candidate pair's partials.
-    std::vector<double> part(4 + lb.PartialCount(), 0.0);
+    // [|x|^2, |x|_1, nonzeros, v.(x - w)], the candidate pair's partials, then a 1 in the
+    // slot of this worker's rank: the sums say who took part in this step.
+    const size_t np = lb.PartialCount();
+    std::vector<double> part(4 + np + W, 0.0);
     for (size_t j = 0; j < keys.size(); ++j) {
       part[0] += x[j] * x[j];
       part[1] += std::fabs(x[j]);
       part[2] += x[j] != 0;
-      if (e > 0) part[3] += v[j] * sv[j];
+      if (!fresh) part[3] += v[j] * sv[j];
     }
+    part[4 + np + node->rank()] = 1;
     std::vector<std::pair<const double*, const double*>> held;
     for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data(), hy[i].data());
     lb.AddPartials(sv.data(), yv.data(), vx.data(), held, keys.size(), part.data() + 4);
@@ -181,16 +189,45 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ph.Time(Phases::kPull,
             [&] { stats->Wait(stats->Pull(ps::SArray<ps::Key>{PartialKey(e)}, &tot)); });
     if (tot.size() != part.size()) throw ps::Error("--solver lbfgs: malformed dot products");
+    // Who took part: a worker that died before its step B left its slice (and perhaps part of
+    // its gradient) out of these sums, and its rows out of the loss.
+    std::vector<int> took;
+    for (int r = 0; r < W; ++r) {
+      if (tot[4 + np + r] > 0.5) took.push_back(r);
+    }
+    if (total_rows < 0) total_rows = ls[1];
+    if (took != members || ls[1] < total_rows) {
+      // Start afresh among those who took part, from the point on the servers, once every data
+      // part is held again (the dead one's return to the scheduler's pool when it is declared
+      // dead; until then an evaluation misses rows and this repeats).
+      std::cerr << "worker " << node->rank() << ": lbfgs restarts without its history ("
+                << took.size() << " of " << members.size() << " workers took part, " << ls[1]
+                << " of " << total_rows << " rows counted)" << std::endl;
+      if (took.empty() || std::find(took.begin(), took.end(), node->rank()) == took.end()) {
+        throw ps::Error("--solver lbfgs: this worker is not among those that took part");
+      }
+      members = took;
+      const int me =
+          static_cast<int>(std::find(took.begin(), took.end(), node->rank()) - took.begin());
+      mine = OwnedRange(me, static_cast<int>(took.size()));
+      AdoptParts(node, o, s);
+      lb = VectorFreeLbfgs(o.memory);
+      hs.clear();
+      hy.clear();
+      fresh = true;
+      ph.Time(Phases::kClock, clock);
+      continue;
+    }
     const double fx = ls[0] + l2 / 2 * tot[0] + l1 * tot[1];
-    bool accept = e == 0;
-    if (e > 0) {
+    bool accept = fresh;
+    if (!fresh) {
       // Armijo's sufficient decrease along the (projected) path.
       accept = fx <= f + 1e-4 * tot[3];
     }
     bool done = false;
     if (accept) {
-      std::vector<double> p(tot.begin() + 4, tot.end());
-      if (e == 0) {
+      std::vector<double> p(tot.begin() + 4, tot.begin() + 4 + np);
+      if (fresh) {
         lb.SetGradient(p.back());
       } else if (lb.Accept(p)) {
         hs.push_back(sv);
@@ -200,7 +237,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
           hy.erase(hy.begin());
         }
       }
-      const double decrease = e == 0 ? INFINITY : f - fx;
+      const double decrease = fresh ? INFINITY : f - fx;
       w = x;
       g = gx;
       v = vx;
@@ -217,7 +254,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       const double vnorm = std::sqrt(lb.vv());
       if (e == 0) v0 = vnorm;
       done = iter >= o.iterations || vnorm <= o.epsilon * v0 ||
-             (e > 0 && decrease <= 1e-12 * std::fabs(f));
+             (!fresh && decrease <= 1e-12 * std::fabs(f));
+      fresh = false;
       if (!done) {
         const VectorFreeLbfgs::Direction dir = lb.Compute();
         d.assign(keys.size(), 0.0);

@@ -87,17 +87,6 @@ void TakeParts(ps::Node* node, const Options& o, Shard* s) {
     s->Add(task, o, nparts);
   }
 }
-bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
-  const int nparts = o.parts_per_worker * node->num_workers();
-  bool any = false;
-  for (int task = node->TryNextTask(); task >= 0; task = node->TryNextTask()) {
-    std::cerr << "worker " << node->rank() << " takes over data part " << task % nparts
-              << " (its worker died)" << std::endl;
-    s->Add(task, o, nparts);
-    any = true;
-  }
-  return any;
-}
 
 void PullAll(ps::KVWorker<double>* kv, Shard* s) {
   ps::SArray<double> w(s->keys.size());
@@ -279,6 +268,18 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
 }
 
 }  // namespace
+
+bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
+  const int nparts = o.parts_per_worker * node->num_workers();
+  bool any = false;
+  for (int task = node->TryNextTask(); task >= 0; task = node->TryNextTask()) {
+    std::cerr << "worker " << node->rank() << " takes over data part " << task % nparts
+              << " (its worker died)" << std::endl;
+    s->Add(task, o, nparts);
+    any = true;
+  }
+  return any;
+}
 
 int RunWorker(ps::Node* node, const Options& o) {
   if (!HasRows(o.train, o.format)) {

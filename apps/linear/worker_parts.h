@@ -163,6 +163,10 @@ class Reporter {
   std::ofstream log_;
 };
 
+/// Takes the data parts dead workers left in the scheduler's pool (they come back when the
+/// worker is declared dead); true when it took any.
+bool AdoptParts(ps::Node* node, const Options& o, Shard* s);
+
 /// The limited-memory quasi-Newton solver (lbfgs_solver.cc): L-BFGS, OWL-QN under L1.
 int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
              ps::KVWorker<double>* stats, Reporter* rep);

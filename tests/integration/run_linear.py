@@ -12,8 +12,9 @@ logistic model with 300 features, 3000 training rows and 600 test rows.
   lbfgs        the L-BFGS solver with L2 and OWL-QN with L1 on 2 servers and 2 workers reach the
                optimum, checked here from the model file by the optimality conditions (the
                gradient, or for L1 the subgradient, computed in this script); again with a
-               server SIGKILLed mid-run (3 servers, 1 replica); and it takes fewer passes over
-               the data than DBPG to DBPG's final objective.
+               server SIGKILLed mid-run (3 servers, 1 replica), and with a worker SIGKILLed
+               (the survivor takes its parts and restarts without history); and it takes
+               fewer passes over the data than DBPG to DBPG's final objective.
 """
 import argparse
 import json
@@ -375,6 +376,36 @@ def lbfgs(a, d):
           % (state["killed"], worst, start), flush=True)
     if worst > 1e-4 * start:
         fail("after the server kill lbfgs stopped away from the optimum (%.3g)" % worst, r)
+    # A worker dies mid-run: its slice of the history is lost, so the survivor takes its data
+    # parts and starts afresh from the model on the servers; it still ends at the optimum.
+    state = {"pids": {}, "killed": None}
+
+    def on_worker_line(line):
+        m = re.search(r"started worker (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][int(m.group(1))] = int(m.group(2))
+        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
+        if m and state["killed"] is None and int(m.group(1)) >= 10:
+            os.kill(state["pids"][1], signal.SIGKILL)  # by PID, never by name
+            state["killed"] = int(m.group(1))
+            print("lbfgs: SIGKILL to worker 1 after iteration %s" % m.group(1), flush=True)
+
+    r = launch(a, d, 2, 2, args, "lbfgs_kill_worker", on_worker_line,
+               allow=("--allow-dead-workers",),
+               env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"))
+    if state["killed"] is None:
+        fail("nothing was killed", r)
+    ok(r, "lbfgs after a worker kill")
+    worst, start = optimality(rows, r["model"], 0.0, 1.0)
+    restarted = "lbfgs restarts without its history" in r["out"]
+    took = "takes over data part" in r["out"]
+    print("lbfgs: worker 1 killed after iteration %d; restarted %s, parts taken over %s; "
+          "optimality violation %.3g (%.3g at w = 0)"
+          % (state["killed"], restarted, took, worst, start), flush=True)
+    if not restarted or not took:
+        fail("after the worker kill the survivor did not restart with the dead one's parts", r)
+    if worst > 1e-4 * start:
+        fail("after the worker kill lbfgs stopped away from the optimum (%.3g)" % worst, r)
 
 
 def main():
