@@ -67,6 +67,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   VectorFreeLbfgs lb(o.memory);
   // This worker's keys (those of the data in its slice) and their vectors.
   std::vector<ps::Key> keys;
+  ps::SArray<ps::Key> key_array;
   std::vector<double> w, x, g, gx, v, d;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
   double f = 0, alpha = 1, v0 = 0, total_rows = -1;
@@ -121,14 +122,26 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ps::SArray<int> gl;
     ps::SArray<double> ls(2);
     ph.Time(Phases::kPull, [&] {
-      const int64_t a = grad.PullRange(mine, &gk, &gv, &gl);
+      // A fresh start learns the slice's keys from a range pull; later passes pull those keys
+      // (two values each: no keys or lengths come back).
+      int64_t a;
+      if (fresh) {
+        a = grad.PullRange(mine, &gk, &gv, &gl);
+      } else {
+        gv = ps::SArray<double>(2 * keys.size());
+        a = grad.Pull(key_array, &gv);
+      }
       const int64_t b = stats->Pull(ps::SArray<ps::Key>{LossKey(e)}, &ls);
       grad.Wait(a);
       stats->Wait(b);
     });
     const auto t1 = Clock::now();
     if (fresh) {
+      for (size_t j = 0; j < gk.size(); ++j) {
+        if (gl[j] != 2) throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
+      }
       keys.assign(gk.begin(), gk.end());
+      key_array = ps::SArray<ps::Key>(keys);
       x.assign(keys.size(), 0.0);
       if (e > 0) {
         // The point every worker just evaluated: the model's values of this slice.
@@ -142,12 +155,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         }
       }
       w = x;
-    } else if (gk.size() != keys.size() || !std::equal(keys.begin(), keys.end(), gk.begin())) {
-      throw ps::Error("--solver lbfgs: the keys of this worker's slice changed between passes");
+    } else if (gv.size() != 2 * keys.size()) {
+      throw ps::Error("--solver lbfgs: the gradient pull returned a width other than 2");
     }
     gx.assign(keys.size(), 0.0);
     for (size_t j = 0; j < keys.size(); ++j) {
-      if (gl[j] != 2) throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
       // A key no worker pushed at this evaluation has no data gradient here.
       const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
       gx[j] = sum + l2 * x[j];
@@ -277,7 +289,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       // The model table holds w (the accepted point) unless the last trial was refused.
       if (!accept) {
         ps::SArray<double> pv(w);
-        kv->Wait(kv->Push(ps::SArray<ps::Key>(keys), pv));
+        kv->Wait(kv->Push(key_array, pv));
       }
       ph.Time(Phases::kClock, clock);
       break;
@@ -293,7 +305,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     if (!keys.empty()) {
       ps::SArray<double> pv(x);
-      ph.Time(Phases::kPush, [&] { kv->Push(ps::SArray<ps::Key>(keys), pv); });
+      ph.Time(Phases::kPush, [&] { kv->Push(key_array, pv); });
     }
     ph.Time(Phases::kClock, clock);
   }
