@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from kills import killer, track_pid
+
 K_PLANTED, V = 12, 600
 
 
@@ -187,25 +189,6 @@ def invariant(a, d, tokens):
             fail("%s: staleness per line %s (at most %s)" % (policy, stale, bound), out)
         print("invariant: %s, 2 servers and 2 workers: counts exact (%d tokens), perplexity %.2f, "
               "staleness at most %.2f" % (policy, tokens, result(out), max(stale)), flush=True)
-
-
-def track_pid(state, line):
-    """Notes the PID of each process the launcher starts (kills go by PID, never by name)."""
-    m = re.search(r"started (server|worker) (\d+) pid (\d+)", line)
-    if m:
-        state["pids"][(m.group(1), int(m.group(2)))] = int(m.group(3))
-
-
-def killer(state, role, rank, at):
-    """A launcher line handler that SIGKILLs (role, rank) once worker 0 reports iteration at."""
-    def on_line(line):
-        track_pid(state, line)
-        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
-        if m and state["killed"] is None and int(m.group(1)) >= at:
-            os.kill(state["pids"][(role, rank)], signal.SIGKILL)  # by PID, never by name
-            state["killed"] = int(m.group(1))
-            print("SIGKILL to %s %d after iteration %s" % (role, rank, m.group(1)), flush=True)
-    return on_line
 
 
 def kill_server(a, d, tokens):

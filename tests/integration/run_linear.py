@@ -28,6 +28,8 @@ import sys
 import tempfile
 import threading
 
+from kills import killer
+
 
 def make_data(d, seed):
     rng = random.Random(seed)
@@ -353,17 +355,7 @@ def lbfgs(a, d):
     # A server dies mid-run: the model, the gradient sums and the exchanged dot products are
     # replicated, so the run goes on to the same optimum.
     state = {"pids": {}, "killed": None}
-
-    def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
-        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
-        if m and state["killed"] is None and int(m.group(1)) >= 10:
-            os.kill(state["pids"][1], signal.SIGKILL)  # by PID, never by name
-            state["killed"] = int(m.group(1))
-            print("lbfgs: SIGKILL to server 1 after iteration %s" % m.group(1), flush=True)
-
+    on_line = killer(state, "server", 1, 10)
     args = ["--solver", "lbfgs", "--l2", "1", "--iterations", "300", "--eval_every", "1",
             "--consistency", "bsp", "--tau", "0", "--epsilon", "0"]
     r = launch(a, d, 3, 2, args, "lbfgs_kill", on_line, allow=("--allow-dead-servers",),
@@ -379,18 +371,7 @@ def lbfgs(a, d):
     # A worker dies mid-run: its slice of the history is lost, so the survivor takes its data
     # parts and starts afresh from the model on the servers; it still ends at the optimum.
     state = {"pids": {}, "killed": None}
-
-    def on_worker_line(line):
-        m = re.search(r"started worker (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
-        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
-        if m and state["killed"] is None and int(m.group(1)) >= 10:
-            os.kill(state["pids"][1], signal.SIGKILL)  # by PID, never by name
-            state["killed"] = int(m.group(1))
-            print("lbfgs: SIGKILL to worker 1 after iteration %s" % m.group(1), flush=True)
-
-    r = launch(a, d, 2, 2, args, "lbfgs_kill_worker", on_worker_line,
+    r = launch(a, d, 2, 2, args, "lbfgs_kill_worker", killer(state, "worker", 1, 10),
                allow=("--allow-dead-workers",),
                env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"))
     if state["killed"] is None:

@@ -168,6 +168,25 @@ TEST_P(KVInprocTest, DenseRangePush) {
   });
 }
 
+// n seeded keys, sorted and unique.
+SArray<Key> SeededKeys(std::mt19937_64* rng, int n) {
+  SArray<Key> keys;
+  for (int i = 0; i < n; ++i) keys.push_back((*rng)());
+  std::sort(keys.begin(), keys.end());
+  keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
+  return keys;
+}
+// About n / 2 disjoint seeded ranges at random places, some wide, some holding nothing.
+std::vector<Range> SeededRanges(std::mt19937_64* rng, int n) {
+  std::vector<Key> cuts;
+  for (int i = 0; i < n; ++i) cuts.push_back((*rng)());
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<Range> rs;
+  for (size_t i = 0; i + 1 < cuts.size(); i += 2) rs.emplace_back(cuts[i], cuts[i + 1]);
+  return rs;
+}
+
 // Many ranges in one pull (a sparse table's rows): every stored key of each, in key order,
 // from every server whose segments they cross.
 TEST_P(KVInprocTest, PullRangesReturnsTheKeysOfEveryRangeInOrder) {
@@ -175,20 +194,11 @@ TEST_P(KVInprocTest, PullRangesReturnsTheKeysOfEveryRangeInOrder) {
   Job::Run(GetParam(), 3, 1, [&](Node* node, int rank) {
     KVWorker<int64_t> kv(node);
     std::mt19937_64 rng(seed);
-    SArray<Key> keys;
-    for (int i = 0; i < 3000; ++i) keys.push_back(rng());
-    std::sort(keys.begin(), keys.end());
-    keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
+    const SArray<Key> keys = SeededKeys(&rng, 3000);
     SArray<int64_t> vals(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) vals[i] = static_cast<int64_t>(keys[i] % 1000);
     kv.Wait(kv.Push(keys, vals));
-    // 200 disjoint ranges at random places, some wide, some holding nothing.
-    std::vector<Key> cuts;
-    for (int i = 0; i < 400; ++i) cuts.push_back(rng());
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    std::vector<Range> rs;
-    for (size_t i = 0; i + 1 < cuts.size(); i += 2) rs.emplace_back(cuts[i], cuts[i + 1]);
+    const std::vector<Range> rs = SeededRanges(&rng, 400);
     std::vector<Key> want_keys;
     std::vector<int64_t> want_vals;
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -244,19 +254,11 @@ void CheckReduce(bool inproc, bool filters) {
       [&](Node* node, int rank) {
         KVWorker<int64_t> kv(node);
         std::mt19937_64 rng(seed);
-        SArray<Key> keys;
-        for (int i = 0; i < 3000; ++i) keys.push_back(rng());
-        std::sort(keys.begin(), keys.end());
-        keys.resize(std::unique(keys.begin(), keys.end()) - keys.begin());
+        const SArray<Key> keys = SeededKeys(&rng, 3000);
         SArray<int64_t> vals(keys.size());
         for (size_t i = 0; i < keys.size(); ++i) vals[i] = static_cast<int64_t>(rng() % 1000) - 300;
         kv.Wait(kv.Push(keys, vals));
-        std::vector<Key> cuts;
-        for (int i = 0; i < 400; ++i) cuts.push_back(rng());
-        std::sort(cuts.begin(), cuts.end());
-        cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-        std::vector<Range> rs;
-        for (size_t i = 0; i + 1 < cuts.size(); i += 2) rs.emplace_back(cuts[i], cuts[i + 1]);
+        const std::vector<Range> rs = SeededRanges(&rng, 400);
         std::vector<double> want(3, 0.0);
         for (size_t i = 0; i < keys.size(); ++i) {
           for (const Range& r : rs) {
