@@ -20,14 +20,15 @@ Corpus Corpus::Slice(size_t begin, size_t end) const {
   return c;
 }
 
-Corpus ReadCorpus(const std::string& path, uint32_t num_words,
-                  const std::function<bool(uint64_t)>& keep, uint64_t* tokens) {
+namespace {
+
+// Reads path's documents one by one: add(words) per line; errors name the file and line.
+void ReadDocs(const std::string& path, uint32_t num_words,
+              const std::function<void(std::vector<uint32_t>*)>& add) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open");
-  Corpus c;
   std::string line;
   std::vector<uint32_t> doc;
-  uint64_t all_tokens = 0;
   for (size_t no = 1; std::getline(in, line); ++no) {
     doc.clear();
     const char* p = line.c_str();
@@ -47,13 +48,39 @@ Corpus ReadCorpus(const std::string& path, uint32_t num_words,
       doc.push_back(static_cast<uint32_t>(id));
       p = end;
     }
-    all_tokens += doc.size();
-    if (keep && !keep(c.docs())) doc.clear();
-    c.Add(doc.data(), doc.size());
+    add(&doc);
   }
   if (in.bad()) throw std::runtime_error(path + ": read error");
+}
+
+}  // namespace
+
+Corpus ReadCorpus(const std::string& path, uint32_t num_words,
+                  const std::function<bool(uint64_t)>& keep, uint64_t* tokens) {
+  Corpus c;
+  uint64_t all_tokens = 0;
+  ReadDocs(path, num_words, [&](std::vector<uint32_t>* doc) {
+    all_tokens += doc->size();
+    if (keep && !keep(c.docs())) doc->clear();
+    c.Add(doc->data(), doc->size());
+  });
   if (tokens) *tokens = all_tokens;
   return c;
+}
+
+void ForEachBatch(const std::string& path, uint32_t num_words, uint64_t batch_docs,
+                  const std::function<void(uint64_t, const Corpus&)>& f) {
+  Corpus batch;
+  uint64_t first = 0;
+  ReadDocs(path, num_words, [&](std::vector<uint32_t>* doc) {
+    batch.Add(doc->data(), doc->size());
+    if (batch.docs() >= std::max<uint64_t>(1, batch_docs)) {
+      f(first, batch);
+      first += batch.docs();
+      batch = Corpus();
+    }
+  });
+  if (batch.docs() > 0) f(first, batch);
 }
 
 uint64_t CountDocs(const std::string& path) {

@@ -36,6 +36,10 @@ Corpus ReadCorpus(const std::string& path, uint32_t num_words = 0,
                   const std::function<bool(uint64_t)>& keep = nullptr, uint64_t* tokens = nullptr);
 /// Number of documents (lines) of a corpus file.
 uint64_t CountDocs(const std::string& path);
+/// Reads a corpus file in batches of up to batch_docs documents: f(index of the batch's first
+/// document, the batch). Memory: one batch. Errors as ReadCorpus's.
+void ForEachBatch(const std::string& path, uint32_t num_words, uint64_t batch_docs,
+                  const std::function<void(uint64_t, const Corpus&)>& f);
 
 /// The vocabulary: words and their training frequencies (0 when the file gives none).
 struct Vocab {

@@ -69,10 +69,11 @@ void Recovery::SaveTopics(const Shard& s) {
   saving_ = -1;
 }
 
-std::vector<uint32_t> Recovery::LoadTopics(const Corpus& all, const std::vector<uint64_t>& ids) {
+std::vector<uint32_t> Recovery::LoadTopics(const Corpus& docs, const std::vector<uint64_t>& ids) {
+  if (docs.docs() != ids.size()) throw ps::Error("LoadTopics: one document per id");
   std::vector<std::pair<ps::Key, size_t>> order;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (all.length(ids[i])) order.emplace_back(DocKey(ids[i]), i);
+    if (docs.length(i)) order.emplace_back(DocKey(ids[i]), i);
   }
   std::sort(order.begin(), order.end());
   ps::SArray<ps::Key> keys;
@@ -81,9 +82,7 @@ std::vector<uint32_t> Recovery::LoadTopics(const Corpus& all, const std::vector<
   ps::SArray<int> lens;
   if (!keys.empty()) topics_.Wait(topics_.Pull(keys, &vals, &lens));
   // Initial topics of every document, then the saved ones over them.
-  Corpus docs;
-  for (uint64_t d : ids) docs.Add(&all.words[all.offsets[d]], all.length(d));
-  Shard fresh(o_.hyper, std::move(docs), ids);
+  Shard fresh(o_.hyper, docs, ids);
   fresh.RandomTopics(o_.seed);
   std::vector<uint32_t> z = fresh.z();
   size_t at = 0;
@@ -93,9 +92,9 @@ std::vector<uint32_t> Recovery::LoadTopics(const Corpus& all, const std::vector<
     if (n == 0) {
       continue;  // never saved
     }
-    if (n != all.length(ids[i])) {
+    if (n != docs.length(i)) {
       throw ps::Error("saved topics of document " + std::to_string(ids[i]) + " hold " +
-                      std::to_string(n) + " entries for " + std::to_string(all.length(ids[i])) +
+                      std::to_string(n) + " entries for " + std::to_string(docs.length(i)) +
                       " tokens");
     }
     const uint64_t off = fresh.docs().offsets[i];

@@ -58,9 +58,10 @@ class Recovery {
   void SaveTopics(const Shard& s);
   /// Saves them without waiting (a periodic checkpoint); the next save waits for it.
   void SaveTopicsAsync(const Shard& s);
-  /// The saved assignments of documents `ids` (ascending corpus indices), one after another;
-  /// a document never saved gets its initial topics (Shard::RandomTopics).
-  std::vector<uint32_t> LoadTopics(const Corpus& all, const std::vector<uint64_t>& ids);
+  /// The saved assignments of documents `ids` (ascending corpus indices; document i of `docs`
+  /// is ids[i]), one after another; a document never saved gets its initial topics
+  /// (Shard::RandomTopics).
+  std::vector<uint32_t> LoadTopics(const Corpus& docs, const std::vector<uint64_t>& ids);
 
   /// Ranks of workers the scheduler declared dead (from this node's view).
   std::vector<int> DeadRanks() const;

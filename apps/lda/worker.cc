@@ -433,7 +433,9 @@ class Trainer {
         return std::binary_search(own.begin(), own.end(), d) ||
                std::binary_search(adopted.begin(), adopted.end(), d);
       });
-      const std::vector<uint32_t> az = rec_.LoadTopics(all_, adopted);
+      Corpus adopted_docs;
+      for (uint64_t d : adopted) adopted_docs.Add(&all_.words[all_.offsets[d]], all_.length(d));
+      const std::vector<uint32_t> az = rec_.LoadTopics(adopted_docs, adopted);
       // Merge the shard's documents and the adopted ones, both ascending.
       std::vector<uint64_t> ids;
       std::vector<uint32_t> z;
@@ -466,25 +468,32 @@ class Trainer {
     rec_.SetJob(j);
   }
 
-  // The counts of every document's assignment: this shard's own, the others' as saved (read
-  // from the training file for the purpose: a worker holds only its own documents).
+  // The counts of every document's assignment: this shard's own, the others' as saved, read
+  // from the training file batch by batch (a worker holds only its own documents, and the
+  // whole corpus need not fit in its memory).
   Model AllCounts() {
-    const Corpus all = ReadCorpus(o_.train, vocab_.size());
     const auto& own = shard_->doc_ids();
-    std::vector<uint64_t> others;
-    for (uint64_t d = 0, i = 0; d < all.docs(); ++d) {
-      if (i < own.size() && own[i] == d) {
-        ++i;
-      } else {
-        others.push_back(d);
-      }
-    }
     Model m = Model::Empty(o_.hyper);
-    AddCounts(all, own, shard_->z().data(), &m);
-    const std::vector<uint32_t> oz = rec_.LoadTopics(all, others);
-    AddCounts(all, others, oz.data(), &m);
+    std::vector<uint64_t> local(own.size());
+    for (size_t i = 0; i < local.size(); ++i) local[i] = i;
+    AddCounts(shard_->docs(), local, shard_->z().data(), &m);
+    ForEachBatch(o_.train, vocab_.size(), kRecountBatchDocs,
+                 [&](uint64_t first, const Corpus& batch) {
+                   Corpus others;
+                   std::vector<uint64_t> ids, idx;
+                   for (uint64_t d = 0; d < batch.docs(); ++d) {
+                     if (std::binary_search(own.begin(), own.end(), first + d)) continue;
+                     others.Add(&batch.words[batch.offsets[d]], batch.length(d));
+                     ids.push_back(first + d);
+                     idx.push_back(idx.size());
+                   }
+                   const std::vector<uint32_t> oz = rec_.LoadTopics(others, ids);
+                   AddCounts(others, idx, oz.data(), &m);
+                 });
     return m;
   }
+  // Small enough that the process tests' corpora (1500 documents) span two batches.
+  static constexpr uint64_t kRecountBatchDocs = 1024;
 
   // All iterations done: save the assignments, then wait (taking part in pauses) until every
   // live worker is done.
