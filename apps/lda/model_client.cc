@@ -48,9 +48,9 @@ void ModelClient::PullStart(Pulled* p, bool whole, bool reduce) {
   pulls_.clear();
   if (!dk.empty()) pulls_.emplace_back(&dense_, dense_.Pull(dk, &p->dense_vals));
   // A worker reads only its words' rows (each a range of K cell keys, all in one message per
-  // server), or the whole table as one range where that costs less (SetRows).
-  // Counts concentrate as training goes on (fewer cells per row): auto measures again now and
-  // then, with a pull of the table.
+  // server), or the whole table as one range where that costs less (decided in PullFinish).
+  // Counts concentrate as training goes on (fewer cells per row), so auto measures again now
+  // and then, with a pull of the table.
   if (o_.sparse_pull == SparsePull::kAuto && !whole && ++pulls_since_plan_ >= kReplanPulls) {
     plan_ = Plan::kUndecided;
   }

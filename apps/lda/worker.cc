@@ -68,8 +68,9 @@ class Reporter {
                 p.dense_ll[0] + p.sparse_ll[0];
     l.nnz = static_cast<uint64_t>(p.dense_ll[1] + p.sparse_ll[1]);
     l.have_model = true;
-    const bool eval = test_.docs() && NeedsModel(t);
-    if (NeedsModel(t)) {
+    const bool whole = NeedsModel(t);
+    const bool eval = whole && test_.docs();
+    if (whole) {
       Phi phi = lda::ModelOf(p, o_, row_of_key_).ToPhi();
       if (eval) {
         l.perplexity =

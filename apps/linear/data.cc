@@ -222,36 +222,38 @@ Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
   uint64_t b, e;
   PartRange(size, part, parts, &b, &e);
   // The lines that start in [b, e): from the first line start at or after b to the end of
-  // the line holding byte e - 1. Read at once (and the rest of that last line after it), then
-  // parsed in place: a line at a time through a std::string copied every byte twice.
+  // the line holding byte e - 1. Found first, then read with one call and parsed in place
+  // (not a line at a time through a std::string, which copied every byte twice).
   const uint64_t start = b > 0 ? b - 1 : 0;  // a line starts at b if byte b - 1 ends the last
-  std::vector<char> tail;                    // the rest of the last line, past e
-  const size_t n = e - start;
+  uint64_t stop = e;
+  if (e > start) {        // on to the newline that ends the line holding byte e - 1 (or the end)
+    uint64_t at = e - 1;  // the file offset of chunk[0]
+    in.seekg(static_cast<std::streamoff>(at));
+    char chunk[4096];
+    for (;;) {
+      in.read(chunk, sizeof(chunk));
+      const auto got = static_cast<size_t>(in.gcount());
+      const char* nl = static_cast<const char*>(std::memchr(chunk, '\n', got));
+      if (nl) {
+        stop = at + static_cast<uint64_t>(nl - chunk) + 1;
+        break;
+      }
+      at += got;
+      stop = at;
+      if (got < sizeof(chunk)) break;  // the end of the file
+    }
+    in.clear();
+  }
+  const size_t n = stop - start;
   std::unique_ptr<char[]> bytes(new char[n]);  // not zeroed first: read over at once
   in.seekg(static_cast<std::streamoff>(start));
   in.read(bytes.get(), static_cast<std::streamsize>(n));
   if (static_cast<uint64_t>(in.gcount()) != n) {
     throw DataError(path + ": read error: " + std::strerror(errno));
   }
-  if (n > 0 && bytes[n - 1] != '\n') {
-    char chunk[4096];
-    while (in) {
-      in.read(chunk, sizeof(chunk));
-      const auto got = static_cast<size_t>(in.gcount());
-      const char* nl = static_cast<const char*>(std::memchr(chunk, '\n', got));
-      tail.insert(tail.end(), static_cast<const char*>(chunk), nl ? nl : chunk + got);
-      if (nl || got == 0) break;
-    }
-  }
-  std::string buf;
-  if (!tail.empty()) {  // rare (a part's last line runs past its range): one copy
-    buf.assign(bytes.get(), n);
-    buf.append(tail.data(), tail.size());
-    bytes.reset();
-  }
-  const char* const base = bytes ? bytes.get() : buf.data();
+  const char* const base = bytes.get();
   const char* p = base;
-  const char* const end = base + (bytes ? n : buf.size());
+  const char* const end = base + n;
   if (b > 0) {  // the rest of a line that started before b
     const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     p = nl ? nl + 1 : end;
@@ -277,7 +279,6 @@ Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
     }
   }
   bytes.reset();
-  buf = std::string();
   // Features in order of first appearance, then ranked by key: a lookup in a flat table per
   // nonzero (keys are hashes already: their low bits place them) instead of a binary search
   // over every key.

@@ -66,8 +66,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   const double l1 = o.l1, l2 = o.l2;
   VectorFreeLbfgs lb(o.memory);
   // This worker's keys (those of the data in its slice) and their vectors.
-  std::vector<ps::Key> keys;
-  ps::SArray<ps::Key> key_array;
+  ps::SArray<ps::Key> keys;
   std::vector<double> w, x, g, gx, v, d;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
   double f = 0, alpha = 1, v0 = 0, total_rows = -1;
@@ -85,16 +84,15 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   const bool reporting = rep && rep->reporting();
   Quality q;
   bool have_q = false;
-  int64_t passes = 0;
-  for (int64_t e = 0;; ++e) {
+  // Whether accepting the point makes iteration `iter` print a line.
+  auto line_due = [&] {
+    return reporting && (iter % o.eval_every == 0 || iter + 1 >= o.iterations);
+  };
+  int64_t e = 0;  // evaluations of the objective: one pass over the data each
+  for (;; ++e) {
     ++ph.iterations;
-    ++passes;
     // A: the data pass at the trial point.
-    ph.Time(Phases::kPull, [&] {
-      ps::SArray<double> pw(s->keys.size());
-      kv->Wait(kv->Pull(s->keys, &pw));
-      s->w.assign(pw.begin(), pw.end());
-    });
+    ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
     const auto t0 = Clock::now();
     const double loss = s->Margins(&margin);
     std::vector<double> gd(s->data.keys.size(), 0.0);
@@ -129,7 +127,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         a = grad.PullRange(mine, &gk, &gv, &gl);
       } else {
         gv = ps::SArray<double>(2 * keys.size());
-        a = grad.Pull(key_array, &gv);
+        a = grad.Pull(keys, &gv);
       }
       const int64_t b = stats->Pull(ps::SArray<ps::Key>{LossKey(e)}, &ls);
       grad.Wait(a);
@@ -140,8 +138,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       for (size_t j = 0; j < gk.size(); ++j) {
         if (gl[j] != 2) throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
       }
-      keys.assign(gk.begin(), gk.end());
-      key_array = ps::SArray<ps::Key>(keys);
+      keys = gk;
       x.assign(keys.size(), 0.0);
       if (e > 0) {
         // The point every worker just evaluated: the model's values of this slice.
@@ -190,7 +187,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     // The line's test quality at the trial point (reported if it is accepted): the model
     // table holds it until step C, which waits for this step.
     have_q = false;
-    if (reporting && rep->has_test() && (iter % o.eval_every == 0 || iter + 1 >= o.iterations)) {
+    if (line_due() && rep->has_test()) {
       ph.Time(Phases::kReport, [&] { q = rep->TestQuality(kv); });
       have_q = true;
     }
@@ -215,12 +212,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       std::cerr << "worker " << node->rank() << ": lbfgs restarts without its history ("
                 << took.size() << " of " << members.size() << " workers took part, " << ls[1]
                 << " of " << total_rows << " rows counted)" << std::endl;
-      if (took.empty() || std::find(took.begin(), took.end(), node->rank()) == took.end()) {
+      const auto me_at = std::find(took.begin(), took.end(), node->rank());
+      if (me_at == took.end()) {
         throw ps::Error("--solver lbfgs: this worker is not among those that took part");
       }
       members = took;
-      const int me =
-          static_cast<int>(std::find(took.begin(), took.end(), node->rank()) - took.begin());
+      const int me = static_cast<int>(me_at - took.begin());
       mine = OwnedRange(me, static_cast<int>(took.size()));
       AdoptParts(node, o, s);
       lb = VectorFreeLbfgs(o.memory);
@@ -254,7 +251,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       g = gx;
       v = vx;
       f = fx;
-      if (rep && reporting && (iter % o.eval_every == 0 || iter + 1 >= o.iterations)) {
+      if (line_due()) {
         ph.Time(Phases::kReport, [&] {
           rep->Line("iteration", iter, ls[0], ls[1], tot[1], tot[0], static_cast<size_t>(tot[2]),
                     have_q ? &q : nullptr, &ph);
@@ -289,7 +286,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       // The model table holds w (the accepted point) unless the last trial was refused.
       if (!accept) {
         ps::SArray<double> pv(w);
-        kv->Wait(kv->Push(key_array, pv));
+        kv->Wait(kv->Push(keys, pv));
       }
       ph.Time(Phases::kClock, clock);
       break;
@@ -305,11 +302,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     if (!keys.empty()) {
       ps::SArray<double> pv(x);
-      ph.Time(Phases::kPush, [&] { kv->Push(key_array, pv); });
+      ph.Time(Phases::kPush, [&] { kv->Push(keys, pv); });
     }
     ph.Time(Phases::kClock, clock);
   }
-  std::cerr << "worker " << node->rank() << ": lbfgs took " << iter << " iterations in " << passes
+  std::cerr << "worker " << node->rank() << ": lbfgs took " << iter << " iterations in " << e + 1
             << " passes over the data" << std::endl;
   return 0;
 }

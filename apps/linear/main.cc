@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -215,8 +216,11 @@ int main(int argc, char** argv) {
             &node, linear::kModelApp, rule,
             {{linear::kNormReducer, std::make_shared<linear::ModelNormReducer>()}});
         ps::KVServer<double> stats(&node, linear::kStatsApp);
-        ps::KVServer<double> grad(&node, linear::kGradApp,
-                                  std::make_shared<linear::TaggedSumRule<double>>());
+        std::unique_ptr<ps::KVServer<double>> grad;  // the lbfgs solver's gradient sums
+        if (o.solver == "lbfgs") {
+          grad.reset(new ps::KVServer<double>(&node, linear::kGradApp,
+                                              std::make_shared<linear::TaggedSumRule<double>>()));
+        }
         AwaitConsistency(&node);
         node.Barrier(ps::kAllGroups);
         node.Finalize();

@@ -88,12 +88,6 @@ void TakeParts(ps::Node* node, const Options& o, Shard* s) {
   }
 }
 
-void PullAll(ps::KVWorker<double>* kv, Shard* s) {
-  ps::SArray<double> w(s->keys.size());
-  kv->Wait(kv->Pull(s->keys, &w));
-  s->w.assign(w.begin(), w.end());
-}
-
 int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
             ps::KVWorker<double>* stats, Reporter* rep) {
   const int W = node->num_workers(), B = std::max(1, o.blocks);
@@ -268,6 +262,12 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
 }
 
 }  // namespace
+
+void PullAll(ps::KVWorker<double>* kv, Shard* s) {
+  ps::SArray<double> w(s->keys.size());
+  kv->Wait(kv->Pull(s->keys, &w));
+  s->w.assign(w.begin(), w.end());
+}
 
 bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
   const int nparts = o.parts_per_worker * node->num_workers();

@@ -163,6 +163,9 @@ class Reporter {
   std::ofstream log_;
 };
 
+/// Pulls the weights of every key of the shard's data into s->w.
+void PullAll(ps::KVWorker<double>* kv, Shard* s);
+
 /// Takes the data parts dead workers left in the scheduler's pool (they come back when the
 /// worker is declared dead); true when it took any.
 bool AdoptParts(ps::Node* node, const Options& o, Shard* s);
