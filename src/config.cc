@@ -1,6 +1,7 @@
 #include "ps/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -76,7 +77,43 @@ void ReadString(const Env& env, std::initializer_list<const char*> names, std::s
   if (Lookup(env, names, &v, &name)) *out = v;
 }
 
+// "train:4,eval:1" -> {{"train", 4}, {"eval", 1}}.
+std::vector<std::pair<std::string, int>> ParseGroups(const std::string& spec) {
+  std::vector<std::pair<std::string, int>> out;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, end - at);
+    const size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    const std::string size = colon == std::string::npos ? "" : item.substr(colon + 1);
+    char* stop = nullptr;
+    const long n = size.empty() ? 0 : std::strtol(size.c_str(), &stop, 10);
+    bool ok = !name.empty() && n >= 1 && n <= (1 << 20) && stop && *stop == '\0';
+    for (char ch : name)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
+    for (const auto& g : out) ok = ok && g.first != name;
+    if (!ok) {
+      throw Error(ErrorCode::kBadConfig,
+                  "PS_WORKER_GROUPS='" + spec + "': expected NAME:SIZE[,NAME:SIZE...] with " +
+                      "distinct names of letters, digits, _ and -, and sizes of at least 1 " +
+                      "(at '" + item + "')");
+    }
+    out.emplace_back(name, static_cast<int>(n));
+    at = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+int Config::GroupIndex(const std::string& name) const {
+  if (worker_groups.empty()) return name.empty() ? 0 : -1;
+  for (size_t i = 0; i < worker_groups.size(); ++i) {
+    if (worker_groups[i].first == name) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 Config Config::FromMap(const Env& env) {
   Config c;
@@ -116,6 +153,21 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_METRICS_PORT"}, 0, 65535, &c.metrics_port);
   ReadString(env, {"PS_METRICS_HOST"}, &c.metrics_host);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
+  std::string per_group;
+  ReadString(env, {"PS_GROUP_CONSISTENCY"}, &per_group);
+  for (size_t at = 0; !per_group.empty() && at <= per_group.size();) {
+    const size_t end = std::min(per_group.find(',', at), per_group.size());
+    const std::string item = per_group.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() ||
+        c.group_consistency.count(item.substr(0, eq))) {
+      throw Error(ErrorCode::kBadConfig, "PS_GROUP_CONSISTENCY='" + per_group +
+                                             "': expected GROUP=POLICY[,GROUP=POLICY...] with " +
+                                             "each group once (at '" + item + "')");
+    }
+    c.group_consistency[item.substr(0, eq)] = item.substr(eq + 1);
+    at = end + 1;
+  }
   ReadString(env, {"PS_VAN", "DMLC_PS_VAN_TYPE"}, &c.van);
   ReadInt(env, {"PS_UCX_BUSY_POLL_US"}, 0, 1000000, &c.ucx_busy_poll_us);
   ReadInt(env, {"PS_REPLICAS"}, -1, 64, &c.replicas);
@@ -148,6 +200,29 @@ Config Config::FromMap(const Env& env) {
   int join = 0;
   ReadInt(env, {"PS_JOIN"}, 0, 1, &join);
   c.join = join == 1;
+  std::string groups;
+  ReadString(env, {"PS_WORKER_GROUPS"}, &groups);
+  if (!groups.empty()) {
+    c.worker_groups = ParseGroups(groups);
+    int sum = 0;
+    for (const auto& g : c.worker_groups) sum += g.second;
+    std::string v, n;
+    if (!Lookup(env, {"PS_NUM_WORKERS", "DMLC_NUM_WORKER"}, &v, &n)) c.num_workers = sum;
+  }
+  ReadString(env, {"PS_WORKER_GROUP"}, &c.worker_group);
+  if (c.worker_group.empty() && !c.worker_groups.empty() && c.role == Role::kWorker &&
+      c.rank_hint >= 0 && !c.join) {
+    // Launchers that number workers (PS_RANK, DMLC_WORKER_ID, an MPI or Slurm rank) need not
+    // name groups: ranks go to the groups in order ("train:4,eval:1": 0-3 train, 4 eval).
+    int first = 0;
+    for (const auto& g : c.worker_groups) {
+      if (c.rank_hint < first + g.second) {
+        c.worker_group = g.first;
+        break;
+      }
+      first += g.second;
+    }
+  }
   int seed = 0;
   ReadInt(env, {"PS_SEED"}, 0, 0x7fffffff, &seed);
   c.seed = static_cast<uint64_t>(seed);
@@ -193,6 +268,13 @@ void Config::Validate() const {
                     " servers (PS_NUM_SERVERS=" + std::to_string(num_servers) + ")");
   }
   ParsePolicy(consistency, "PS_CONSISTENCY");  // throws naming the option when malformed
+  for (const auto& g : group_consistency) {
+    ParsePolicy(g.second, "PS_GROUP_CONSISTENCY");
+    if (GroupIndex(g.first) < 0 && !join) {
+      throw Error(ErrorCode::kBadConfig, "PS_GROUP_CONSISTENCY names '" + g.first +
+                                             "', which is not a group of PS_WORKER_GROUPS");
+    }
+  }
   if (van != "zmq" && van != "ucx") {
     throw Error(ErrorCode::kBadConfig, "PS_VAN='" + van + "': expected zmq or ucx");
   }
@@ -201,6 +283,25 @@ void Config::Validate() const {
   if (fault_drop + fault_duplicate + fault_delay > 1) {
     throw Error(ErrorCode::kBadConfig,
                 "PS_FAULT_DROP + PS_FAULT_DUPLICATE + PS_FAULT_DELAY must not exceed 1");
+  }
+  if (!worker_groups.empty() && !join) {
+    int sum = 0;
+    for (const auto& g : worker_groups) sum += g.second;
+    if (sum != num_workers && !join) {
+      throw Error(ErrorCode::kBadConfig,
+                  "PS_WORKER_GROUPS has " + std::to_string(sum) +
+                      " workers in all but PS_NUM_WORKERS=" + std::to_string(num_workers));
+    }
+    if (role == Role::kWorker && GroupIndex(worker_group) < 0) {
+      std::string names;
+      for (const auto& g : worker_groups) names += (names.empty() ? "" : ", ") + g.first;
+      throw Error(ErrorCode::kBadConfig, "PS_WORKER_GROUP='" + worker_group +
+                                             "': expected one of the groups of " +
+                                             "PS_WORKER_GROUPS (" + names + ")");
+    }
+  } else if (!worker_group.empty() && !join) {
+    throw Error(ErrorCode::kBadConfig, "PS_WORKER_GROUP='" + worker_group +
+                                           "' needs PS_WORKER_GROUPS (the job's groups and sizes)");
   }
   if (heartbeat_timeout_ms <= heartbeat_interval_ms) {
     throw Error(ErrorCode::kBadConfig,
@@ -222,7 +323,8 @@ const char* const kKnownVariables[] = {
     "PS_RESEND_TIMEOUT_MS", "PS_FIRST_TIMESTAMP", "PS_MAX_MESSAGE_MB", "PS_REFILL_PIECE_MB",
     "PS_MALLOC_RETAIN_MB", "PS_SEND_QUEUE", "PS_MAX_INFLIGHT", "PS_TASK_TIMEOUT_MS",
     "PS_ON_SCHEDULER_LOSS", "PS_JOIN", "PS_SEED", "PS_REGISTER_TIMEOUT_MS", "PS_REQUEST_TIMEOUT_MS",
-    "PS_BARRIER_TIMEOUT_MS", "PS_SCHEDULER_PORT_FILE",
+    "PS_BARRIER_TIMEOUT_MS", "PS_SCHEDULER_PORT_FILE", "PS_WORKER_GROUPS", "PS_WORKER_GROUP",
+    "PS_GROUP_CONSISTENCY",
     // tracker/ps-launch and ps-task, and the tests
     "PS_GO_TIMEOUT_S", "PS_LAUNCH_SERVERS", "PS_RANK_BASE", "PS_TASK_GRACE_S", "PS_TRACKER",
     "PS_TRACKER_TIMEOUT_S", "PS_TRACKER_TOKEN", "PS_TEST_NETNS"};

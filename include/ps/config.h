@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ps/base.h"
@@ -79,6 +80,10 @@ struct Config {
   /// Barrier policy of the servers (PS_CONSISTENCY): "asp" (default: never wait), "bsp",
   /// "ssp:S", "psp:BETA[:S]" (probabilistic: BETA sampled workers), "backup:B[:S]".
   std::string consistency = "asp";
+  /// Barrier policies of single worker groups (PS_GROUP_CONSISTENCY="train=bsp,eval=asp"):
+  /// group name -> spec as in PS_CONSISTENCY, which the other groups follow. The scheduler's
+  /// setting is the job's.
+  std::map<std::string, std::string> group_consistency;
   /// Transport between processes (PS_VAN, or DMLC_PS_VAN_TYPE): "zmq" (default, ZeroMQ over
   /// TCP) or "ucx" (UCX: shared memory between processes on one host, TCP between hosts).
   std::string van = "zmq";
@@ -133,6 +138,15 @@ struct Config {
   /// gets the next id and rank, takes part in every barrier not released yet, and enters the
   /// servers' step tables at the current minimum step.
   bool join = false;
+  /// Worker groups (PS_WORKER_GROUPS="train:4,eval:1"): named groups and their sizes, in
+  /// order; the sizes add up to num_workers (PS_NUM_WORKERS may be left out: it is then their
+  /// sum). Each group has its own barrier policy, bounded delay, task pool and step table on
+  /// the servers (docs/api.md). Empty: one unnamed group of every worker.
+  std::vector<std::pair<std::string, int>> worker_groups;
+  /// The group of this worker (PS_WORKER_GROUP), one of worker_groups; "" when there are none.
+  std::string worker_group;
+  /// The index of a group name in worker_groups (0 for "" when there are none), or -1.
+  int GroupIndex(const std::string& name) const;
   /// Seed of every random choice a node makes (PS_SEED), e.g. PSP's samples.
   uint64_t seed = 0;
   /// The scheduler writes the port it bound to this file when set (PS_SCHEDULER_PORT_FILE);

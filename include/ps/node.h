@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ps/base.h"
@@ -19,6 +20,9 @@ struct NodeInfo {
   int rank = -1;
   std::string host;
   int port = 0;
+  /// A worker's group (Config::worker_group; "" without groups) and its rank in that group.
+  std::string group;
+  int group_rank = -1;
 };
 
 /// Traffic and health counters of one node.
@@ -77,6 +81,10 @@ class Node {
   /// number, so a late message of one barrier never releases the next one. Throws ps::Error
   /// after Config::barrier_timeout_ms.
   void Barrier(int groups);
+  /// Barrier of the live workers of one worker group (Config::worker_groups); "" = every
+  /// worker. Only that group's workers may call it. Throws ps::Error for a group the job does
+  /// not have, and as Barrier(int).
+  void Barrier(const std::string& worker_group);
 
   /// Barrier over all nodes, then stops the transport and threads. Safe to call once. Waits for
   /// the slowest node however long the job runs (no Config::barrier_timeout_ms here: servers and
@@ -104,6 +112,12 @@ class Node {
   int num_workers() const;
   /// A copy of the node table (valid after Start()).
   std::vector<NodeInfo> nodes() const;
+  /// Worker groups: this worker's group ("" when the job has none) and its rank in it (0-based,
+  /// valid after Start(); -1 on servers and the scheduler), and the job's groups with their
+  /// configured sizes, in order (one unnamed group of every worker when it has none).
+  std::string group() const;
+  int group_rank() const;
+  std::vector<std::pair<std::string, int>> worker_groups() const;
   /// Keeps the current bounded delay in SetConsistency.
   static constexpr int kKeepDelay = -2;
   /// Changes, at run time and for the whole job, the barrier policy of every server (a spec
@@ -112,9 +126,17 @@ class Node {
   /// Callable on any node after Start(): the scheduler relays it to every live node. Returns
   /// once sent; nodes apply it when it arrives. Throws ps::Error for a malformed spec.
   void SetConsistency(const std::string& policy, int max_delay = kKeepDelay);
-  /// The barrier policy spec and bounded delay this node currently knows.
+  /// The same for one worker group only: its workers' reads are decided over their own steps
+  /// (a BSP group waits for its own members only), and their bounded delay is its own. A later
+  /// job-wide call sets the field it changes for every group again. "" = every group. Throws
+  /// ps::Error for a group the job does not have.
+  void SetConsistency(const std::string& policy, int max_delay, const std::string& group);
+  /// The barrier policy spec and bounded delay this node currently knows (the job's, which
+  /// groups without their own follow; or one group's).
   std::string consistency_policy() const;
   int max_delay() const;
+  std::string consistency_policy(const std::string& group) const;
+  int max_delay(const std::string& group) const;
   /// Data shards (tasks). The scheduler keeps a pool; workers take tasks one at a time and
   /// report them done; the unfinished tasks of a worker that dies (or holds one longer than
   /// PS_TASK_TIMEOUT_MS) go back to the pool for the others.
@@ -122,6 +144,10 @@ class Node {
   /// Scheduler only: adds n tasks to the pool and returns the id of the first (ids are
   /// consecutive and never reused). Until the first call, workers asking for a task wait.
   int AddTasks(int n);
+  /// Scheduler only: the same for the pool of one worker group (each group has its own; a
+  /// worker takes tasks from its group's pool only, and a dead worker's unfinished tasks go
+  /// back to its group's). AddTasks(n) adds to the first group's pool.
+  int AddTasks(int n, const std::string& group);
   /// Worker only: the next task to do. Blocks while the pool is empty but tasks are still out
   /// with other workers (one may die and its tasks come back); returns -1 when every task is
   /// done. Throws ps::Error after Config::barrier_timeout_ms.

@@ -24,7 +24,10 @@ class PullGate {
 
   /// Initial membership: every worker at step 0.
   void SetWorkers(const std::vector<int>& workers);
-  /// A worker joined at run time: it enters at the current minimum step.
+  /// Puts `worker` in worker group `group` (0 unless set): a read is decided over the steps of
+  /// its group's workers only, under its group's policy. A worker in the table keeps its step.
+  void SetGroup(int worker, int group);
+  /// A worker joined at run time: it enters at the current minimum step of its group.
   void AddWorker(int worker);
   /// A worker left or was declared dead: it leaves the table and its held reads are dropped.
   /// Appends the reads of others that may now be answered to *released.
@@ -41,13 +44,21 @@ class PullGate {
   bool Read(int worker, int64_t step, uint64_t handle, std::vector<uint64_t>* released) {
     return Read(worker, step, step, handle, released);
   }
-  /// Changes the policy; held reads are re-checked under the new one.
-  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy, std::vector<uint64_t>* released);
+  /// Changes the policy of worker group `group` (-1: of every group, and of groups not seen
+  /// yet); held reads are re-checked under the new one.
+  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy, std::vector<uint64_t>* released,
+                 int group = -1);
 
   /// The server clock: the smallest step of the live workers (0 with no workers).
   int64_t Clock() const;
+  /// The clock of `worker`'s group: the smallest step of its live workers.
+  int64_t Clock(int worker) const;
+  /// Every live worker's step, whatever its group.
   const StepTable& table() const { return table_; }
+  /// The policy of groups that were not given one of their own.
   const BarrierPolicy& policy() const { return *policy_; }
+  /// The policy of one group.
+  const BarrierPolicy& policy(int group) const;
   size_t held() const { return held_.size(); }
   /// Reads that had to wait, and all reads seen.
   uint64_t deferred() const { return deferred_; }
@@ -61,12 +72,21 @@ class PullGate {
     int worker;
     int64_t step;
   };
-  // Re-checks held reads in arrival order.
-  void Recheck(std::vector<uint64_t>* released);
+  struct Group {
+    StepTable table;
+    std::shared_ptr<const BarrierPolicy> policy;  // null: policy_
+  };
+  int GroupOf(int worker) const;
+  Group& GroupState(int group);
+  const BarrierPolicy& PolicyOf(const Group& g) const { return g.policy ? *g.policy : *policy_; }
+  // Re-checks held reads in arrival order (of one group, or of all with -1).
+  void Recheck(std::vector<uint64_t>* released, int group = -1);
 
   std::shared_ptr<const BarrierPolicy> policy_;
   Rng rng_;
-  StepTable table_;
+  StepTable table_;                        // every group's workers
+  std::map<int, Group> groups_;            // by group index
+  std::unordered_map<int, int> group_of_;  // worker -> group (absent: 0)
   std::deque<Held> held_;
   uint64_t deferred_ = 0, reads_ = 0, checks_ = 0;
 };

@@ -36,6 +36,12 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   for (const auto& p : pending_) {
     if (p.first.host == r.host && p.first.port == r.port) return RegisterResult::kDuplicate;
   }
+  if (r.role == Role::kWorker && GroupIndex(r.group) < 0) {
+    *why = "worker from " + r.host + ":" + std::to_string(r.port) + " names group '" + r.group +
+           "', which is not one of the job's (PS_WORKER_GROUPS" +
+           (groups_.empty() ? std::string(" is not set on the scheduler)") : std::string(")"));
+    return RegisterResult::kRejected;
+  }
   if (complete_ && r.join) {
     if (IdOf(r.host, r.port) >= 0) return RegisterResult::kDuplicate;
     NodeInfo info;
@@ -45,6 +51,11 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
     for (const auto& n : nodes_) info.rank += n.role == r.role;
     info.host = r.host;
     info.port = r.port;
+    if (r.role == Role::kWorker) {
+      info.group = r.group;
+      info.group_rank = 0;
+      for (const auto& n : nodes_) info.group_rank += n.role == Role::kWorker && n.group == r.group;
+    }
     nodes_.push_back(info);
     return RegisterResult::kJoined;
   }
@@ -57,6 +68,17 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
     *why = std::string("the job already has its ") + std::to_string(want) + " " + RoleName(r.role) +
            "s (PS_NUM_SERVERS/PS_NUM_WORKERS; a worker joining a running job sets PS_JOIN=1)";
     return RegisterResult::kRejected;
+  }
+  if (r.role == Role::kWorker && !groups_.empty()) {
+    const int size = groups_[GroupIndex(r.group)].second;
+    int in_group = 0;
+    for (const auto& p : pending_)
+      in_group += p.first.role == Role::kWorker && p.first.group == r.group;
+    if (in_group >= size) {
+      *why = "the job already has the " + std::to_string(size) + " workers of group " + r.group +
+             " (PS_WORKER_GROUPS; a worker joining a running job sets PS_JOIN=1)";
+      return RegisterResult::kRejected;
+    }
   }
   pending_.emplace_back(r, static_cast<int>(pending_.size()));
   int servers = 0, workers = 0;
@@ -90,6 +112,13 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
       info.rank = i;
       info.host = group[i].first.host;
       info.port = group[i].first.port;
+      if (role == Role::kWorker) {
+        info.group = group[i].first.group;
+        info.group_rank = 0;
+        for (const auto& n : nodes_) {
+          info.group_rank += n.role == Role::kWorker && n.group == info.group;
+        }
+      }
       nodes_.push_back(info);
     }
   }
@@ -131,10 +160,24 @@ std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
   return out;
 }
 
+int Membership::GroupIndex(const std::string& name) const {
+  if (groups_.empty()) return name.empty() ? 0 : -1;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i].first == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool Membership::InBarrier(const NodeInfo& n, int groups) const {
+  if (!InGroups(n.role, groups)) return false;
+  const int g = BarrierWorkerGroup(groups);
+  return g < 0 || n.role != Role::kWorker || GroupIndex(n.group) == g;
+}
+
 std::vector<int> Membership::Members(int groups) const {
   std::vector<int> members;
   for (const auto& n : nodes_) {
-    if (InGroups(n.role, groups) && !dead_.count(n.id)) members.push_back(n.id);
+    if (InBarrier(n, groups) && !dead_.count(n.id)) members.push_back(n.id);
   }
   return members;
 }
@@ -144,7 +187,7 @@ std::vector<int> Membership::EnterBarrier(int id, int groups, uint64_t seq) {
   for (const auto& n : nodes_) {
     if (n.id == id) me = &n;
   }
-  if (!me || dead_.count(id) || !InGroups(me->role, groups)) return {};
+  if (!me || dead_.count(id) || !InBarrier(*me, groups)) return {};
   auto& arrived = barriers_[{groups, seq}];
   arrived.insert(id);
   std::vector<int> members = Members(groups);
@@ -185,7 +228,14 @@ std::string Membership::Describe(int id) const {
   return "node " + std::to_string(id);
 }
 
-std::string Membership::GroupNames(int groups) {
+std::string Membership::GroupNames(int groups,
+                                   const std::vector<std::pair<std::string, int>>& worker_groups) {
+  const int g = BarrierWorkerGroup(groups);
+  if (g >= 0) {
+    const std::string name = g < static_cast<int>(worker_groups.size()) ? worker_groups[g].first
+                                                                        : "#" + std::to_string(g);
+    return "the workers of group " + name;
+  }
   if ((groups & kAllGroups) == kAllGroups) return "every node";
   std::vector<std::string> names;
   if (groups & kSchedulerGroup) names.push_back("the scheduler");

@@ -22,7 +22,15 @@ struct Registration {
   int rank_hint = -1;
   /// The node joins a job that is already running (PS_JOIN).
   bool join = false;
+  /// A worker's group (PS_WORKER_GROUP; "" without groups).
+  std::string group;
 };
+
+/// Barrier groups of one worker group: the workers of group `index` (Config::worker_groups)
+/// only, encoded above the BarrierGroup bits.
+inline int WorkerGroupBarrier(int index) { return kWorkerGroup | ((index + 1) << 8); }
+/// The worker group index a barrier's groups name, or -1 for every worker.
+inline int BarrierWorkerGroup(int groups) { return (groups >> 8) - 1; }
 
 class Membership {
  public:
@@ -38,6 +46,12 @@ class Membership {
     kJoined,     // a node joined the running job: nodes().back() describes it
   };
   RegisterResult Register(const Registration& r, std::string* why);
+  /// The job's worker groups and their sizes (Config::worker_groups; none: one unnamed group).
+  /// Set before the first registration: a worker must then name one of them, and each group
+  /// takes its size in workers.
+  void SetWorkerGroups(std::vector<std::pair<std::string, int>> groups) {
+    groups_ = std::move(groups);
+  }
 
   /// True once every expected node has registered and ids are assigned.
   bool complete() const { return complete_; }
@@ -79,8 +93,10 @@ class Membership {
   std::vector<OpenBarrier> OpenBarriers() const;
   /// "worker 1 (node 11)": a node as users know it (its role and rank), for logs and errors.
   std::string Describe(int id) const;
-  /// "the workers", "the servers and workers", "every node": a barrier's groups in words.
-  static std::string GroupNames(int groups);
+  /// "the workers", "the servers and workers", "every node": a barrier's groups in words;
+  /// "the workers of group eval" for one worker group (named from `worker_groups`).
+  static std::string GroupNames(int groups,
+                                const std::vector<std::pair<std::string, int>>& worker_groups = {});
   /// The last released sequence number of every barrier group union: a node that joins starts
   /// counting from there, so it takes part in every barrier not released yet.
   const std::map<int, uint64_t>& released() const { return released_; }
@@ -102,6 +118,10 @@ class Membership {
 
  private:
   int num_servers_, num_workers_;
+  std::vector<std::pair<std::string, int>> groups_;
+  int GroupIndex(const std::string& name) const;
+  // Is n a member of a barrier's groups?
+  bool InBarrier(const NodeInfo& n, int groups) const;
   bool complete_ = false;
   uint64_t epoch_ = 0;
   std::vector<std::pair<Registration, int>> pending_;  // with arrival order

@@ -47,7 +47,10 @@ std::vector<NodeInfo> Node::nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->nodes_;
 }
-int Node::AddTasks(int n) { return impl_->AddTasks(n); }
+int Node::AddTasks(int n) { return impl_->AddTasks(n, 0); }
+int Node::AddTasks(int n, const std::string& group) {
+  return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasks")));
+}
 int Node::NextTask() { return impl_->NextTask(); }
 int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
@@ -56,8 +59,33 @@ Node::TaskStats Node::task_stats() const { return impl_->GetTaskStats(); }
 void Node::SetConsistency(const std::string& policy, int max_delay) {
   impl_->SetConsistency(policy, max_delay != kKeepDelay, max_delay == kKeepDelay ? 0 : max_delay);
 }
+void Node::SetConsistency(const std::string& policy, int max_delay, const std::string& group) {
+  impl_->SetConsistency(policy, max_delay != kKeepDelay, max_delay == kKeepDelay ? 0 : max_delay,
+                        impl_->GroupIndexOf(group, "SetConsistency"));
+}
 std::string Node::consistency_policy() const { return impl_->policy(); }
 int Node::max_delay() const { return impl_->max_delay(); }
+std::string Node::consistency_policy(const std::string& group) const {
+  return impl_->policy(impl_->GroupIndexOf(group, "consistency_policy"));
+}
+int Node::max_delay(const std::string& group) const {
+  return impl_->max_delay(impl_->GroupIndexOf(group, "max_delay"));
+}
+std::string Node::group() const { return impl_->cfg.worker_group; }
+int Node::group_rank() const {
+  std::lock_guard<std::mutex> lk(impl_->mu_);
+  for (const auto& n : impl_->nodes_) {
+    if (n.id == impl_->my_id_) return n.group_rank;
+  }
+  return -1;
+}
+std::vector<std::pair<std::string, int>> Node::worker_groups() const {
+  if (!impl_->cfg.worker_groups.empty()) return impl_->cfg.worker_groups;
+  return {{"", impl_->cfg.num_workers}};
+}
+void Node::Barrier(const std::string& group) {
+  impl_->Barrier(WorkerGroupBarrier(impl_->GroupIndexOf(group, "Barrier")));
+}
 std::vector<int> Node::dead_nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->dead_;
@@ -115,6 +143,18 @@ void Node::Impl::SendControl(int to, pb::Control control, bool quiet) {
   m.meta.set_receiver(to);
   *m.meta.mutable_control() = std::move(control);
   if (!Send(m) && !quiet) LOG(WARNING) << "cannot send control message to node " << to;
+}
+
+int Node::Impl::WorkerGroupOf(int id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return WorkerGroupLocked(id);
+}
+
+int Node::Impl::WorkerGroupLocked(int id) const {
+  for (const auto& n : nodes_) {
+    if (n.id == id) return n.role == Role::kWorker ? std::max(0, cfg.GroupIndex(n.group)) : -1;
+  }
+  return -1;
 }
 
 bool Node::Impl::IsWorker(int id) const {
@@ -321,6 +361,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       r.port = e.port();
       r.rank_hint = e.rank_hint();
       r.join = e.join();
+      r.group = e.group();
       if (e.role() < 0 || e.role() > 2 || e.port() <= 0) return;
       std::string why;
       auto res = membership_->Register(r, &why);
@@ -379,7 +420,7 @@ void Node::Impl::HandleControl(const Message& msg) {
                fatal_.empty()) {  // an aborted job hands out nothing
       std::vector<std::pair<int, int>> answers;
       int task = -1;
-      auto a = tasks_added_ ? tasks_.Take(from, NowMs(), &task) : TaskPool::Answer::kWait;
+      auto a = tasks_.Take(from, WorkerGroupLocked(from), NowMs(), &task);
       if (a == TaskPool::Answer::kWait && c.task_nowait()) {
         answers.emplace_back(from, -1);
       } else if (a == TaskPool::Answer::kWait) {
@@ -453,12 +494,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       if (ready_) break;
       nodes_.clear();
       for (const auto& e : c.nodes()) {
-        NodeInfo n;
-        n.id = e.id();
-        n.role = static_cast<Role>(e.role());
-        n.rank = e.rank();
-        n.host = e.host();
-        n.port = e.port();
+        NodeInfo n = EntryInfo(e);
         nodes_.push_back(n);
         if (n.id == c.your_id()) my_rank_ = n.rank;
       }
@@ -469,6 +505,21 @@ void Node::Impl::HandleControl(const Message& msg) {
       // own environment said (a node that joins later gets them as they are now).
       if (!c.policy().empty()) policy_ = c.policy();
       if (c.set_delay()) max_delay_ = c.max_delay();
+      // A node that joined takes the job's groups (its own environment named only its group).
+      if (c.group_names_size() > 0 && c.group_names_size() == c.group_sizes_size()) {
+        cfg.worker_groups.clear();
+        for (int i = 0; i < c.group_names_size(); ++i) {
+          cfg.worker_groups.emplace_back(c.group_names(i), c.group_sizes(i));
+        }
+      }
+      group_policy_.clear();
+      group_delay_.clear();
+      for (int i = 0; i < c.policy_groups_size() && i < c.group_policies_size(); ++i) {
+        group_policy_[c.policy_groups(i)] = c.group_policies(i);
+      }
+      for (int i = 0; i < c.delay_groups_size() && i < c.group_delays_size(); ++i) {
+        group_delay_[c.delay_groups(i)] = c.group_delays(i);
+      }
       for (int i = 0; i < c.released_groups_size() && i < c.released_seqs_size(); ++i) {
         barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);
@@ -502,12 +553,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     case pb::Control::NODE_JOINED: {
       if (c.nodes_size() != 1) break;
-      NodeInfo n;
-      n.id = c.nodes(0).id();
-      n.role = static_cast<Role>(c.nodes(0).role());
-      n.rank = c.nodes(0).rank();
-      n.host = c.nodes(0).host();
-      n.port = c.nodes(0).port();
+      NodeInfo n = EntryInfo(c.nodes(0));
       bool known = false;
       for (const auto& m : nodes_) known |= m.id == n.id;
       if (known) break;

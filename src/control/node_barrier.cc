@@ -1,6 +1,7 @@
-// Node::Impl, barriers: a node's Barrier (and Finalize's), the scheduler's release of one, and
-// its reports of barriers held for long (who they wait for). node_control.cc holds the rest of
-// the scheduler's decisions.
+// Node::Impl, barriers and consistency settings: a node's Barrier (and Finalize's), the
+// scheduler's release of one, and its reports of barriers held for long (who they wait for);
+// the barrier policy and bounded delay of the job and of each worker group. node_control.cc
+// holds the rest of the scheduler's decisions.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "consistency/barrier_policy.h"
 #include "control/node_impl.h"
 
 namespace ps {
@@ -48,10 +50,11 @@ std::vector<std::pair<int, pb::Control>> Node::Impl::ReportOpenBarriers(int64_t 
     if (b.awaited.size() > 8) who += " and " + std::to_string(b.awaited.size() - 8) + " more";
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%.1f", held / 1000.0);
-    const std::string text =
-        "barrier " + std::to_string(b.seq) + " of " + Membership::GroupNames(b.groups) + " held " +
-        secs + " s: waiting for " + who + " (" + std::to_string(b.arrived.size()) + " of " +
-        std::to_string(b.arrived.size() + b.awaited.size()) + " arrived)";
+    const std::string text = "barrier " + std::to_string(b.seq) + " of " +
+                             Membership::GroupNames(b.groups, cfg.worker_groups) + " held " + secs +
+                             " s: waiting for " + who + " (" + std::to_string(b.arrived.size()) +
+                             " of " + std::to_string(b.arrived.size() + b.awaited.size()) +
+                             " arrived)";
     LOG_IF(WARNING, !final) << text;
     LOG_IF(INFO, final) << text;
     pb::Control c;
@@ -73,6 +76,11 @@ std::vector<std::pair<int, pb::Control>> Node::Impl::ReportOpenBarriers(int64_t 
 void Node::Impl::Barrier(int groups, bool final) {
   if (!InGroups(cfg.role, groups)) {
     throw Error("Barrier: this node's role is not in the barrier groups");
+  }
+  if (BarrierWorkerGroup(groups) >= 0 &&
+      BarrierWorkerGroup(groups) != cfg.GroupIndex(cfg.worker_group)) {
+    throw Error("Barrier: this worker is not in group " +
+                Membership::GroupNames(groups, cfg.worker_groups));
   }
   uint64_t seq;
   {
@@ -134,10 +142,10 @@ void Node::Impl::Barrier(int groups, bool final) {
         who = "; the scheduler said: " + said->second.second;
       }
     }
-    throw Error(ErrorCode::kTimeout, "barrier " + std::to_string(seq) + " of " +
-                                         Membership::GroupNames(groups) + " not released within " +
-                                         std::to_string(cfg.barrier_timeout_ms) +
-                                         " ms (PS_BARRIER_TIMEOUT_MS)" + who);
+    throw Error(ErrorCode::kTimeout,
+                "barrier " + std::to_string(seq) + " of " +
+                    Membership::GroupNames(groups, cfg.worker_groups) + " not released within " +
+                    std::to_string(cfg.barrier_timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)" + who);
   }
 }
 
@@ -161,6 +169,79 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
     c.set_barrier_seq(seq);
     SendControl(id, c);
   }
+}
+
+int Node::Impl::GroupIndexOf(const std::string& group, const char* call) const {
+  if (group.empty()) return -1;
+  const int g = cfg.GroupIndex(group);
+  if (g < 0) {
+    std::string names;
+    for (const auto& w : cfg.worker_groups) names += (names.empty() ? "" : ", ") + w.first;
+    throw Error(std::string(call) + ": '" + group + "' is not a worker group of this job (" +
+                (names.empty() ? std::string("it has none") : "PS_WORKER_GROUPS: " + names) + ")");
+  }
+  return g;
+}
+
+void Node::Impl::SetConsistency(const std::string& policy, bool set_delay, int max_delay,
+                                int group) {
+  if (!policy.empty()) ParsePolicy(policy, "SetConsistency policy");  // throws when malformed
+  if (set_delay && max_delay < -1) throw Error("SetConsistency: max_delay must be >= -1");
+  pb::Control c;
+  c.set_cmd(pb::Control::CONSISTENCY);
+  c.set_policy(policy);
+  c.set_set_delay(set_delay);
+  c.set_max_delay(max_delay);
+  c.set_group(group + 1);
+  if (cfg.role == Role::kScheduler) {
+    ApplyConsistency(c);
+  } else {
+    SendControl(0, c);
+  }
+}
+
+void Node::Impl::ApplyConsistency(const pb::Control& c) {
+  const int group = c.group() - 1;
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (group < 0) {
+      // The job's setting: every group follows it, also those that had one of their own.
+      if (!c.policy().empty()) {
+        policy_ = c.policy();
+        group_policy_.clear();
+      }
+      if (c.set_delay()) {
+        max_delay_ = c.max_delay();
+        group_delay_.clear();
+      }
+    } else {
+      if (!c.policy().empty()) group_policy_[group] = c.policy();
+      if (c.set_delay()) group_delay_[group] = c.max_delay();
+    }
+    if (cfg.role == Role::kScheduler) {
+      for (const auto& n : nodes_) {
+        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+      }
+    }
+  }
+  for (int to : tell) SendControl(to, c);
+  std::lock_guard<std::mutex> lk(cust_mu_);
+  for (auto& cu : customers_) {
+    cu.second->OnConsistency(group, c.policy(), c.set_delay(), c.max_delay());
+  }
+}
+
+std::string Node::Impl::policy(int group) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = group_policy_.find(group);
+  return it == group_policy_.end() ? policy_ : it->second;
+}
+
+int Node::Impl::max_delay(int group) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = group_delay_.find(group);
+  return it == group_delay_.end() ? max_delay_ : it->second;
 }
 
 }  // namespace ps

@@ -9,28 +9,54 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "consistency/barrier_policy.h"
 #include "control/node_impl.h"
 
 namespace ps {
+
+void Node::Impl::FillEntry(const NodeInfo& n, pb::NodeEntry* e) {
+  e->set_id(n.id);
+  e->set_role(static_cast<int>(n.role));
+  e->set_rank(n.rank);
+  e->set_host(n.host);
+  e->set_port(n.port);
+  e->set_group(n.group);
+  e->set_group_rank(n.group_rank);
+}
+
+NodeInfo Node::Impl::EntryInfo(const pb::NodeEntry& e) {
+  NodeInfo n;
+  n.id = e.id();
+  n.role = static_cast<Role>(e.role());
+  n.rank = e.rank();
+  n.host = e.host();
+  n.port = e.port();
+  n.group = e.group();
+  n.group_rank = e.group_rank();
+  return n;
+}
 
 pb::Control Node::Impl::TableMessage() const {
   pb::Control c;
   c.set_cmd(pb::Control::NODE_TABLE);
   std::lock_guard<std::mutex> lk(mu_);
-  for (const auto& n : nodes_) {
-    auto* e = c.add_nodes();
-    e->set_id(n.id);
-    e->set_role(static_cast<int>(n.role));
-    e->set_rank(n.rank);
-    e->set_host(n.host);
-    e->set_port(n.port);
-  }
+  for (const auto& n : nodes_) FillEntry(n, c.add_nodes());
   FillRing(*ring_, c.mutable_ring());
   for (int id : membership_->dead()) c.add_dead(id);
   c.set_policy(policy_);
   c.set_set_delay(true);
   c.set_max_delay(max_delay_);
+  for (const auto& g : cfg.worker_groups) {
+    c.add_group_names(g.first);
+    c.add_group_sizes(g.second);
+  }
+  for (const auto& g : group_policy_) {
+    c.add_policy_groups(g.first);
+    c.add_group_policies(g.second);
+  }
+  for (const auto& g : group_delay_) {
+    c.add_delay_groups(g.first);
+    c.add_group_delays(g.second);
+  }
   for (const auto& g : membership_->released()) {
     c.add_released_groups(g.first);
     c.add_released_seqs(g.second);
@@ -57,12 +83,7 @@ void Node::Impl::Joined(const NodeInfo& n) {
   SendControl(n.id, t);
   pb::Control j;
   j.set_cmd(pb::Control::NODE_JOINED);
-  auto* e = j.add_nodes();
-  e->set_id(n.id);
-  e->set_role(static_cast<int>(n.role));
-  e->set_rank(n.rank);
-  e->set_host(n.host);
-  e->set_port(n.port);
+  FillEntry(n, j.add_nodes());
   std::vector<int> tell;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -244,14 +265,20 @@ void Node::Impl::AddCustomer(int app_id, Customer* c) {
   // The same for a ring being prepared (a join or leave in progress).
   std::string policy;
   int delay;
+  std::map<int, std::string> group_policy;
+  std::map<int, int> group_delay;
   std::shared_ptr<const Ring> next;
   {
     std::lock_guard<std::mutex> g(mu_);
     policy = policy_;
     delay = max_delay_;
+    group_policy = group_policy_;
+    group_delay = group_delay_;
     next = next_ring_;
   }
-  c->OnConsistency(policy, true, delay);
+  c->OnConsistency(-1, policy, true, delay);
+  for (const auto& g : group_policy) c->OnConsistency(g.first, g.second, false, 0);
+  for (const auto& g : group_delay) c->OnConsistency(g.first, "", true, g.second);
   if (next) c->OnPrepare(next);
   if (parked_.count(app_id)) {
     // The receive thread hands them over, in order (DrainParked).
@@ -414,12 +441,17 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
 
 void Node::Impl::ServeTaskWaiters(std::vector<std::pair<int, int>>* answers) {
   if (!fatal_.empty()) return;  // an aborted job hands out nothing
-  while (!task_waiters_.empty() && tasks_added_) {
+  // In the order they asked; a worker whose group has nothing for it yet keeps waiting
+  // without holding up the others.
+  for (auto it = task_waiters_.begin(); it != task_waiters_.end();) {
     int task = -1;
-    auto a = tasks_.Take(task_waiters_.front(), NowMs(), &task);
-    if (a == TaskPool::Answer::kWait) break;
-    answers->emplace_back(task_waiters_.front(), a == TaskPool::Answer::kTask ? task : -1);
-    task_waiters_.erase(task_waiters_.begin());
+    auto a = tasks_.Take(*it, WorkerGroupLocked(*it), NowMs(), &task);
+    if (a == TaskPool::Answer::kWait) {
+      ++it;
+      continue;
+    }
+    answers->emplace_back(*it, a == TaskPool::Answer::kTask ? task : -1);
+    it = task_waiters_.erase(it);
   }
 }
 
@@ -432,7 +464,7 @@ void Node::Impl::SendTaskAnswers(const std::vector<std::pair<int, int>>& answers
   }
 }
 
-int Node::Impl::AddTasks(int n) {
+int Node::Impl::AddTasks(int n, int group) {
   if (cfg.role != Role::kScheduler) throw Error("AddTasks: only the scheduler keeps the pool");
   if (n < 0) throw Error("AddTasks: n must be >= 0");
   std::vector<std::pair<int, int>> answers;
@@ -440,8 +472,7 @@ int Node::Impl::AddTasks(int n) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!ready_) throw Error(ErrorCode::kShutDown, "AddTasks called before Start");
-    first = tasks_.Add(n);
-    tasks_added_ = true;
+    first = tasks_.Add(n, group);
     ServeTaskWaiters(&answers);
   }
   SendTaskAnswers(answers);
@@ -549,48 +580,6 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
 void Node::Impl::NotifyDead(int id) {
   std::lock_guard<std::mutex> lk(cust_mu_);
   for (auto& c : customers_) c.second->OnNodeDead(id);
-}
-
-void Node::Impl::SetConsistency(const std::string& policy, bool set_delay, int max_delay) {
-  if (!policy.empty()) ParsePolicy(policy, "SetConsistency policy");  // throws when malformed
-  if (set_delay && max_delay < -1) throw Error("SetConsistency: max_delay must be >= -1");
-  pb::Control c;
-  c.set_cmd(pb::Control::CONSISTENCY);
-  c.set_policy(policy);
-  c.set_set_delay(set_delay);
-  c.set_max_delay(max_delay);
-  if (cfg.role == Role::kScheduler) {
-    ApplyConsistency(c);
-  } else {
-    SendControl(0, c);
-  }
-}
-
-void Node::Impl::ApplyConsistency(const pb::Control& c) {
-  std::vector<int> tell;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!c.policy().empty()) policy_ = c.policy();
-    if (c.set_delay()) max_delay_ = c.max_delay();
-    if (cfg.role == Role::kScheduler) {
-      for (const auto& n : nodes_) {
-        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
-      }
-    }
-  }
-  for (int to : tell) SendControl(to, c);
-  std::lock_guard<std::mutex> lk(cust_mu_);
-  for (auto& cu : customers_) cu.second->OnConsistency(c.policy(), c.set_delay(), c.max_delay());
-}
-
-std::string Node::Impl::policy() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return policy_;
-}
-
-int Node::Impl::max_delay() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return max_delay_;
 }
 
 std::vector<int> Node::Impl::LiveWorkers() const {

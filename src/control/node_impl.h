@@ -43,9 +43,10 @@ class Customer {
   virtual void OnFatal(const std::string& /*why*/, ErrorCode /*code*/) {}
   /// A server is joining: `next` becomes the ring at the cut-over (servers pre-copy for it).
   virtual void OnPrepare(std::shared_ptr<const Ring> /*next*/) {}
-  /// The job's barrier policy ("" = unchanged) or bounded delay (when set_delay) changed.
-  virtual void OnConsistency(const std::string& /*policy*/, bool /*set_delay*/, int /*max_delay*/) {
-  }
+  /// The barrier policy ("" = unchanged) or bounded delay (when set_delay) of worker group
+  /// `group` (-1: of every group) changed.
+  virtual void OnConsistency(int /*group*/, const std::string& /*policy*/, bool /*set_delay*/,
+                             int /*max_delay*/) {}
   /// Adds this customer's counters to the node's metrics (receive thread, about once a second
   /// while the scheduler serves metrics; and when the customer goes).
   virtual void Metrics(MetricSet* /*out*/) {}
@@ -58,7 +59,12 @@ struct Node::Impl {
                                                      cfg.key_cache_mb, cfg.max_message_mb),
                                 cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
         policy_(cfg.consistency),
-        max_delay_(cfg.max_delay) {}
+        max_delay_(cfg.max_delay) {
+    for (const auto& g : cfg.group_consistency) {
+      const int i = cfg.GroupIndex(g.first);
+      if (i >= 0) group_policy_[i] = g.second;
+    }
+  }
   ~Impl() { Stop(); }
 
   void Start();
@@ -78,15 +84,23 @@ struct Node::Impl {
   uint32_t dead_workers() const { return dead_workers_.load(std::memory_order_acquire); }
   // Whether node `id` is (or was) a worker, by the node table.
   bool IsWorker(int id) const;
+  // The worker group index of node `id` (Config::worker_groups), or -1 if it is no worker.
+  int WorkerGroupOf(int id) const;
+  int WorkerGroupLocked(int id) const;  // mu_ held
+  // The index of a worker group named by a caller of `call`: -1 for "" (every group); throws
+  // ps::Error for a name that is not one of the job's groups.
+  int GroupIndexOf(const std::string& group, const char* call) const;
   /// Registers the customer for app_id and hands it the messages that arrived before it.
   void AddCustomer(int app_id, Customer* c);
   void RemoveCustomer(int app_id);
   int id() const;
   /// Asks the scheduler to change every node's consistency settings (see Node).
-  void SetConsistency(const std::string& policy, bool set_delay, int max_delay);
-  /// The current barrier policy spec and bounded delay.
-  std::string policy() const;
-  int max_delay() const;
+  /// group: a worker group index, or -1 for every group.
+  void SetConsistency(const std::string& policy, bool set_delay, int max_delay, int group = -1);
+  /// The current barrier policy spec and bounded delay (of worker group `group`; -1: the job's,
+  /// which groups without a setting of their own follow).
+  std::string policy(int group = -1) const;
+  int max_delay(int group = -1) const;
   /// Why this node cannot go on, or "" (a cheap check first: it is on every request's path).
   std::string fatal() const {
     if (!has_fatal_.load(std::memory_order_acquire)) return "";
@@ -180,6 +194,9 @@ struct Node::Impl {
   // A ring from a control message.
   static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
   static void FillRing(const Ring& ring, pb::RingInfo* r);
+  // A node table entry on the wire and back.
+  static void FillEntry(const NodeInfo& n, pb::NodeEntry* e);
+  static NodeInfo EntryInfo(const pb::NodeEntry& e);
   // Scheduler: a server joins; prepares the ring with it (and any other joiner) and tells every
   // server to pre-copy (mu_ held; returns the servers to tell and the message).
   void PrepareJoin(std::vector<int>* tell, pb::Control* prepare);
@@ -273,13 +290,12 @@ struct Node::Impl {
   bool final_released_ = false;            // scheduler: the last barrier is released
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;
-  bool tasks_added_ = false;
   std::vector<int> task_waiters_;
   int task_answer_ = 0;
   uint64_t task_answers_ = 0;
 
  public:
-  int AddTasks(int n);
+  int AddTasks(int n, int group);
   int NextTask(bool wait = true);
   void TaskDone(int task);
   Node::TaskStats GetTaskStats() const;
@@ -329,6 +345,10 @@ struct Node::Impl {
   bool SendOrConnect(Message& msg);
   std::string policy_;
   int max_delay_;
+  // Worker groups whose policy or delay was set on its own (SetConsistency with a group); a
+  // job-wide setting of the same field clears them.
+  std::map<int, std::string> group_policy_;
+  std::map<int, int> group_delay_;
   bool finalized_ = false;
 
   std::mutex connect_mu_;

@@ -62,6 +62,7 @@ void Node::Impl::Start() {
     my_rank_ = 0;
     membership_ =
         std::make_unique<Membership>(cfg.num_servers, cfg.num_workers, cfg.scheduler_host, port_);
+    membership_->SetWorkerGroups(cfg.worker_groups);
     if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
   }
   if (scheduler) {
@@ -90,6 +91,7 @@ void Node::Impl::Start() {
     e->set_port(port_);
     e->set_rank_hint(cfg.rank_hint);
     e->set_join(cfg.join);
+    e->set_group(cfg.worker_group);
   }
   // Registration is repeated until the table arrives: the scheduler may bind after us, and
   // the in-process van does not queue for an address nobody holds yet. Repeats are

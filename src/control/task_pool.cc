@@ -2,29 +2,53 @@
 
 namespace ps {
 
-int TaskPool::Add(int n) {
+int TaskPool::Add(int n, int group) {
   const int first = next_;
-  for (int i = 0; i < n; ++i) pending_.push_back(next_++);
+  Pool& p = pools_[group];
+  for (int i = 0; i < n; ++i) {
+    group_of_[next_] = group;
+    p.pending.push_back(next_++);
+  }
   return first;
 }
 
-TaskPool::Answer TaskPool::Take(int worker, int64_t now_ms, int* task) {
-  if (!pending_.empty()) {
-    *task = pending_.front();
-    pending_.pop_front();
+size_t TaskPool::pending() const {
+  size_t n = 0;
+  for (const auto& p : pools_) n += p.second.pending.size();
+  return n;
+}
+
+TaskPool::Answer TaskPool::Take(int worker, int group, int64_t now_ms, int* task) {
+  auto it = pools_.find(group);
+  if (it == pools_.end()) return Answer::kWait;  // nothing added for this group yet
+  Pool& p = it->second;
+  if (!p.pending.empty()) {
+    *task = p.pending.front();
+    p.pending.pop_front();
     out_[*task] = Out{worker, now_ms};
+    p.out++;
     handouts_[*task]++;
     return Answer::kTask;
   }
-  return out_.empty() ? Answer::kNone : Answer::kWait;
+  return p.out == 0 ? Answer::kNone : Answer::kWait;
 }
 
 bool TaskPool::Done(int worker, int task) {
   auto it = out_.find(task);
   if (it == out_.end() || it->second.worker != worker) return false;
   out_.erase(it);
+  pools_[group_of_[task]].out--;
   done_.insert(task);
   return true;
+}
+
+void TaskPool::Return(const std::vector<int>& back) {
+  // Redo them first: they are the oldest work.
+  for (auto r = back.rbegin(); r != back.rend(); ++r) {
+    Pool& p = pools_[group_of_[*r]];
+    p.out--;
+    p.pending.push_front(*r);
+  }
 }
 
 std::vector<int> TaskPool::WorkerDead(int worker) {
@@ -37,8 +61,7 @@ std::vector<int> TaskPool::WorkerDead(int worker) {
       ++it;
     }
   }
-  // Redo them first: they are the oldest work.
-  for (auto r = back.rbegin(); r != back.rend(); ++r) pending_.push_front(*r);
+  Return(back);
   return back;
 }
 
@@ -53,7 +76,7 @@ std::vector<int> TaskPool::Expire(int64_t now_ms, int64_t timeout_ms) {
       ++it;
     }
   }
-  for (auto r = back.rbegin(); r != back.rend(); ++r) pending_.push_front(*r);
+  Return(back);
   return back;
 }
 

@@ -15,23 +15,28 @@ namespace ps {
 
 class TaskPool {
  public:
-  /// Adds tasks first .. first + n - 1 to the pool; returns first. Ids are never reused.
-  int Add(int n);
+  /// Adds tasks first .. first + n - 1 to the pool of worker group `group` (each group has a
+  /// pool of its own; 0 without groups); returns first. Ids are never reused, across groups.
+  int Add(int n, int group = 0);
+  /// Whether tasks were ever added for `group` (until then its workers wait).
+  bool Added(int group) const { return pools_.count(group) > 0; }
 
   /// What a worker asking for work gets.
   enum class Answer { kTask, kWait, kNone };
-  /// Worker asks for a task at now_ms: kTask (and *task), kWait (the pool is empty but tasks
-  /// are out with other workers and may come back), or kNone (everything is done).
-  Answer Take(int worker, int64_t now_ms, int* task);
+  /// Worker of `group` asks for a task at now_ms: kTask (and *task), kWait (its group's pool is
+  /// empty but tasks of the group are out with other workers and may come back), or kNone
+  /// (every task of the group is done).
+  Answer Take(int worker, int group, int64_t now_ms, int* task);
   /// Worker finished task. Returns false if the task was not out with this worker (it timed
   /// out and went to someone else, or was never handed out): the report is ignored.
   bool Done(int worker, int task);
-  /// The worker died: its unfinished tasks go back to the front of the pool. Returns them.
+  /// The worker died: its unfinished tasks go back to the front of their group's pool.
+  /// Returns them.
   std::vector<int> WorkerDead(int worker);
   /// Tasks out for longer than timeout_ms at now_ms go back to the pool. Returns them.
   std::vector<int> Expire(int64_t now_ms, int64_t timeout_ms);
 
-  size_t pending() const { return pending_.size(); }
+  size_t pending() const;
   size_t outstanding() const { return out_.size(); }
   size_t done() const { return done_.size(); }
   /// How many times each task was handed out (a redone task counts more than once).
@@ -42,8 +47,15 @@ class TaskPool {
     int worker;
     int64_t since_ms;
   };
+  struct Pool {
+    std::deque<int> pending;
+    size_t out = 0;  // tasks of the group out with workers
+  };
+  // Puts tasks back at the front of their pools, in order.
+  void Return(const std::vector<int>& back);
   int next_ = 0;
-  std::deque<int> pending_;
+  std::map<int, Pool> pools_;    // by group
+  std::map<int, int> group_of_;  // task -> group
   std::map<int, Out> out_;
   std::set<int> done_;
   std::map<int, int> handouts_;

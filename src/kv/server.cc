@@ -34,6 +34,7 @@ struct KVServerBase::Impl : public Customer {
     core.SetReport(
         [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
     for (int id : n->dead_nodes()) core.Tombstone(id, rt->IsWorker(id));
+    for (int id : rt->LiveWorkers()) core.SetWorkerGroup(id, rt->WorkerGroupOf(id));
     // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the
     // core's lock, which a large range copy can hold for a while, and heartbeats must not
     // wait): refill retries and copy resends every tick, aggregation batches every half window.
@@ -80,11 +81,13 @@ struct KVServerBase::Impl : public Customer {
   void OnNodeDead(int id) override { core.WorkerDead(id, rt->IsWorker(id)); }
   void OnRingChange(std::shared_ptr<const Ring> ring) override { core.RingChanged(ring); }
   void OnNodeJoined(const NodeInfo& n) override {
-    if (n.role == Role::kWorker) core.WorkerJoined(n.id);
+    if (n.role != Role::kWorker) return;
+    core.SetWorkerGroup(n.id, std::max(0, rt->cfg.GroupIndex(n.group)));
+    core.WorkerJoined(n.id);
   }
   void OnPrepare(std::shared_ptr<const Ring> next) override { core.Prepare(std::move(next)); }
-  void OnConsistency(const std::string& policy, bool, int) override {
-    if (!policy.empty()) core.SetPolicy(ParsePolicy(policy));
+  void OnConsistency(int group, const std::string& policy, bool, int) override {
+    if (!policy.empty()) core.SetPolicy(ParsePolicy(policy), group);
   }
 
   Node::Impl* rt;

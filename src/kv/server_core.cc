@@ -225,7 +225,7 @@ void ServerCore::ProcessLocked(Message& msg) {
   // this request's push half is applied.
   const uint64_t h = next_handle;
   const bool pass = !pull || gate.Read(worker, step, done, h, &released);
-  const int64_t clock = gate.Clock();
+  const int64_t clock = gate.Clock(worker);
   std::string err;
   if (fresh_all) {
     err = Handle(msg, &reply, true, pull && pass);
@@ -341,8 +341,9 @@ void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
         {r.req.meta.timestamp(), r.req.meta.part(), r.req.meta.attempt()});
     Message reply = ReplyTo(r.req);
     std::string err = Handle(r.req, &reply, false, true);
-    reply.meta.set_server_clock(gate.Clock());
-    if (err.empty()) read_lag[std::max<int64_t>(0, r.req.meta.step() - gate.Clock())]++;
+    const int64_t clock = gate.Clock(r.req.meta.sender());
+    reply.meta.set_server_clock(clock);
+    if (err.empty()) read_lag[std::max<int64_t>(0, r.req.meta.step() - clock)]++;
     reply.meta.set_held_us(static_cast<uint64_t>(std::max<int64_t>(0, now_us() - r.since)));
     Answer(r.req, &reply, err);
   }
@@ -380,11 +381,16 @@ void ServerCore::WorkerJoined(int id) {
   gate.AddWorker(id);
 }
 
-void ServerCore::SetPolicy(std::shared_ptr<const BarrierPolicy> policy) {
+void ServerCore::SetPolicy(std::shared_ptr<const BarrierPolicy> policy, int group) {
   std::vector<uint64_t> released;
   std::lock_guard<std::mutex> lk(mu);
-  gate.SetPolicy(std::move(policy), &released);
+  gate.SetPolicy(std::move(policy), &released, group);
   AnswerReleased(released);
+}
+
+void ServerCore::SetWorkerGroup(int worker, int group) {
+  std::lock_guard<std::mutex> lk(mu);
+  gate.SetGroup(worker, group);
 }
 
 void ServerCore::Answer(const Message& msg, Message* reply, const std::string& handled) {

@@ -107,7 +107,11 @@ class ServerCore : private ChainReplicator::Host {
   /// "" or how the count of copies a request waits for differs from the copies in flight and
   /// in batches (a protocol invariant; tests check it after every step).
   std::string CheckEntries() const;
-  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy);
+  void SetPolicy(std::shared_ptr<const BarrierPolicy> policy, int group = -1);
+  /// Puts a worker in a worker group (index into Config::worker_groups; 0 unless set): its
+  /// reads are decided over its group's steps under its group's policy (-1 in SetPolicy: every
+  /// group's).
+  void SetWorkerGroup(int worker, int group);
   KVServerBase::BarrierStats Stats() const;
   size_t NumKeys() const {
     std::lock_guard<std::mutex> lk(mu);

@@ -95,8 +95,12 @@ struct KVWorkerBase::Impl : public Customer {
       Finish(p);
     }
   }
-  void OnConsistency(const std::string&, bool set_delay, int max_delay) override {
-    if (!set_delay) return;
+  void OnConsistency(int group, const std::string&, bool set_delay, int max_delay) override {
+    // The job's delay, or that of this worker's own group.
+    if (!set_delay ||
+        (group >= 0 && group != std::max(0, rt->cfg.GroupIndex(rt->cfg.worker_group)))) {
+      return;
+    }
     std::lock_guard<std::mutex> lk(mu);
     tau = max_delay;
     cv.notify_all();

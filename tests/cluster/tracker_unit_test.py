@@ -20,7 +20,8 @@ sys.path.insert(0, TRACKER)
 
 from pslaunch.backends import MpiBackend, SlurmBackend, SshBackend  # noqa: E402
 from pslaunch.cluster import ClusterJob  # noqa: E402
-from pslaunch.common import FailurePolicy, parse_hostfile, place, process_names  # noqa: E402
+from pslaunch.common import (FailurePolicy, group_of, parse_hostfile, parse_workers, place,  # noqa: E402
+                             process_names)
 
 
 def load_task():
@@ -50,7 +51,7 @@ def args(**kw):
                 placement="roundrobin", launcher_args="", remote_python="python3",
                 sync_dst_dir=None, mpirun="mpirun", mpi_flavor="openmpi", sbatch_args="",
                 allow_dead_workers=0, allow_dead_servers=0, keep_going=False,
-                program=["./job", "--x", "a b"])
+                program=["./job", "--x", "a b"], worker_groups=[])
     base.update(kw)
     return types.SimpleNamespace(**base)
 
@@ -110,6 +111,28 @@ class FailurePolicyTest(unittest.TestCase):
         # worker given the same part would fail the same way.
         b = FailurePolicy(allow_dead_workers=2, keep_going=True)
         self.assertEqual(b.judge("worker", 0, 65), "fatal")
+
+
+class WorkerGroupsTest(unittest.TestCase):
+    def test_w_takes_a_count_or_named_groups(self):
+        self.assertEqual(parse_workers("4"), (4, []))
+        self.assertEqual(parse_workers("train:4,eval:1"), (5, [("train", 4), ("eval", 1)]))
+        for bad in ("train:0", "train", "a:1,a:2", "x y:1", "train:4,"):
+            with self.assertRaises(ValueError):
+                parse_workers(bad)
+        groups = [("train", 2), ("eval", 1)]
+        self.assertEqual([group_of(groups, r) for r in range(4)], ["train", "train", "eval", None])
+
+    def test_ssh_names_each_workers_group(self):
+        a = args(hostfile=hostfile("h0\n"), num_workers=3, worker_groups=[("train", 2), ("eval", 1)])
+        groups = {}
+        for c in SshBackend(a).commands("ssh:1", "T"):
+            remote = shlex.split(c.argv[-1])
+            env = dict(x.split("=", 1) for x in remote if "=" in x and x.split("=")[0].isupper())
+            self.assertEqual(env["PS_WORKER_GROUPS"], "train:2,eval:1")
+            if env["PS_ROLE"] == "worker":
+                groups[int(env["PS_RANK"])] = env["PS_WORKER_GROUP"]
+        self.assertEqual(groups, {0: "train", 1: "train", 2: "eval"})
 
 
 class BackendCommandTest(unittest.TestCase):

@@ -73,6 +73,45 @@ TEST(ConfigTest, ErrorsNameTheOption) {
 
 // Issue 19: ps-lite's and the Kubernetes operators' variables are read, and the ones ps does
 // not read are named instead of being ignored in silence.
+TEST(ConfigTest, WorkerGroupsAreReadCheckedAndGivenByRank) {
+  const Config c = Config::FromMap({{"PS_ROLE", "worker"},
+                                    {"PS_SCHEDULER_PORT", "1"},
+                                    {"PS_WORKER_GROUPS", "train:3,eval:1"},
+                                    {"PS_RANK", "3"},
+                                    {"PS_GROUP_CONSISTENCY", "train=bsp"}});
+  EXPECT_EQ(c.num_workers, 4);  // their sum, PS_NUM_WORKERS being unset
+  EXPECT_EQ(c.worker_groups, (std::vector<std::pair<std::string, int>>{{"train", 3}, {"eval", 1}}));
+  EXPECT_EQ(c.worker_group, "eval");  // rank 3: after train's 0-2
+  EXPECT_EQ(c.GroupIndex("eval"), 1);
+  EXPECT_EQ(c.group_consistency.at("train"), "bsp");
+  auto error = [](const std::map<std::string, std::string>& env) {
+    std::map<std::string, std::string> e = env;
+    e["PS_ROLE"] = "worker";
+    e["PS_SCHEDULER_PORT"] = "1";
+    try {
+      Config::FromMap(e);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "train:0"}}).find("PS_WORKER_GROUPS"), std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "a:1,a:2"}}).find("PS_WORKER_GROUPS"), std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_NUM_WORKERS", "3"}}).find("PS_NUM_WORKERS=3"),
+            std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_WORKER_GROUP", "b"}}).find("PS_WORKER_GROUP="),
+            std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUP", "b"}}).find("needs PS_WORKER_GROUPS"), std::string::npos);
+  EXPECT_NE(
+      error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_RANK", "0"}, {"PS_GROUP_CONSISTENCY", "b=bsp"}})
+          .find("PS_GROUP_CONSISTENCY"),
+      std::string::npos);
+  EXPECT_NE(
+      error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_RANK", "0"}, {"PS_GROUP_CONSISTENCY", "a=xyz"}})
+          .find("PS_GROUP_CONSISTENCY"),
+      std::string::npos);
+}
+
 TEST(ConfigTest, KubernetesStyleVariablesAreRead) {
   Config w = Config::FromMap({{"DMLC_ROLE", "worker"},
                               {"DMLC_PS_ROOT_URI", "mxjob-scheduler-0"},

@@ -167,6 +167,57 @@ TEST(PullGateTest, JoiningWorkerEntersAtTheMinimumAndDoesNotBlockOthersBelowIt) 
   EXPECT_EQ(rel, (std::vector<uint64_t>{2}));
 }
 
+TEST(PullGateTest, EachWorkerGroupIsDecidedOverItsOwnStepsUnderItsOwnPolicy) {
+  // Workers 1-3 train under BSP, 4 evaluates under ASP (the gate's default).
+  PullGate g(MakeAsp(), 1);
+  g.SetWorkers({1, 2, 3, 4});
+  for (int w : {1, 2, 3}) g.SetGroup(w, 0);
+  g.SetGroup(4, 1);
+  std::vector<uint64_t> rel;
+  g.SetPolicy(MakeSsp(0), &rel, 0);
+  EXPECT_EQ(g.policy(0).Spec(), "bsp");
+  EXPECT_EQ(g.policy(1).Spec(), "asp");
+  // The evaluator never moves: training reads pass once the training workers are done.
+  for (int w : {1, 2}) g.Report(w, 1, &rel);
+  EXPECT_FALSE(g.Read(1, 1, 1, &rel));
+  g.Report(3, 1, &rel);
+  EXPECT_EQ(rel, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(g.Clock(1), 1);
+  // ... and the evaluator's reads never wait for the trainers, however far ahead it is.
+  EXPECT_TRUE(g.Read(4, 50, 2, &rel));
+  EXPECT_EQ(g.Clock(4), 50);
+  EXPECT_EQ(g.Clock(), 1);  // every group's slowest
+  // A death in one group releases only that group's reads.
+  rel.clear();
+  g.Report(1, 2, &rel);
+  g.Report(2, 2, &rel);
+  EXPECT_FALSE(g.Read(1, 2, 3, &rel));
+  g.RemoveWorker(4, &rel);
+  EXPECT_TRUE(rel.empty());
+  g.RemoveWorker(3, &rel);
+  EXPECT_EQ(rel, (std::vector<uint64_t>{3}));
+  // A job-wide policy replaces the group's own.
+  g.SetPolicy(MakeSsp(2), &rel);
+  EXPECT_EQ(g.policy(0).Spec(), "ssp:2");
+  EXPECT_EQ(g.policy(1).Spec(), "ssp:2");
+}
+
+TEST(PullGateTest, AWorkerMovedToAGroupKeepsItsStepAndAJoinerEntersAtItsGroupsMinimum) {
+  PullGate g(MakeSsp(0), 1);
+  g.SetWorkers({1, 2, 3});
+  std::vector<uint64_t> rel;
+  g.Report(1, 4, &rel);
+  g.Report(2, 9, &rel);
+  g.Report(3, 9, &rel);
+  g.SetGroup(2, 1);
+  g.SetGroup(3, 1);
+  EXPECT_EQ(g.table().Step(2), 9);
+  g.SetGroup(5, 1);  // known before it joins (its node table entry came first)
+  g.AddWorker(5);
+  EXPECT_EQ(g.table().Step(5), 9);  // group 1's minimum, not group 0's 4
+  EXPECT_TRUE(g.Read(2, 9, 1, &rel));
+}
+
 TEST(BoundedDelayTest, StepWaitsOnlyForRequestsOlderThanTau) {
   BoundedDelay d;
   d.Issued(1, 0);

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace ps {
 namespace {
@@ -14,6 +17,46 @@ Registration Reg(Role role, int port, int hint = -1) {
   r.port = port;
   r.rank_hint = hint;
   return r;
+}
+
+Registration InGroup(int port, const std::string& group, int hint = -1) {
+  Registration r = Reg(Role::kWorker, port, hint);
+  r.group = group;
+  return r;
+}
+
+TEST(MembershipTest, WorkerGroupsTakeTheirSizesAndRankTheirMembers) {
+  Membership m(1, 3, "127.0.0.1", 9000);
+  m.SetWorkerGroups({{"train", 2}, {"eval", 1}});
+  std::string why;
+  EXPECT_EQ(m.Register(InGroup(1, "nope"), &why), Membership::RegisterResult::kRejected);
+  EXPECT_NE(why.find("'nope'"), std::string::npos) << why;
+  EXPECT_EQ(m.Register(InGroup(2, "eval", 2), &why), Membership::RegisterResult::kPending);
+  EXPECT_EQ(m.Register(InGroup(3, "eval"), &why), Membership::RegisterResult::kRejected);
+  EXPECT_NE(why.find("group eval"), std::string::npos) << why;
+  EXPECT_EQ(m.Register(InGroup(4, "train", 1), &why), Membership::RegisterResult::kPending);
+  EXPECT_EQ(m.Register(Reg(Role::kServer, 5), &why), Membership::RegisterResult::kPending);
+  EXPECT_EQ(m.Register(InGroup(6, "train", 0), &why), Membership::RegisterResult::kComplete);
+  std::vector<std::tuple<int, std::string, int>> got;  // rank, group, group rank
+  for (const auto& n : m.nodes()) {
+    if (n.role == Role::kWorker) got.emplace_back(n.rank, n.group, n.group_rank);
+  }
+  EXPECT_EQ(got, (std::vector<std::tuple<int, std::string, int>>{
+                     {0, "train", 0}, {1, "train", 1}, {2, "eval", 0}}));
+  // A barrier of one group waits for its members only.
+  const int eval = WorkerGroupBarrier(1), train = WorkerGroupBarrier(0);
+  EXPECT_EQ(Membership::GroupNames(eval, {{"train", 2}, {"eval", 1}}), "the workers of group eval");
+  const int id_eval = m.IdOf("127.0.0.1", 2);
+  EXPECT_EQ(m.EnterBarrier(id_eval, eval, 1), (std::vector<int>{id_eval}));
+  EXPECT_TRUE(m.EnterBarrier(m.IdOf("127.0.0.1", 6), train, 1).empty());
+  EXPECT_TRUE(m.EnterBarrier(id_eval, train, 1).empty());  // not a member: ignored
+  EXPECT_EQ(m.Awaited(train, 1), (std::vector<int>{m.IdOf("127.0.0.1", 4)}));
+  // A joiner names its group and ranks after its members.
+  Registration j = InGroup(7, "eval");
+  j.join = true;
+  ASSERT_EQ(m.Register(j, &why), Membership::RegisterResult::kJoined);
+  EXPECT_EQ(m.nodes().back().group_rank, 1);
+  EXPECT_EQ(m.nodes().back().rank, 3);
 }
 
 TEST(MembershipTest, AssignsIdsOnceAllExpectedNodesArrive) {

@@ -9,18 +9,18 @@ TEST(TaskPoolTest, HandsOutEachTaskOnceAndEndsWhenAllAreDone) {
   TaskPool p;
   EXPECT_EQ(p.Add(3), 0);
   int t = -1;
-  ASSERT_EQ(p.Take(10, 0, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(10, 0, 0, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 0);
-  ASSERT_EQ(p.Take(11, 0, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(11, 0, 0, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 1);
-  ASSERT_EQ(p.Take(10, 0, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(10, 0, 0, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 2);
-  EXPECT_EQ(p.Take(12, 0, &t), TaskPool::Answer::kWait);  // out with others: may come back
-  EXPECT_FALSE(p.Done(11, 0));                            // not 11's task
+  EXPECT_EQ(p.Take(12, 0, 0, &t), TaskPool::Answer::kWait);  // out with others: may come back
+  EXPECT_FALSE(p.Done(11, 0));                               // not 11's task
   EXPECT_TRUE(p.Done(10, 0));
   EXPECT_TRUE(p.Done(11, 1));
   EXPECT_TRUE(p.Done(10, 2));
-  EXPECT_EQ(p.Take(12, 0, &t), TaskPool::Answer::kNone);
+  EXPECT_EQ(p.Take(12, 0, 0, &t), TaskPool::Answer::kNone);
   EXPECT_EQ(p.done(), 3u);
 }
 
@@ -28,13 +28,13 @@ TEST(TaskPoolTest, DeadWorkersTasksAreRedoneFirstAndItsLateReportIsIgnored) {
   TaskPool p;
   p.Add(4);
   int t;
-  p.Take(1, 0, &t);  // 0
-  p.Take(2, 0, &t);  // 1
-  p.Take(1, 0, &t);  // 2
+  p.Take(1, 0, 0, &t);  // 0
+  p.Take(2, 0, 0, &t);  // 1
+  p.Take(1, 0, 0, &t);  // 2
   EXPECT_EQ(p.WorkerDead(1), (std::vector<int>{0, 2}));
-  ASSERT_EQ(p.Take(2, 5, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(2, 0, 5, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 0);
-  ASSERT_EQ(p.Take(2, 5, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(2, 0, 5, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 2);
   EXPECT_FALSE(p.Done(1, 0));  // the dead worker's report, arriving late
   EXPECT_TRUE(p.Done(2, 0));
@@ -46,15 +46,42 @@ TEST(TaskPoolTest, TimedOutTasksGoBackToThePool) {
   TaskPool p;
   p.Add(2);
   int t;
-  p.Take(1, 100, &t);
-  p.Take(2, 150, &t);
+  p.Take(1, 0, 100, &t);
+  p.Take(2, 0, 150, &t);
   EXPECT_TRUE(p.Expire(160, 0).empty());                   // no timeout configured
   EXPECT_EQ(p.Expire(1120, 1000), (std::vector<int>{0}));  // task 1 is out 970 ms only
-  ASSERT_EQ(p.Take(3, 1200, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(p.Take(3, 0, 1200, &t), TaskPool::Answer::kTask);
   EXPECT_EQ(t, 0);
   EXPECT_FALSE(p.Done(1, 0));  // the slow worker's report is ignored
   EXPECT_TRUE(p.Done(3, 0));
 }
 
 }  // namespace
+TEST(TaskPoolTest, EachWorkerGroupTakesFromItsOwnPoolAndGetsItsDeadMembersTasksBack) {
+  TaskPool p;
+  int t = -1;
+  EXPECT_EQ(p.Take(20, 1, 0, &t), TaskPool::Answer::kWait);  // nothing for group 1 yet
+  EXPECT_EQ(p.Add(2, 1), 0);
+  EXPECT_EQ(p.Add(2, 0), 2);  // ids go on across groups
+  EXPECT_TRUE(p.Added(0) && p.Added(1) && !p.Added(2));
+  ASSERT_EQ(p.Take(10, 0, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 2);
+  ASSERT_EQ(p.Take(20, 1, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 0);
+  ASSERT_EQ(p.Take(21, 1, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 1);
+  // Group 1's pool is empty with tasks out; group 0's still holds one.
+  EXPECT_EQ(p.Take(22, 1, 0, &t), TaskPool::Answer::kWait);
+  EXPECT_EQ(p.WorkerDead(21), (std::vector<int>{1}));
+  ASSERT_EQ(p.Take(22, 1, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 1);  // back to its own group, not to group 0
+  ASSERT_EQ(p.Take(11, 0, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 3);
+  EXPECT_TRUE(p.Done(20, 0) && p.Done(22, 1));
+  EXPECT_EQ(p.Take(22, 1, 0, &t), TaskPool::Answer::kNone);  // group 1 is done...
+  EXPECT_EQ(p.Take(12, 0, 0, &t), TaskPool::Answer::kWait);  // ... group 0 is not
+  EXPECT_TRUE(p.Done(10, 2) && p.Done(11, 3));
+  EXPECT_EQ(p.Take(12, 0, 0, &t), TaskPool::Answer::kNone);
+}
+
 }  // namespace ps

@@ -8,7 +8,7 @@ import shlex
 import socket
 import subprocess
 
-from .common import job_env, parse_hostfile, place, process_names, tracker_dir
+from .common import group_of, job_env, parse_hostfile, place, process_names, tracker_dir
 
 
 class Launch:
@@ -92,6 +92,8 @@ class SshBackend:
             env = job_env(a)
             env.update({"PS_ROLE": role, "PS_RANK": str(rank), "PS_TRACKER": tracker,
                         "PS_TRACKER_TOKEN": token})
+            if role == "worker" and getattr(a, "worker_groups", None):
+                env["PS_WORKER_GROUP"] = group_of(a.worker_groups, rank)
             remote = "cd %s && exec env %s %s %s %s" % (
                 shlex.quote(self.workdir),
                 " ".join(shlex.quote("%s=%s" % kv) for kv in sorted(env.items())),

@@ -24,6 +24,35 @@ def process_names(num_servers, num_workers, scheduler=True):
     return names
 
 
+def parse_workers(spec):
+    """-w: "4" (4 workers) or "train:4,eval:1" (worker groups and their sizes, PS_WORKER_GROUPS).
+    Returns (total, [(name, size), ...]); the list is empty for a plain count. ValueError says
+    what is wrong."""
+    spec = spec.strip()
+    if re.fullmatch(r"-?\d+", spec):
+        return int(spec), []
+    groups = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"([A-Za-z0-9_-]+):(\d+)", item.strip())
+        if not m or int(m.group(2)) < 1:
+            raise ValueError("expected a count or NAME:SIZE[,NAME:SIZE...] with sizes of at least "
+                             "1, got %r (at %r)" % (spec, item))
+        if any(g[0] == m.group(1) for g in groups):
+            raise ValueError("worker group %r is named twice in %r" % (m.group(1), spec))
+        groups.append((m.group(1), int(m.group(2))))
+    return sum(g[1] for g in groups), groups
+
+
+def group_of(groups, rank):
+    """The group of worker `rank` when ranks go to the groups in order, or None."""
+    first = 0
+    for name, size in groups:
+        if rank < first + size:
+            return name
+        first += size
+    return None
+
+
 def signal_group(pid, sig):
     """Sends sig to the process group that pid leads (every process ps-launch starts leads its
     own); a group already gone is fine."""
@@ -138,6 +167,10 @@ def job_env(args):
     }
     env["DMLC_NUM_SERVER"] = env["PS_NUM_SERVERS"]
     env["DMLC_NUM_WORKER"] = env["PS_NUM_WORKERS"]
+    groups = getattr(args, "worker_groups", [])
+    if groups and not getattr(args, "join", None):
+        # A joining worker names only its group (role_env); it takes the job's from the scheduler.
+        env["PS_WORKER_GROUPS"] = ",".join("%s:%d" % g for g in groups)
     # The library throws when a node cannot go on; a launched job's processes exit instead (a
     # thread busy computing would otherwise go on alone). --env PS_ON_SCHEDULER_LOSS=throw
     # leaves it to the program.

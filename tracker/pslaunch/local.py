@@ -10,7 +10,8 @@ import threading
 import time
 from collections import deque
 
-from .common import EXIT_TIMEOUT, FailurePolicy, describe_exit, job_env, log, signal_group
+from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, group_of, job_env, log,
+                     signal_group)
 from .metrics import Summary, free_port
 
 
@@ -43,6 +44,8 @@ class Job:
         env = self.base_env()
         env["PS_ROLE"] = env["DMLC_ROLE"] = role
         env["PS_RANK"] = str(rank)
+        if role == "worker" and getattr(self.args, "worker_groups", None):
+            env["PS_WORKER_GROUP"] = group_of(self.args.worker_groups, rank)
         env.update(extra)
         if "PS_SCHEDULER_PORT" in extra:
             env["DMLC_PS_ROOT_PORT"] = extra["PS_SCHEDULER_PORT"]
@@ -217,20 +220,26 @@ class Job:
 def dry_run(args):
     job = Job(args)
     cmd = " ".join(shlex.quote(x) for x in args.program)
-    names = ["PS_NUM_SERVERS", "PS_NUM_WORKERS", "PS_SCHEDULER_HOST", "PS_NODE_HOST",
-             "PS_VNODES"] + [e.split("=", 1)[0] for e in args.env]
+    names = ["PS_NUM_SERVERS", "PS_NUM_WORKERS", "PS_WORKER_GROUPS", "PS_SCHEDULER_HOST",
+             "PS_NODE_HOST", "PS_VNODES"] + [e.split("=", 1)[0] for e in args.env]
     base = job.base_env()
     common = " ".join("%s=%s" % (k, shlex.quote(base[k])) for k in names if k in base)
+
+    def group(role, i):
+        g = group_of(args.worker_groups, i) if role == "worker" else None
+        return "PS_WORKER_GROUP=%s " % g if g else ""
+
     if args.join:
         for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
             for i in range(n):
-                print("PS_ROLE=%s PS_RANK=%d PS_JOIN=1 PS_SCHEDULER_PORT=%d %s %s"
-                      % (role, i, args.join_port, common, cmd))
+                print("PS_ROLE=%s PS_RANK=%d %sPS_JOIN=1 PS_SCHEDULER_PORT=%d %s %s"
+                      % (role, i, group(role, i), args.join_port, common, cmd))
         return 0
     print("# the scheduler writes its port to PORT_FILE; the others get it as PS_SCHEDULER_PORT")
     print("PS_ROLE=scheduler PS_RANK=0 PS_SCHEDULER_PORT=0 PS_SCHEDULER_PORT_FILE=PORT_FILE "
           "%s %s" % (common, cmd))
     for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
         for i in range(n):
-            print("PS_ROLE=%s PS_RANK=%d PS_SCHEDULER_PORT=$PORT %s %s" % (role, i, common, cmd))
+            print("PS_ROLE=%s PS_RANK=%d %sPS_SCHEDULER_PORT=$PORT %s %s"
+                  % (role, i, group(role, i), common, cmd))
     return 0

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Worker groups in real processes (issue 22): groups_job through ps-launch over loopback.
+
+  policy      train:3 under BSP with a straggler, eval:1 under ASP reading the same keys in
+              slow steps of its own. BSP's lockstep holds within the training group, the
+              training group finishes without waiting for the evaluation worker's steps (with
+              one group it would wait for them, and hang once that worker stopped stepping), and
+              the evaluation worker's pulls are never held.
+  kill_eval   train:2 (BSP) and eval:2 with a task pool each; eval worker 1 is SIGKILLed while
+              it holds a task: only that task is redone, by eval worker 0; the training
+              group's steps and tasks are untouched.
+  kill_train  train:3 (BSP) and eval:2; train worker 1 is SIGKILLed at step 5: the training
+              group goes on without it, and no eval task is redone.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+# name: (servers, -w, job arguments)
+SCENARIOS = {
+    "policy": (2, "train:3,eval:1", ["--steps", "15", "--eval-steps", "3", "--eval-ms", "200",
+                                     "--straggler-ms", "20"]),
+    "kill_eval": (2, "train:2,eval:2", ["--steps", "20", "--straggler-ms", "20", "--tasks", "12",
+                                        "--eval-ms", "30", "--stall-eval-rank", "1",
+                                        "--stall-task", "2"]),
+    "kill_train": (2, "train:3,eval:2", ["--steps", "20", "--straggler-ms", "20", "--tasks", "12",
+                                         "--eval-ms", "30", "--stall-train-rank", "1",
+                                         "--stall-step", "5"]),
+}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    a = p.parse_args()
+    s, w, job_args = SCENARIOS[a.scenario]
+    kill = a.scenario.startswith("kill")
+    cmd = [sys.executable, a.launcher, "-s", str(s), "-w", w, "--timeout", "120",
+           "--env", "PS_CONSISTENCY=asp", "--env", "PS_GROUP_CONSISTENCY=train=bsp",
+           "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
+    if kill:
+        cmd += ["--allow-dead-workers", "1"]
+    cmd += ["--", a.job] + job_args
+    print("running:", " ".join(cmd), flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, killed = [], []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            m = re.search(r"STALLED pid=(\d+)", line)
+            if m and kill and not killed:
+                pid = int(m.group(1))
+                os.kill(pid, signal.SIGKILL)  # the worker process itself, by its PID
+                killed.append(pid)
+                print("run_groups: sent SIGKILL to worker pid %d" % pid, flush=True)
+
+    t = threading.Thread(target=read)
+    t.start()
+    rc = proc.wait()
+    t.join()
+    out = "".join(lines)
+    failures = []
+    if rc != 0:
+        failures.append("ps-launch exited with %d" % rc)
+    if "VIOLATION" in out:
+        failures.append("a training worker's read broke BSP's lockstep within its group")
+    rows = [json.loads(m.group(1)) for m in re.finditer(r"SUMMARY (\{.*\})$", out, re.M)]
+    train = [r for r in rows if r["group"] == "train"]
+    evals = [r for r in rows if r["group"] == "eval"]
+    sizes = dict((g.split(":")[0], int(g.split(":")[1])) for g in w.split(","))
+    want_train = sizes["train"] - (a.scenario == "kill_train")
+    want_eval = sizes["eval"] - (a.scenario == "kill_eval")
+    if len(train) != want_train or len(evals) != want_eval:
+        failures.append("expected %d train and %d eval summaries, got %d and %d"
+                        % (want_train, want_eval, len(train), len(evals)))
+    steps = int(job_args[job_args.index("--steps") + 1])
+    for r in train:
+        if r["steps"] != steps:
+            failures.append("train worker %d finished %d of %d steps"
+                            % (r["group_rank"], r["steps"], steps))
+    if sorted(r["group_rank"] for r in train + evals) != sorted(
+            [i for i in range(sizes["train"]) if not (a.scenario == "kill_train" and i == 1)] +
+            [i for i in range(sizes["eval"]) if not (a.scenario == "kill_eval" and i == 1)]):
+        failures.append("group ranks are not 0.. within each group: %s" % rows)
+    if any(r["barrier_wait_s"] > 0 for r in evals):
+        failures.append("an ASP evaluation worker's pull was held: %s" % evals)
+    if not any(r["barrier_wait_s"] > 0 for r in train):
+        failures.append("no training pull was ever held: the straggler did not exercise BSP")
+    if a.scenario == "policy":
+        if [r["steps"] for r in evals] != [3]:
+            failures.append("the evaluation worker did %s steps, want 3" % evals)
+    else:
+        if not killed:
+            failures.append("no worker stalled to be killed")
+        n = int(job_args[job_args.index("--tasks") + 1])
+        m = re.search(r"TASKS added (\d+) done (\d+) redone (\d+)", out)
+        redone = 1 if a.scenario == "kill_eval" else 0
+        if not m or [int(x) for x in m.groups()] != [2 * n, 2 * n, redone]:
+            failures.append("scheduler's tasks: %s, want added %d done %d redone %d"
+                            % (m.group(0) if m else None, 2 * n, 2 * n, redone))
+        did = [int(x) for x in re.findall(r"\] DID eval (\d+)$", out, re.M)]
+        if sorted(set(did)) != list(range(n)):
+            failures.append("eval tasks done: %s, want 0..%d (the eval pool only)"
+                            % (sorted(did), n - 1))
+        train_tasks = sorted(x for r in train for x in r["tasks"])
+        if train_tasks != list(range(n, 2 * n)):
+            failures.append("train tasks done: %s, want %d..%d, each once"
+                            % (train_tasks, n, 2 * n - 1))
+        if a.scenario == "kill_train" and len(did) != n:
+            failures.append("an eval task was done twice after a training worker died: %s"
+                            % sorted(did))
+    if failures:
+        print("FAILED %s: %s" % (a.scenario, "; ".join(failures)))
+        return 1
+    print("PASSED %s: %s" % (a.scenario, json.dumps(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
