@@ -11,6 +11,9 @@
               group's steps and tasks are untouched.
   kill_train  train:3 (BSP) and eval:2; train worker 1 is SIGKILLed at step 5: the training
               group goes on without it, and no eval task is redone.
+  join_eval   train:2 (BSP) and eval:1 with task pools; once the eval worker has done a task, a
+              second eval worker joins the running job (ps-launch --join -w eval:1): it gets
+              the next rank in that group, takes eval tasks only, and every task is done once.
 """
 import argparse
 import json
@@ -31,6 +34,8 @@ SCENARIOS = {
     "kill_train": (2, "train:3,eval:2", ["--steps", "20", "--straggler-ms", "20", "--tasks", "12",
                                          "--eval-ms", "30", "--stall-train-rank", "1",
                                          "--stall-step", "5"]),
+    "join_eval": (2, "train:2,eval:1", ["--steps", "20", "--straggler-ms", "20", "--tasks", "40",
+                                        "--eval-ms", "30"]),
 }
 
 
@@ -51,11 +56,28 @@ def main():
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, killed = [], []
+    joiner = {"port": None, "thread": None, "rc": None, "out": ""}
+
+    def join():
+        jcmd = [sys.executable, a.launcher, "--join", "127.0.0.1:%d" % joiner["port"], "-s", "0",
+                "-w", "eval:1", "--timeout", "120", "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000",
+                "--", a.job] + job_args
+        print("run_groups: joining: " + " ".join(jcmd), flush=True)
+        j = subprocess.run(jcmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in j.stdout.splitlines():
+            print("[joiner] " + line, flush=True)
+        joiner["rc"], joiner["out"] = j.returncode, j.stdout
 
     def read():
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)
+            m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
+            if m:
+                joiner["port"] = int(m.group(1))
+            if a.scenario == "join_eval" and "DID eval" in line and joiner["thread"] is None:
+                joiner["thread"] = threading.Thread(target=join)
+                joiner["thread"].start()
             m = re.search(r"STALLED pid=(\d+)", line)
             if m and kill and not killed:
                 pid = int(m.group(1))
@@ -67,10 +89,14 @@ def main():
     t.start()
     rc = proc.wait()
     t.join()
-    out = "".join(lines)
+    if joiner["thread"]:
+        joiner["thread"].join()
+    out = "".join(lines) + joiner["out"]
     failures = []
     if rc != 0:
         failures.append("ps-launch exited with %d" % rc)
+    if a.scenario == "join_eval" and joiner["rc"] != 0:
+        failures.append("the joining eval worker's ps-launch exited with %s" % joiner["rc"])
     if "VIOLATION" in out:
         failures.append("a training worker's read broke BSP's lockstep within its group")
     rows = [json.loads(m.group(1)) for m in re.finditer(r"SUMMARY (\{.*\})$", out, re.M)]
@@ -78,7 +104,7 @@ def main():
     evals = [r for r in rows if r["group"] == "eval"]
     sizes = dict((g.split(":")[0], int(g.split(":")[1])) for g in w.split(","))
     want_train = sizes["train"] - (a.scenario == "kill_train")
-    want_eval = sizes["eval"] - (a.scenario == "kill_eval")
+    want_eval = sizes["eval"] - (a.scenario == "kill_eval") + (a.scenario == "join_eval")
     if len(train) != want_train or len(evals) != want_eval:
         failures.append("expected %d train and %d eval summaries, got %d and %d"
                         % (want_train, want_eval, len(train), len(evals)))
@@ -89,7 +115,8 @@ def main():
                             % (r["group_rank"], r["steps"], steps))
     if sorted(r["group_rank"] for r in train + evals) != sorted(
             [i for i in range(sizes["train"]) if not (a.scenario == "kill_train" and i == 1)] +
-            [i for i in range(sizes["eval"]) if not (a.scenario == "kill_eval" and i == 1)]):
+            [i for i in range(want_eval + (a.scenario == "kill_eval"))
+             if not (a.scenario == "kill_eval" and i == 1)]):
         failures.append("group ranks are not 0.. within each group: %s" % rows)
     if any(r["barrier_wait_s"] > 0 for r in evals):
         failures.append("an ASP evaluation worker's pull was held: %s" % evals)
@@ -99,7 +126,7 @@ def main():
         if [r["steps"] for r in evals] != [3]:
             failures.append("the evaluation worker did %s steps, want 3" % evals)
     else:
-        if not killed:
+        if kill and not killed:
             failures.append("no worker stalled to be killed")
         n = int(job_args[job_args.index("--tasks") + 1])
         m = re.search(r"TASKS added (\d+) done (\d+) redone (\d+)", out)
@@ -115,7 +142,11 @@ def main():
         if train_tasks != list(range(n, 2 * n)):
             failures.append("train tasks done: %s, want %d..%d, each once"
                             % (train_tasks, n, 2 * n - 1))
-        if a.scenario == "kill_train" and len(did) != n:
+        if a.scenario == "join_eval":
+            joined = [r for r in evals if r["group_rank"] == 1]
+            if not joined or not joined[0]["tasks"]:
+                failures.append("the joining eval worker did no eval task: %s" % joined)
+        if a.scenario != "kill_eval" and len(did) != n:
             failures.append("an eval task was done twice after a training worker died: %s"
                             % sorted(did))
     if failures:
