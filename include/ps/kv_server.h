@@ -11,6 +11,7 @@
 
 #include "ps/base.h"
 #include "ps/node.h"
+#include "ps/table.h"
 #include "ps/update_rule.h"
 
 namespace ps {
@@ -108,6 +109,29 @@ class KVServer : public KVServerBase {
                     Reducers<V> reducers = {})
       : KVServerBase(node, app_id, DataTypeOf<V>::value,
                      MakeStore<V>(std::move(rule), std::move(reducers))) {}
+};
+
+/// The update rule a table names (TableSpec::rule): sum, count, assign, max, min, sgd:LR,
+/// adagrad:LR[:EPS]. Throws ps::Error for another name.
+template <typename V>
+std::shared_ptr<const UpdateRule<V>> MakeRule(const std::string& rule);
+
+/// Serves every named table (Node::CreateTable) on a server node: those that exist when it is
+/// built and those created while the job runs, each as a KVServer of its value type with the
+/// rule its spec names. Construct it after Node::Start() and keep it alive until Finalize
+/// returns, like a KVServer; a server that joins a running job serves the tables that exist.
+class TableServer {
+ public:
+  explicit TableServer(Node* node);
+  ~TableServer();
+  TableServer(const TableServer&) = delete;
+  TableServer& operator=(const TableServer&) = delete;
+  /// The server of a table this node serves, or null.
+  KVServerBase* Find(const std::string& table) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ps

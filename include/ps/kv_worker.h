@@ -11,6 +11,7 @@
 #include "ps/base.h"
 #include "ps/node.h"
 #include "ps/sarray.h"
+#include "ps/update_rule.h"
 
 namespace ps {
 
@@ -130,6 +131,9 @@ class KVWorkerBase {
 
  protected:
   KVWorkerBase(Node* node, int app_id, DataType dtype);
+  /// The application id of the named table; throws ps::Error when the node knows no such table
+  /// or it holds another value type than dtype.
+  static int OpenTable(Node* node, const std::string& table, DataType dtype);
   /// Waits (up to Config::request_timeout_ms, then logs a warning) until this worker's pushes
   /// and clocks are answered, so a step it ended still counts at the servers; pulls in flight
   /// are abandoned.
@@ -171,6 +175,25 @@ class KVWorker : public KVWorkerBase {
   /// Registers the worker for app_id on the node (one KVWorker per app id and node).
   explicit KVWorker(Node* node, int app_id = 0)
       : KVWorkerBase(node, app_id, DataTypeOf<V>::value) {}
+  /// Opens the named table (Node::CreateTable; Node::Table must know it): its application id,
+  /// its filters, and its width, which every push must then have. Throws ps::Error when the
+  /// node knows no such table or it holds another value type than V.
+  KVWorker(Node* node, const std::string& table)
+      : KVWorker(node, OpenTable(node, table, DataTypeOf<V>::value)) {
+    const TableSpec t = node->Table(table);
+    width_ = static_cast<size_t>(t.width);
+    RequestFilters f;
+    f.compress = t.compress;
+    f.quantize_bits = t.quantize_bits;
+    f.significant = t.significant;
+    SetFilters(f);
+  }
+
+  /// How many keys the servers store in the ranges rs (every key whose slot exists; a rule
+  /// that drops zeros counts only the rest): a Reduce that every table has.
+  int64_t CountKeys(std::vector<Range> rs, std::vector<double>* out, const Callback& cb = nullptr) {
+    return Reduce(kCountKeysReducer, std::move(rs), out, cb);
+  }
 
   /// Pushes vals for keys (lens: values per key, for variable-length values). With a push
   /// filter set, only the keys it keeps are sent.
@@ -311,6 +334,11 @@ class KVWorker : public KVWorkerBase {
   // A push of keys (through the push filter, if one is set).
   detail::KVRequest PushRequest(const SArray<Key>& keys, const SArray<V>& vals,
                                 const SArray<int>& lens, const Callback& cb) {
+    if (width_ > 0 && (!lens.empty() || vals.size() != keys.size() * width_)) {
+      throw Error("Push: the table holds " + std::to_string(width_) + " values per key; got " +
+                  std::to_string(vals.size()) + " values for " + std::to_string(keys.size()) +
+                  " keys" + (lens.empty() ? "" : " with lengths"));
+    }
     detail::KVRequest r;
     r.push = true;
     r.callback = cb;
@@ -350,6 +378,7 @@ class KVWorker : public KVWorkerBase {
   KeepFn keep_;
   uint64_t filtered_ = 0;
 
+  size_t width_ = 0;  // a named table's values per key (0: any)
   static void SetOutput(detail::KVRequest* r, size_t nkeys, SArray<V>* vals, SArray<int>* lens) {
     r->out_lens = lens;
     r->want_lens = lens != nullptr;

@@ -10,6 +10,7 @@
 
 #include "ps/base.h"
 #include "ps/config.h"
+#include "ps/table.h"
 
 namespace ps {
 
@@ -171,6 +172,19 @@ class Node {
     int redone = 0;
   };
   TaskStats task_stats() const;
+
+  /// Named tables (include/ps/table.h). Creates the table `spec` names on every server, or
+  /// finds it when it exists with the same spec (so every worker may call it with the same
+  /// spec; the first creates), and returns it with its application id. Callable on any node
+  /// after Start(), also while the job runs; servers serve it through a TableServer. Throws
+  /// ps::Error naming the field of a malformed spec, or when the name exists with another
+  /// spec, or after Config::request_timeout_ms.
+  TableSpec CreateTable(const TableSpec& spec);
+  /// The table of that name as this node knows it; throws ps::Error when it knows none (another
+  /// node's CreateTable reaches every node shortly after it returns).
+  TableSpec Table(const std::string& name) const;
+  /// Every table this node knows, in order of creation.
+  std::vector<TableSpec> Tables() const;
 
   /// Ids of nodes the scheduler declared dead (silent beyond PS_HEARTBEAT_TIMEOUT_MS).
   std::vector<int> dead_nodes() const;

@@ -8,6 +8,7 @@
 #include "ps/kv_worker.h"
 #include "ps/node.h"
 #include "ps/sarray.h"
+#include "ps/table.h"
 #include "ps/update_rule.h"
 
 #endif  // PS_PS_H_

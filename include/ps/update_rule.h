@@ -85,6 +85,10 @@ class RangeReducer {
 template <typename V>
 using Reducers = std::map<int, std::shared_ptr<const RangeReducer<V>>>;
 
+/// A reducer every table has (KVWorker::CountKeys): how many keys are stored. Its id is
+/// reserved.
+constexpr int kCountKeysReducer = 0x7fffffff;
+
 /// val += pushed (the default: aggregation of gradients or counts).
 template <typename V>
 class SumRule : public UpdateRule<V> {

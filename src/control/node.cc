@@ -409,6 +409,9 @@ void Node::Impl::HandleControl(const Message& msg) {
         ready_ = true;
         cv_.notify_all();
       }
+    } else if (c.cmd() == pb::Control::CREATE_TABLE && membership_->complete()) {
+      lk.unlock();
+      OnCreateTable(from, c);
     } else if (c.cmd() == pb::Control::BARRIER) {
       auto release = membership_->EnterBarrier(from, c.barrier_groups(), c.barrier_seq());
       lk.unlock();
@@ -512,6 +515,13 @@ void Node::Impl::HandleControl(const Message& msg) {
           cfg.worker_groups.emplace_back(c.group_names(i), c.group_sizes(i));
         }
       }
+      // The named tables so far (a node that joins a running job learns them here; listeners
+      // start after Start and hear of every table known when they do).
+      if (tables_.empty()) {
+        pb::Control list;
+        *list.mutable_tables() = c.tables();
+        TablesFrom(list, &tables_);
+      }
       group_policy_.clear();
       group_delay_.clear();
       for (int i = 0; i < c.policy_groups_size() && i < c.group_policies_size(); ++i) {
@@ -549,6 +559,11 @@ void Node::Impl::HandleControl(const Message& msg) {
     case pb::Control::CONSISTENCY:
       lk.unlock();
       ApplyConsistency(c);
+      lk.lock();
+      break;
+    case pb::Control::TABLES:
+      lk.unlock();
+      AdoptTables(c);
       lk.lock();
       break;
     case pb::Control::NODE_JOINED: {

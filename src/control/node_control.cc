@@ -45,6 +45,7 @@ pb::Control Node::Impl::TableMessage() const {
   c.set_policy(policy_);
   c.set_set_delay(true);
   c.set_max_delay(max_delay_);
+  FillTables(&c);
   for (const auto& g : cfg.worker_groups) {
     c.add_group_names(g.first);
     c.add_group_sizes(g.second);

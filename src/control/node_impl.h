@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "control/membership.h"
 #include "control/metrics.h"
 #include "control/metrics_http.h"
+#include "control/table_registry.h"
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
 #include "ps/node.h"
@@ -148,6 +150,11 @@ struct Node::Impl {
   /// (whatever the sender applied). Never null after construction.
   std::unique_ptr<FilterChain> filters;
 
+  // Calls f for every named table this node knows and, until removed, for each it learns of
+  // (on the receive thread); a TableServer's way of serving them.
+  int AddTableListener(std::function<void(const TableSpec&)> f);
+  void RemoveTableListener(int id);
+
  private:
   void RecvLoop();
   void HeartbeatLoop();
@@ -194,6 +201,15 @@ struct Node::Impl {
   // A ring from a control message.
   static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
   static void FillRing(const Ring& ring, pb::RingInfo* r);
+  // Named tables (node_tables.cc): the list every node keeps, the scheduler's registry, and
+  // the listeners told of each table this node had not seen (also of those it has, when they
+  // start listening). Listeners run on the receive thread.
+  TableSpec CreateTable(TableSpec spec);
+  TableSpec Table(const std::string& name) const;
+  void OnCreateTable(int from, const pb::Control& c);
+  void AdoptTables(const pb::Control& c);
+  void FillTables(pb::Control* c) const;  // mu_ held
+  static void TablesFrom(const pb::Control& c, std::vector<TableSpec>* out);
   // A node table entry on the wire and back.
   static void FillEntry(const NodeInfo& n, pb::NodeEntry* e);
   static NodeInfo EntryInfo(const pb::NodeEntry& e);
@@ -349,6 +365,13 @@ struct Node::Impl {
   // job-wide setting of the same field clears them.
   std::map<int, std::string> group_policy_;
   std::map<int, int> group_delay_;
+  std::vector<TableSpec> tables_;
+  TableRegistry table_registry_;  // the scheduler's
+  uint64_t table_requests_ = 0;
+  std::map<uint64_t, std::string> table_answers_;  // CreateTable requests answered: "" or why not
+  std::mutex table_listen_mu_;                     // the listeners (not mu_: they run outside it)
+  int table_listener_ids_ = 0;
+  std::map<int, std::function<void(const TableSpec&)>> table_listeners_;
   bool finalized_ = false;
 
   std::mutex connect_mu_;

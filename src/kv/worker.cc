@@ -34,6 +34,16 @@ SArray<char> Gather(const SArray<char>& src, const std::vector<std::pair<size_t,
 
 }  // namespace
 
+int KVWorkerBase::OpenTable(Node* node, const std::string& table, DataType dtype) {
+  const TableSpec t = node->Table(table);
+  if (t.dtype != dtype) {
+    static const char* const kNames[] = {"float", "double", "int32", "int64"};
+    throw Error("table " + table + " holds " + kNames[static_cast<int>(t.dtype) & 3] +
+                " values; this KVWorker's are " + kNames[static_cast<int>(dtype) & 3]);
+  }
+  return t.app_id;
+}
+
 KVWorkerBase::KVWorkerBase(Node* node, int app_id, DataType dtype)
     : impl_(node->role() == Role::kWorker ? new Impl(node, app_id, dtype) : nullptr) {
   if (!impl_) throw Error("KVWorker needs a worker node");

@@ -216,6 +216,15 @@ void Store<V>::PullRanges(const Range* rs, size_t nr, SArray<Key>* out_keys, SAr
 template <typename V>
 std::string Store<V>::Reduce(int id, Range r, int64_t step, std::vector<double>* acc) const {
   const auto it = reducers_.find(id);
+  if (it == reducers_.end() && id == kCountKeysReducer) {
+    if (acc->empty()) acc->assign(1, 0.0);
+    if (acc->size() != 1) return "reducer width changed";
+    ForEach(r, [&](Key, const V*, size_t) {
+      (*acc)[0] += 1;
+      return true;
+    });
+    return "";
+  }
   if (it == reducers_.end()) return "no reducer " + std::to_string(id) + " on this table";
   const RangeReducer<V>& f = *it->second;
   const size_t width = static_cast<size_t>(f.Width());

@@ -93,6 +93,7 @@ struct Job {
         Node node(c);
         node.Start();
         KVServer<V> server(&node, 0, std::make_shared<SumRule<V>>(), reducers);
+        TableServer tables(&node);  // named tables, if a test creates any
         node.Finalize();
         if (on_server) {
           std::lock_guard<std::mutex> lk(fail_mu);
@@ -105,6 +106,12 @@ struct Job {
         Config c = base;
         c.role = Role::kWorker;
         c.rank_hint = w;
+        // Worker groups (a tweak's): ranks take them in order, as launchers' ranks do.
+        for (int first = 0, g = 0; g < static_cast<int>(c.worker_groups.size()); ++g) {
+          if (w >= first && w < first + c.worker_groups[g].second)
+            c.worker_group = c.worker_groups[g].first;
+          first += c.worker_groups[g].second;
+        }
         Node node(c);
         node.Start();
         body(&node, node.rank());
