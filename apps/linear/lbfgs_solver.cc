@@ -52,16 +52,18 @@ ps::Range OwnedRange(int r, int W) {
 
 int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
              ps::KVWorker<double>* stats, Reporter* rep) {
-  if (node->consistency_policy() != "bsp") {
-    throw ps::Error("--solver lbfgs needs --consistency bsp (not " + node->consistency_policy() +
+  const Team team = TeamOf(*node, o);
+  if (node->consistency_policy(team.group) != "bsp") {
+    throw ps::Error("--solver lbfgs needs --consistency bsp (not " +
+                    node->consistency_policy(team.group) +
                     "): its line search compares objectives of whole evaluations");
   }
-  const int W = node->num_workers();
+  const int W = team.size;
   // The workers that take part (all at the start; the survivors after a death) and the slice
   // this one owns among them.
   std::vector<int> members(W);
   for (int r = 0; r < W; ++r) members[r] = r;
-  ps::Range mine = OwnedRange(node->rank(), W);
+  ps::Range mine = OwnedRange(team.rank, W);
   ps::KVWorker<double> grad(node, kGradApp);
   const double l1 = o.l1, l2 = o.l2;
   VectorFreeLbfgs lb(o.memory);
@@ -177,7 +179,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       part[2] += x[j] != 0;
       if (!fresh) part[3] += v[j] * sv[j];
     }
-    part[4 + np + node->rank()] = 1;
+    part[4 + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
     for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data(), hy[i].data());
     lb.AddPartials(sv.data(), yv.data(), vx.data(), held, keys.size(), part.data() + 4);
@@ -209,10 +211,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       // Start afresh among those who took part, from the point on the servers, once every data
       // part is held again (the dead one's return to the scheduler's pool when it is declared
       // dead; until then an evaluation misses rows and this repeats).
-      std::cerr << "worker " << node->rank() << ": lbfgs restarts without its history ("
-                << took.size() << " of " << members.size() << " workers took part, " << ls[1]
-                << " of " << total_rows << " rows counted)" << std::endl;
-      const auto me_at = std::find(took.begin(), took.end(), node->rank());
+      std::cerr << "worker " << team.rank << ": lbfgs restarts without its history (" << took.size()
+                << " of " << members.size() << " workers took part, " << ls[1] << " of "
+                << total_rows << " rows counted)" << std::endl;
+      const auto me_at = std::find(took.begin(), took.end(), team.rank);
       if (me_at == took.end()) {
         throw ps::Error("--solver lbfgs: this worker is not among those that took part");
       }
@@ -306,7 +308,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     ph.Time(Phases::kClock, clock);
   }
-  std::cerr << "worker " << node->rank() << ": lbfgs took " << iter << " iterations in " << e + 1
+  std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1
             << " passes over the data" << std::endl;
   return 0;
 }

@@ -37,17 +37,39 @@ struct Options {
   int eval_every = 10;
   std::string model_out, log_json;
   bool quiet = false;
+  // Worker groups (a job launched with -w train:N,eval:M): the group that trains, and the one
+  // whose workers evaluate the model on the test set while it trains (under its own policy,
+  // ASP by default), a line every eval_interval_ms.
+  std::string train_group = "train", eval_group = "eval";
+  int eval_interval_ms = 200;
 };
+
+/// The workers that train: every worker of the job, or its training group when it has worker
+/// groups (their ranks in it; Node::rank() counts every group's workers).
+struct Team {
+  std::string group;  // "" without groups (Node::Barrier("") is every worker's)
+  int size = 0, rank = -1;
+  bool evaluator = false;  // this worker is in the evaluation group instead
+};
+/// Throws ps::Error when the job has groups but none named o.train_group, or this worker is in
+/// a group that neither trains nor evaluates.
+Team TeamOf(const ps::Node& node, const Options& o);
 
 /// The app id of the model and of the per-iteration statistics (loss sums).
 constexpr int kModelApp = 0;
 constexpr int kStatsApp = 1;
 /// The L-BFGS solver's gradient sums (TaggedSumRule: key -> [sum, evaluation]).
 constexpr int kGradApp = 2;
+/// The stats table's key that the training group's rank 0 sets when training has ended (an
+/// evaluation group's evaluator then reports the final model).
+constexpr ps::Key kDoneKey = ps::kMaxKey - 1;
 
 /// A worker's whole run: takes its data parts from the scheduler, trains, and (rank 0)
 /// evaluates on the test set, prints progress and writes the model. Returns 0 on success.
 int RunWorker(ps::Node* node, const Options& o);
+/// A worker of the evaluation group: evaluates the model on the test set while the training
+/// group trains (a line every o.eval_interval_ms), and once more when it has finished.
+int RunEvaluator(ps::Node* node, const Options& o);
 
 }  // namespace linear
 

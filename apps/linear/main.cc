@@ -67,6 +67,13 @@ DEFINE_string(model_out, "",
               "write the model here (worker 0): feature and weight per line (model_file.h)");
 DEFINE_string(log_json, "", "write one JSON object per report here (worker 0)");
 DEFINE_bool(quiet, false, "no progress lines (nothing is pulled for them unless --log_json asks)");
+DEFINE_string(train_group, "train",
+              "with worker groups (ps-launch -w train:N,eval:M): the group that trains");
+DEFINE_string(eval_group, "eval",
+              "with worker groups: the group whose workers evaluate the model on --test while "
+              "the training group trains (its own barrier policy: PS_CONSISTENCY's, ASP by "
+              "default), and report the final model");
+DEFINE_int32(eval_interval_ms, 200, "evaluation group: pause between evaluations");
 DEFINE_bool(predict, false, "evaluate --model_in on --test locally (no cluster)");
 DEFINE_string(model_in, "", "--predict: the model file");
 DEFINE_string(predictions_out, "", "--predict: write the probability of +1 per test row");
@@ -77,6 +84,10 @@ linear::Options FromFlags() {
   linear::Options o;
   o.train = FLAGS_train;
   o.test = FLAGS_test;
+  o.train_group = FLAGS_train_group;
+  o.eval_group = FLAGS_eval_group;
+  if (FLAGS_eval_interval_ms < 0) throw ps::Error("--eval_interval_ms must be >= 0");
+  o.eval_interval_ms = FLAGS_eval_interval_ms;
   o.format = linear::ParseFormat(FLAGS_format);
   o.solver = FLAGS_solver;
   if (o.solver != "dbpg" && o.solver != "ftrl" && o.solver != "lbfgs") {
@@ -123,11 +134,14 @@ linear::Options FromFlags() {
 
 // Waits until this node has applied the run's barrier policy and delay, which the scheduler
 // relays: a pull handled under the previous policy would break BSP's guarantees.
-void AwaitConsistency(ps::Node* node) {
+void AwaitConsistency(ps::Node* node, const linear::Team& team) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // The training group's (every worker's without groups); an evaluator's own delay is not set.
   auto ready = [&] {
-    return (FLAGS_consistency.empty() || node->consistency_policy() == FLAGS_consistency) &&
-           (FLAGS_tau == -2 || node->role() != ps::Role::kWorker || node->max_delay() == FLAGS_tau);
+    return (FLAGS_consistency.empty() ||
+            node->consistency_policy(team.group) == FLAGS_consistency) &&
+           (FLAGS_tau == -2 || node->role() != ps::Role::kWorker || team.evaluator ||
+            node->max_delay(team.group) == FLAGS_tau);
   };
   while (!ready()) {
     if (std::chrono::steady_clock::now() > until) {
@@ -193,13 +207,16 @@ int main(int argc, char** argv) {
     if (FLAGS_predict) return Predict(o);
     ps::Node node(ps::Config::FromEnv());
     node.Start();
+    const linear::Team team = linear::TeamOf(node, o);
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:
         // The run's barrier policy and delay reach every node before the barrier releases it
         // (the scheduler's messages to a node arrive in order).
-        node.SetConsistency(FLAGS_consistency, FLAGS_tau == -2 ? ps::Node::kKeepDelay : FLAGS_tau);
-        node.AddTasks(o.parts_per_worker * node.num_workers());
+        // With worker groups, the training group's: an evaluation group keeps the job's.
+        node.SetConsistency(FLAGS_consistency, FLAGS_tau == -2 ? ps::Node::kKeepDelay : FLAGS_tau,
+                            team.group);
+        node.AddTasks(o.parts_per_worker * team.size, team.group);
         node.Barrier(ps::kAllGroups);
         node.Finalize();
         break;
@@ -221,7 +238,7 @@ int main(int argc, char** argv) {
           grad.reset(new ps::KVServer<double>(&node, linear::kGradApp,
                                               std::make_shared<linear::TaggedSumRule<double>>()));
         }
-        AwaitConsistency(&node);
+        AwaitConsistency(&node, team);
         node.Barrier(ps::kAllGroups);
         node.Finalize();
         const auto st = node.stats();
@@ -236,10 +253,10 @@ int main(int argc, char** argv) {
       }
       case ps::Role::kWorker:
         if (o.train.empty()) throw ps::Error("--train is required");
-        AwaitConsistency(&node);
+        AwaitConsistency(&node, team);
         node.Barrier(ps::kAllGroups);
         try {
-          rc = linear::RunWorker(&node, o);
+          rc = team.evaluator ? linear::RunEvaluator(&node, o) : linear::RunWorker(&node, o);
         } catch (const linear::DataError& e) {
           // The whole job stops with the message: another worker given this part would fail
           // the same way (before, the part went from worker to worker).

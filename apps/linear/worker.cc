@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "linear/linear.h"
 #include "linear/metrics.h"
@@ -80,7 +81,7 @@ void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats
 
 // Takes this worker's share of the data parts, and (later) parts that dead workers left.
 void TakeParts(ps::Node* node, const Options& o, Shard* s) {
-  const int nparts = o.parts_per_worker * node->num_workers();
+  const int nparts = o.parts_per_worker * TeamOf(*node, o).size;
   for (int i = 0; i < o.parts_per_worker; ++i) {
     const int task = node->NextTask();
     if (task < 0) break;
@@ -90,7 +91,7 @@ void TakeParts(ps::Node* node, const Options& o, Shard* s) {
 
 int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
             ps::KVWorker<double>* stats, Reporter* rep) {
-  const int W = node->num_workers(), B = std::max(1, o.blocks);
+  const int W = TeamOf(*node, o).size, B = std::max(1, o.blocks);
   // The KKT filter: a coordinate at zero whose gradient lies inside the band cannot move
   // (when every worker's part of it is within l1 / W, the sum is within l1).
   if (o.kkt && o.l1 > 0) {
@@ -252,7 +253,7 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
     ph.Time(Phases::kClock, [&] {
       kv->Clock();
       PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
-      node->Barrier(ps::kWorkerGroup);  // every worker's epoch is in (the stats too)
+      node->Barrier(TeamOf(*node, o).group);  // every worker's epoch is in (the stats too)
     });
     if (reporting && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {
       Report(rep, kv, stats, "epoch", epoch, &ph);
@@ -270,10 +271,10 @@ void PullAll(ps::KVWorker<double>* kv, Shard* s) {
 }
 
 bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
-  const int nparts = o.parts_per_worker * node->num_workers();
+  const int nparts = o.parts_per_worker * TeamOf(*node, o).size;
   bool any = false;
   for (int task = node->TryNextTask(); task >= 0; task = node->TryNextTask()) {
-    std::cerr << "worker " << node->rank() << " takes over data part " << task % nparts
+    std::cerr << "worker " << TeamOf(*node, o).rank << " takes over data part " << task % nparts
               << " (its worker died)" << std::endl;
     s->Add(task, o, nparts);
     any = true;
@@ -286,10 +287,11 @@ int RunWorker(ps::Node* node, const Options& o) {
     throw DataError("--train=" + o.train + ": no training rows (the file is empty)");
   }
   Shard s;
+  const Team team = TeamOf(*node, o);
   TakeParts(node, o, &s);
   // Everyone holds its share before anyone looks for parts left by the dead (TryNextTask
   // would otherwise take a part meant for a worker still starting).
-  node->Barrier(ps::kWorkerGroup);
+  node->Barrier(team.group);
   ps::KVWorker<double> kv(node, kModelApp);
   ps::KVWorker<double> stats(node, kStatsApp);
   if (o.significant >= 0) {
@@ -298,17 +300,19 @@ int RunWorker(ps::Node* node, const Options& o) {
     kv.SetFilters(f);
   }
   std::unique_ptr<Reporter> rep;
-  if (node->rank() == 0) rep.reset(new Reporter(node, o, &kv));
+  if (team.rank == 0) rep.reset(new Reporter(node, o, &kv));
   int rc = o.solver == "ftrl"    ? RunFtrl(node, o, &s, &kv, &stats, rep.get())
            : o.solver == "lbfgs" ? RunLbfgs(node, o, &s, &kv, &stats, rep.get())
                                  : RunDbpg(node, o, &s, &kv, &stats, rep.get());
-  node->Barrier(ps::kWorkerGroup);
+  node->Barrier(team.group);
   if (rep) {
     const Model m = o.model_out.empty() ? ReduceModel(&kv) : PullModel(&kv);
     if (!o.model_out.empty()) {
       WriteModel(o.model_out, o.format, o.train, m.keys.data(), m.w.data(), m.keys.size());
     }
-    if (rep->has_test()) {
+    // With an evaluation group, its evaluator reports the end (told by the done key).
+    if (!team.group.empty()) stats.Wait(stats.Push({kDoneKey}, ps::SArray<double>{1.0, 0.0}));
+    if (rep->has_test() && team.group.empty()) {
       const Quality q = rep->TestQuality(&kv);
       std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
                   o.solver.c_str(), q.logloss, q.auc, q.accuracy, m.nnz);
@@ -317,6 +321,66 @@ int RunWorker(ps::Node* node, const Options& o) {
   }
   for (int task : s.tasks) node->TaskDone(task);
   return rc;
+}
+
+Team TeamOf(const ps::Node& node, const Options& o) {
+  Team t;
+  const auto groups = node.worker_groups();
+  if (groups.size() == 1 && groups[0].first.empty()) {
+    t.size = node.num_workers();
+    t.rank = node.rank();
+    return t;
+  }
+  std::string names;
+  for (const auto& g : groups) {
+    names += (names.empty() ? "" : ", ") + g.first;
+    if (g.first == o.train_group) t.size = g.second;
+  }
+  if (t.size == 0) {
+    throw ps::Error("the job's worker groups (" + names + ") have none named '" + o.train_group +
+                    "' (--train_group)");
+  }
+  t.group = o.train_group;
+  if (node.role() == ps::Role::kWorker) {
+    if (node.group() == o.train_group) {
+      t.rank = node.group_rank();
+    } else if (node.group() == o.eval_group) {
+      t.evaluator = true;
+    } else {
+      throw ps::Error("worker group '" + node.group() + "' neither trains (--train_group " +
+                      o.train_group + ") nor evaluates (--eval_group " + o.eval_group + ")");
+    }
+  }
+  return t;
+}
+
+int RunEvaluator(ps::Node* node, const Options& o) {
+  if (o.test.empty()) throw ps::Error("the evaluation group needs --test");
+  ps::KVWorker<double> kv(node, kModelApp);
+  ps::KVWorker<double> stats(node, kStatsApp);
+  Reporter rep(node, o, &kv);
+  const auto start = Clock::now();
+  for (int n = 0;; ++n) {
+    // Read before evaluating: a model read after the training group said it was done is its
+    // final one.
+    ps::SArray<double> done(2);
+    stats.Wait(stats.Pull({kDoneKey}, &done));
+    const Quality q = rep.TestQuality(&kv);
+    const Model m = ReduceModel(&kv);
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    if (done[0] > 0) {
+      std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
+                  o.solver.c_str(), q.logloss, q.auc, q.accuracy, m.nnz);
+      std::fflush(stdout);
+      return 0;
+    }
+    {  // printed whatever --quiet says: reporting is this group's work, not the trainers'
+      std::printf("eval %d time %.2fs test_auc %.5f test_logloss %.5f test_accuracy %.4f nnz %zu\n",
+                  n, secs, q.auc, q.logloss, q.accuracy, m.nnz);
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.eval_interval_ms));
+  }
 }
 
 }  // namespace linear

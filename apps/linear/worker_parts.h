@@ -82,7 +82,7 @@ struct Shard {
 class Reporter {
  public:
   Reporter(ps::Node* node, const Options& o, ps::KVWorkerBase* kv)
-      : node_(node), o_(o), kv_(kv), start_(Clock::now()) {
+      : node_(node), o_(o), kv_(kv), team_(TeamOf(*node, o)), start_(Clock::now()) {
     if (!o.test.empty()) test_ = ReadFile(o.test, o.format);
     if (!o.log_json.empty()) {
       log_.open(o.log_json);
@@ -143,8 +143,9 @@ class Reporter {
              << ",\"test_accuracy\":" << q->accuracy;
       }
       log_ << ",\"solver\":\"" << o_.solver << "\",\"consistency\":\""
-           << node_->consistency_policy() << "\",\"tau\":" << node_->max_delay()
-           << ",\"workers\":" << node_->num_workers() << "}" << std::endl;
+           << node_->consistency_policy(team_.group)
+           << "\",\"tau\":" << node_->max_delay(team_.group) << ",\"workers\":" << team_.size << "}"
+           << std::endl;
     }
     *ph = Phases();
   }
@@ -158,6 +159,7 @@ class Reporter {
   ps::Node* node_;
   const Options& o_;
   ps::KVWorkerBase* kv_;
+  const Team team_;
   Clock::time_point start_;
   Dataset test_;
   std::ofstream log_;

@@ -15,6 +15,11 @@ logistic model with 300 features, 3000 training rows and 600 test rows.
                server SIGKILLed mid-run (3 servers, 1 replica), and with a worker SIGKILLed
                (the survivor takes its parts and restarts without history); and it takes
                fewer passes over the data than DBPG to DBPG's final objective.
+  groups       worker groups (ps-launch -w train:2,eval:1): the training group trains with
+               --quiet (no progress lines, nothing pulled for them) while the evaluation
+               group's worker evaluates the model on the test set under ASP and reports the
+               final one; the model and its test logloss equal those of the same run without
+               an evaluation group.
 """
 import argparse
 import json
@@ -389,18 +394,53 @@ def lbfgs(a, d):
         fail("after the worker kill lbfgs stopped away from the optimum (%.3g)" % worst, r)
 
 
+def groups(a, d):
+    args = ["--solver", "lbfgs", "--l2", "1", "--quiet"]
+    ref = ok(launch(a, d, 2, 2, args, "ref"), "lbfgs without groups")
+    model = os.path.join(d, "groups.model")
+    cmd = [sys.executable, a.launcher, "-s", "2", "-w", "train:2,eval:1", "--timeout", "240",
+           "--", a.job, "--train", os.path.join(d, "train.libsvm"), "--test",
+           os.path.join(d, "test.libsvm"), "--model_out", model, "--parts_per_worker", "2",
+           "--eval_interval_ms", "0"] + args
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=300)
+    out = r.stdout
+    evals = re.findall(r"^\[worker 2\] eval \d+ time \S+ test_auc \S+ test_logloss (\S+)", out, re.M)
+    m = re.search(r"^\[worker 2\] RESULT solver lbfgs test_logloss (\S+)", out, re.M)
+    if r.returncode != 0 or not m or not os.path.exists(model):
+        sys.stdout.write(out[-6000:])
+        fail("with an evaluation group: exit %d, no result from the evaluator" % r.returncode)
+    got = {}
+    for line in open(model):
+        if not line.startswith("#"):
+            k, v = line.split()
+            got[int(k)] = float(v)
+    worst = max(abs(got.get(k, 0) - ref["model"].get(k, 0)) for k in set(got) | set(ref["model"]))
+    print("groups: %d evaluation lines while training; final test logloss %s (without groups "
+          "%.6f); largest weight difference %.3g" % (len(evals), m.group(1), ref["logloss"], worst),
+          flush=True)
+    if len(evals) < 2:
+        sys.stdout.write(out[-6000:])
+        fail("the evaluation group reported %d times while the training group trained" % len(evals))
+    if re.search(r"^\[worker [01]\] iteration ", out, re.M):
+        fail("the training group printed progress lines under --quiet")
+    if worst > 1e-9 or abs(float(m.group(1)) - ref["logloss"]) > 1e-6:
+        fail("an evaluation group changed the trained model (weights differ by %.3g)" % worst)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--job", required=True)
-    p.add_argument("--scenario", required=True, choices=["exact", "consistency", "fault", "lbfgs"])
+    p.add_argument("--scenario", required=True,
+                   choices=["exact", "consistency", "fault", "lbfgs", "groups"])
     p.add_argument("--seed", type=int, default=3)
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         make_data(d, a.seed)
         print("data: seed %d" % a.seed, flush=True)
-        {"exact": exact, "consistency": consistency, "fault": fault,
-         "lbfgs": lbfgs}[a.scenario](a, d)
+        {"exact": exact, "consistency": consistency, "fault": fault, "lbfgs": lbfgs,
+         "groups": groups}[a.scenario](a, d)
     print("PASSED %s" % a.scenario)
     return 0
 
