@@ -105,6 +105,26 @@ std::vector<std::pair<std::string, int>> ParseGroups(const std::string& spec) {
   return out;
 }
 
+// "a=x,b=y" -> {a: x, b: y} for one value per worker group; errors name the variable.
+void ReadGroupMap(const Env& env, const char* name, const char* what,
+                  std::map<std::string, std::string>* out) {
+  std::string spec;
+  ReadString(env, {name}, &spec);
+  for (size_t at = 0; !spec.empty() && at <= spec.size();) {
+    const size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() ||
+        out->count(item.substr(0, eq))) {
+      throw Error(ErrorCode::kBadConfig, std::string(name) + "='" + spec +
+                                             "': expected GROUP=" + what + "[,GROUP=" + what +
+                                             "...] with each group once (at '" + item + "')");
+    }
+    (*out)[item.substr(0, eq)] = item.substr(eq + 1);
+    at = end + 1;
+  }
+}
+
 }  // namespace
 
 int Config::GroupIndex(const std::string& name) const {
@@ -153,20 +173,17 @@ Config Config::FromMap(const Env& env) {
   ReadInt(env, {"PS_METRICS_PORT"}, 0, 65535, &c.metrics_port);
   ReadString(env, {"PS_METRICS_HOST"}, &c.metrics_host);
   ReadString(env, {"PS_CONSISTENCY"}, &c.consistency);
-  std::string per_group;
-  ReadString(env, {"PS_GROUP_CONSISTENCY"}, &per_group);
-  for (size_t at = 0; !per_group.empty() && at <= per_group.size();) {
-    const size_t end = std::min(per_group.find(',', at), per_group.size());
-    const std::string item = per_group.substr(at, end - at);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() ||
-        c.group_consistency.count(item.substr(0, eq))) {
-      throw Error(ErrorCode::kBadConfig, "PS_GROUP_CONSISTENCY='" + per_group +
-                                             "': expected GROUP=POLICY[,GROUP=POLICY...] with " +
-                                             "each group once (at '" + item + "')");
+  ReadGroupMap(env, "PS_GROUP_CONSISTENCY", "POLICY", &c.group_consistency);
+  std::map<std::string, std::string> delays;
+  ReadGroupMap(env, "PS_GROUP_MAX_DELAY", "TAU", &delays);
+  for (const auto& d : delays) {
+    char* end = nullptr;
+    const long tau = std::strtol(d.second.c_str(), &end, 10);
+    if (*end != '\0' || tau < -1 || tau > (1 << 30)) {
+      throw Error(ErrorCode::kBadConfig, "PS_GROUP_MAX_DELAY: " + d.first + "=" + d.second +
+                                             ": expected an integer >= -1 (-1: unbounded)");
     }
-    c.group_consistency[item.substr(0, eq)] = item.substr(eq + 1);
-    at = end + 1;
+    c.group_max_delay[d.first] = static_cast<int>(tau);
   }
   ReadString(env, {"PS_VAN", "DMLC_PS_VAN_TYPE"}, &c.van);
   ReadInt(env, {"PS_UCX_BUSY_POLL_US"}, 0, 1000000, &c.ucx_busy_poll_us);
@@ -275,6 +292,12 @@ void Config::Validate() const {
                                              "', which is not a group of PS_WORKER_GROUPS");
     }
   }
+  for (const auto& g : group_max_delay) {
+    if (GroupIndex(g.first) < 0 && !join) {
+      throw Error(ErrorCode::kBadConfig, "PS_GROUP_MAX_DELAY names '" + g.first +
+                                             "', which is not a group of PS_WORKER_GROUPS");
+    }
+  }
   if (van != "zmq" && van != "ucx") {
     throw Error(ErrorCode::kBadConfig, "PS_VAN='" + van + "': expected zmq or ucx");
   }
@@ -324,7 +347,7 @@ const char* const kKnownVariables[] = {
     "PS_MALLOC_RETAIN_MB", "PS_SEND_QUEUE", "PS_MAX_INFLIGHT", "PS_TASK_TIMEOUT_MS",
     "PS_ON_SCHEDULER_LOSS", "PS_JOIN", "PS_SEED", "PS_REGISTER_TIMEOUT_MS", "PS_REQUEST_TIMEOUT_MS",
     "PS_BARRIER_TIMEOUT_MS", "PS_SCHEDULER_PORT_FILE", "PS_WORKER_GROUPS", "PS_WORKER_GROUP",
-    "PS_GROUP_CONSISTENCY",
+    "PS_GROUP_CONSISTENCY", "PS_GROUP_MAX_DELAY",
     // tracker/ps-launch and ps-task, and the tests
     "PS_GO_TIMEOUT_S", "PS_LAUNCH_SERVERS", "PS_RANK_BASE", "PS_TASK_GRACE_S", "PS_TRACKER",
     "PS_TRACKER_TIMEOUT_S", "PS_TRACKER_TOKEN", "PS_TEST_NETNS"};

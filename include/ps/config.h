@@ -84,6 +84,9 @@ struct Config {
   /// group name -> spec as in PS_CONSISTENCY, which the other groups follow. The scheduler's
   /// setting is the job's.
   std::map<std::string, std::string> group_consistency;
+  /// Bounded delays of single worker groups (PS_GROUP_MAX_DELAY="train=0,eval=-1"); the other
+  /// groups follow PS_MAX_DELAY. The scheduler's setting is the job's.
+  std::map<std::string, int> group_max_delay;
   /// Transport between processes (PS_VAN, or DMLC_PS_VAN_TYPE): "zmq" (default, ZeroMQ over
   /// TCP) or "ucx" (UCX: shared memory between processes on one host, TCP between hosts).
   std::string van = "zmq";

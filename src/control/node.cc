@@ -517,11 +517,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       // The named tables so far (a node that joins a running job learns them here; listeners
       // start after Start and hear of every table known when they do).
-      if (tables_.empty()) {
-        pb::Control list;
-        *list.mutable_tables() = c.tables();
-        TablesFrom(list, &tables_);
-      }
+      if (tables_.empty()) TablesFrom(c, &tables_);
       group_policy_.clear();
       group_delay_.clear();
       for (int i = 0; i < c.policy_groups_size() && i < c.group_policies_size(); ++i) {

@@ -66,6 +66,10 @@ struct Node::Impl {
       const int i = cfg.GroupIndex(g.first);
       if (i >= 0) group_policy_[i] = g.second;
     }
+    for (const auto& g : cfg.group_max_delay) {
+      const int i = cfg.GroupIndex(g.first);
+      if (i >= 0) group_delay_[i] = g.second;
+    }
   }
   ~Impl() { Stop(); }
 

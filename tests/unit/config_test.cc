@@ -110,6 +110,17 @@ TEST(ConfigTest, WorkerGroupsAreReadCheckedAndGivenByRank) {
       error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_RANK", "0"}, {"PS_GROUP_CONSISTENCY", "a=xyz"}})
           .find("PS_GROUP_CONSISTENCY"),
       std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_RANK", "0"}, {"PS_GROUP_MAX_DELAY", "a=-2"}})
+                .find("PS_GROUP_MAX_DELAY"),
+            std::string::npos);
+  EXPECT_NE(error({{"PS_WORKER_GROUPS", "a:1"}, {"PS_RANK", "0"}, {"PS_GROUP_MAX_DELAY", "b=1"}})
+                .find("PS_GROUP_MAX_DELAY"),
+            std::string::npos);
+  EXPECT_EQ(Config::FromMap({{"PS_ROLE", "scheduler"},
+                             {"PS_WORKER_GROUPS", "a:1,b:1"},
+                             {"PS_GROUP_MAX_DELAY", "a=0,b=-1"}})
+                .group_max_delay,
+            (std::map<std::string, int>{{"a", 0}, {"b", -1}}));
 }
 
 TEST(ConfigTest, KubernetesStyleVariablesAreRead) {

@@ -91,7 +91,8 @@ TEST(TableInprocTest, AGroupsPolicySetAtRunTimeReachesEveryNodeAndLeavesTheOther
         EXPECT_EQ(node->consistency_policy("a"), "ssp:3");
         EXPECT_EQ(node->max_delay("a"), 2);
         EXPECT_EQ(node->consistency_policy("b"), "asp");
-        EXPECT_EQ(node->max_delay("b"), -1);
+        EXPECT_EQ(node->max_delay("b"), 3);  // PS_GROUP_MAX_DELAY's
+        EXPECT_EQ(node->max_delay(), -1);
         EXPECT_EQ(node->consistency_policy(), "asp");
         EXPECT_NE(ErrorOf([&] { node->SetConsistency("bsp", 0, "c"); }).find("'c'"),
                   std::string::npos);
@@ -107,6 +108,7 @@ TEST(TableInprocTest, AGroupsPolicySetAtRunTimeReachesEveryNodeAndLeavesTheOther
       static_cast<int64_t*>(nullptr),
       [](Config* c) {
         c->worker_groups = {{"a", 1}, {"b", 1}};
+        c->group_max_delay = {{"b", 3}};
       });
 }
 
