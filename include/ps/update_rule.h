@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <typeinfo>
 
 #include "ps/base.h"
 
@@ -61,6 +62,11 @@ class UpdateRule {
   /// zeros either way; a range pull and a hand-off skip them. Default: false (a key once
   /// pushed stays, whatever its value).
   virtual bool DropsZeros() const { return false; }
+  /// True if Read and ReadAt return the stored values as they are (ReadWidth(n) == n): the
+  /// store then copies a range pull's values in runs instead of calling Read per key. Default:
+  /// false. The library's rules say true for their own class only (typeid), so a subclass that
+  /// overrides Read is never read around.
+  virtual bool ReadsRaw() const { return false; }
 };
 
 /// A read-only function the servers run over the keys they store (KVWorker::Reduce): each
@@ -98,6 +104,7 @@ class SumRule : public UpdateRule<V> {
   void Apply(Key, const V* pushed, V* val, V*, int n) const override {
     for (int i = 0; i < n; ++i) val[i] += pushed[i];
   }
+  bool ReadsRaw() const override { return typeid(*this) == typeid(SumRule<V>); }
 };
 
 /// val += pushed, for counts: a slot that returns to zero is dropped (UpdateRule::DropsZeros),
@@ -107,6 +114,7 @@ template <typename V>
 class CountRule : public SumRule<V> {
  public:
   bool DropsZeros() const override { return true; }
+  bool ReadsRaw() const override { return typeid(*this) == typeid(CountRule<V>); }
 };
 
 /// val = pushed (last writer wins; per worker-server link the order is the push order).
@@ -117,6 +125,7 @@ class AssignRule : public UpdateRule<V> {
   void Apply(Key, const V* pushed, V* val, V*, int n) const override {
     std::memcpy(val, pushed, sizeof(V) * n);
   }
+  bool ReadsRaw() const override { return typeid(*this) == typeid(AssignRule<V>); }
 };
 
 /// val -= lr * pushed: plain SGD on pushed gradients.

@@ -336,6 +336,65 @@ bool Block<V>::ForEach(Range r, const std::function<bool(Key, const V*, size_t)>
 }
 
 template <typename V>
+void Block<V>::AppendRaw(Range r, SArray<Key>* keys, SArray<int>* lens, SArray<V>* vals) const {
+  size_t i = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
+  const size_t end = std::lower_bound(keys_.begin() + i, keys_.end(), r.end) - keys_.begin();
+  const auto side_begin = side_.lower_bound(r.begin);
+  // Room for all of it first (dropped slots make it less), then plain stores: a range of
+  // one-value counts costs a few instructions per key.
+  size_t n = end - i, m = Off(end) - Off(i);
+  for (auto it = side_begin; it != side_.end() && it->first < r.end; ++it) {
+    n++;
+    m += it->second.size();
+  }
+  const size_t k0 = keys->size(), v0 = vals->size();
+  keys->resize(k0 + n);
+  lens->resize(k0 + n);
+  vals->resize(v0 + m);
+  Key* ko = keys->data() + k0;
+  int* lo = lens->data() + k0;
+  V* vo = vals->data() + v0;
+  auto add = [&](Key k, const V* slot, size_t size) {
+    if (Dropped(slot, size)) return;
+    *ko++ = k;
+    *lo++ = static_cast<int>(size);
+    for (size_t j = 0; j < size; ++j) *vo++ = slot[j];
+  };
+  auto it = side_begin;
+  while (i < end || (it != side_.end() && it->first < r.end)) {
+    const bool side_next =
+        it != side_.end() && it->first < r.end && (i == end || it->first < keys_[i]);
+    if (side_next) {
+      add(it->first, it->second.data(), it->second.size());
+      ++it;
+    } else {
+      add(keys_[i], data_.data() + Off(i), Off(i + 1) - Off(i));
+      ++i;
+    }
+  }
+  keys->resize(ko - keys->data());
+  lens->resize(lo - lens->data());
+  vals->resize(vo - vals->data());
+}
+
+template <typename V>
+void Block<V>::ReduceRaw(Range r, const RangeReducer<V>& f, double* acc) const {
+  const size_t begin = std::lower_bound(keys_.begin(), keys_.end(), r.begin) - keys_.begin();
+  const size_t end = std::lower_bound(keys_.begin() + begin, keys_.end(), r.end) - keys_.begin();
+  // A sum over keys needs no order: the main arrays, then the side table.
+  for (size_t i = begin; i < end; ++i) {
+    const V* slot = data_.data() + Off(i);
+    const size_t size = Off(i + 1) - Off(i);
+    if (!Dropped(slot, size)) f.Add(keys_[i], slot, static_cast<int>(size), acc);
+  }
+  for (auto it = side_.lower_bound(r.begin); it != side_.end() && it->first < r.end; ++it) {
+    if (!Dropped(it->second.data(), it->second.size())) {
+      f.Add(it->first, it->second.data(), static_cast<int>(it->second.size()), acc);
+    }
+  }
+}
+
+template <typename V>
 size_t Block<V>::CountRange(Range r) const {
   size_t n = std::lower_bound(keys_.begin(), keys_.end(), r.end) -
              std::lower_bound(keys_.begin(), keys_.end(), r.begin);

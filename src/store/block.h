@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ps/base.h"
+#include "ps/sarray.h"
 #include "ps/update_rule.h"
 
 namespace ps {
@@ -75,6 +76,11 @@ class Block {
   /// false when f did.
   bool ForEach(Range r, const std::function<bool(Key, const V*, size_t)>& f) const;
   size_t CountRange(Range r) const;
+  /// Appends the keys of r in order, their value counts and their stored values as they are
+  /// (a rule that ReadsRaw, no state): ForEach and Read without a call per key.
+  void AppendRaw(Range r, SArray<Key>* keys, SArray<int>* lens, SArray<V>* vals) const;
+  /// Adds what f makes of every kept key of r, reading the stored values as they are.
+  void ReduceRaw(Range r, const RangeReducer<V>& f, double* acc) const;
   size_t size() const { return keys_.size() + side_.size(); }
   /// Memory held by the slots and keys (not the containers' spare capacity).
   size_t bytes() const { return bytes_; }

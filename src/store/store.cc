@@ -194,8 +194,18 @@ void Store<V>::PullRanges(const Range* rs, size_t nr, SArray<Key>* out_keys, SAr
   lens.reserve(most);
   vals.reserve(most);
   const int sw = sw_;
+  const bool raw = sw == 0 && rule_->ReadsRaw();
   for (size_t i = 0; i < nr; ++i) {
     const size_t before = keys.size();
+    if (raw) {
+      // The values as stored, block by block, without a call per key.
+      auto it = std::prev(blocks_.upper_bound(rs[i].begin));
+      for (; it != blocks_.end() && it->first < rs[i].end; ++it) {
+        it->second.AppendRaw(rs[i], &keys, &lens, &vals);
+      }
+      counts[i] = keys.size() - before;
+      continue;
+    }
     ForEach(rs[i], [&](Key k, const V* slot, size_t size) {
       const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
       const int w = rule_->ReadWidth(len);
@@ -230,8 +240,13 @@ std::string Store<V>::Reduce(int id, Range r, int64_t step, std::vector<double>*
   const size_t width = static_cast<size_t>(f.Width());
   if (acc->empty()) acc->assign(width, 0.0);
   if (acc->size() != width) return "reducer width changed";
-  std::vector<V> read;
   const int sw = sw_;
+  if (sw == 0 && rule_->ReadsRaw()) {
+    auto b = std::prev(blocks_.upper_bound(r.begin));
+    for (; b != blocks_.end() && b->first < r.end; ++b) b->second.ReduceRaw(r, f, acc->data());
+    return "";
+  }
+  std::vector<V> read;
   ForEach(r, [&](Key k, const V* slot, size_t size) {
     const int len = static_cast<int>(sw == 0 ? size : size / (1 + sw));
     read.resize(static_cast<size_t>(rule_->ReadWidth(len)));

@@ -176,6 +176,43 @@ TEST(StoreTest, MatchesReferenceUnderRandomPushes) {
   }
 }
 
+// Range pulls copy the stored values in runs for the library's rules that read them as they
+// are; a subclass that overrides Read is still read key by key.
+TEST(StoreTest, ARangePullReadsAroundOnlyRulesThatReadRaw) {
+  struct Doubling : SumRule<float> {
+    void Read(Key, const float* val, const float*, float* out, int n) const override {
+      for (int i = 0; i < n; ++i) out[i] = 2 * val[i];
+    }
+  };
+  EXPECT_TRUE(SumRule<float>().ReadsRaw());
+  EXPECT_TRUE(CountRule<float>().ReadsRaw());
+  EXPECT_TRUE(AssignRule<float>().ReadsRaw());
+  EXPECT_FALSE(Doubling().ReadsRaw());
+  for (bool doubling : {false, true}) {
+    std::shared_ptr<const UpdateRule<float>> rule;
+    if (doubling) {
+      rule = std::make_shared<Doubling>();
+    } else {
+      rule = std::make_shared<SumRule<float>>();
+    }
+    Store<float> s(rule);
+    std::vector<Key> k{3, 4, 9};
+    std::vector<int> lens{2, 3, 1};
+    std::vector<float> v{1, 2, 3, 4, 5, 6};
+    ASSERT_EQ(s.Push(k.data(), 3, reinterpret_cast<char*>(v.data()), 6, lens.data()), "");
+    SArray<Key> rk;
+    SArray<char> rv;
+    SArray<int> rl;
+    s.PullRange(Range(4, 10), &rk, &rv, &rl);
+    EXPECT_EQ(std::vector<Key>(rk.begin(), rk.end()), (std::vector<Key>{4, 9}));
+    EXPECT_EQ(std::vector<int>(rl.begin(), rl.end()), (std::vector<int>{3, 1}));
+    const SArray<float> got(rv);
+    const float f = doubling ? 2 : 1;
+    EXPECT_EQ(std::vector<float>(got.begin(), got.end()),
+              (std::vector<float>{3 * f, 4 * f, 5 * f, 6 * f}));
+  }
+}
+
 TEST(StoreTest, VariableLengthValuesAndLengthMismatchIsRejected) {
   Store<float> s(std::make_shared<SumRule<float>>());
   std::vector<Key> k{3, 4};
