@@ -63,7 +63,9 @@ bool ValidSample(const pb::Metric& m) {
   if (m.label_names_size() != m.label_values_size() || m.label_names_size() > 8) return false;
   for (int i = 0; i < m.label_names_size(); ++i) {
     const std::string& n = m.label_names(i);
-    if (!ValidMetricName(n, true) || n == "node" || n == "role" || n == "rank") return false;
+    if (!ValidMetricName(n, true) || n == "node" || n == "role" || n == "rank" || n == "group") {
+      return false;
+    }
     if (m.label_values(i).size() > 256) return false;
   }
   return true;
@@ -214,10 +216,11 @@ std::string MetricsTable::Prometheus(const MetricSet& job) const {
   };
   for (const auto& m : job.samples()) add(m, {});
   for (const auto& n : nodes_) {
-    const std::vector<std::pair<std::string, std::string>> l = {
+    std::vector<std::pair<std::string, std::string>> l = {
         {"node", std::to_string(n.first)},
         {"role", n.second.key.role},
         {"rank", std::to_string(n.second.key.rank)}};
+    if (!n.second.key.group.empty()) l.emplace_back("group", n.second.key.group);
     for (const auto& m : n.second.samples) add(m, l);
   }
   std::ostringstream os;
@@ -244,6 +247,8 @@ std::string MetricsTable::Json(const MetricSet& job, int64_t now_ms, const std::
     first = false;
     out += "{\"id\":" + std::to_string(n.first) + ",\"role\":\"" + EscapeJson(n.second.key.role) +
            "\",\"rank\":" + std::to_string(n.second.key.rank) +
+           (n.second.key.group.empty() ? ""
+                                       : ",\"group\":\"" + EscapeJson(n.second.key.group) + "\"") +
            ",\"age_ms\":" + std::to_string(now_ms - n.second.at_ms) +
            ",\"dead\":" + (dead.count(n.first) ? "true" : "false") +
            ",\"metrics\":" + object(n.second.samples) + ",\"history\":[";

@@ -89,6 +89,7 @@ class MetricsTable {
     int id;
     std::string role;
     int rank;
+    std::string group = "";  // a worker's group (worker groups); "" without
   };
   /// Replaces node `key.id`'s samples. Returns how many were dropped as invalid.
   int Update(const NodeKey& key, const google::protobuf::RepeatedPtrField<pb::Metric>& samples,

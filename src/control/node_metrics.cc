@@ -58,7 +58,7 @@ void Node::Impl::SendMetrics(bool force) {
 void Node::Impl::StoreMetrics(int from, const pb::Control& c) {
   MetricsTable::NodeKey key{from, "unknown", -1};
   for (const auto& n : nodes_) {
-    if (n.id == from) key = {from, RoleName(n.role), n.rank};
+    if (n.id == from) key = {from, RoleName(n.role), n.rank, n.group};
   }
   const int dropped = metrics_table_.Update(key, c.metrics(), NowMs());
   LOG_IF(WARNING, dropped > 0) << "node " << from << " sent " << dropped

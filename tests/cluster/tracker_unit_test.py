@@ -135,6 +135,20 @@ class WorkerGroupsTest(unittest.TestCase):
         self.assertEqual(groups, {0: "train", 1: "train", 2: "eval"})
 
 
+class SummaryTest(unittest.TestCase):
+    def test_steps_are_per_worker_group(self):
+        from pslaunch.metrics import summary_line
+        nodes = [{"id": 3, "role": "worker", "group": "train", "metrics": {"ps_worker_step": 9}},
+                 {"id": 4, "role": "worker", "group": "train", "metrics": {"ps_worker_step": 7}},
+                 {"id": 5, "role": "worker", "group": "eval", "metrics": {"ps_worker_step": 2}}]
+        line = summary_line({"nodes": nodes}, None, 0)
+        self.assertIn("eval steps 2 (node 5) .. 2 (node 5)", line)
+        self.assertIn("train steps 7 (node 4) .. 9 (node 3)", line)
+        for n in nodes:
+            del n["group"]
+        self.assertIn("job: steps 2 (node 5) .. 9 (node 3)", summary_line({"nodes": nodes}, None, 0))
+
+
 class BackendCommandTest(unittest.TestCase):
     def test_ssh_one_command_per_process_with_env_on_the_command_line(self):
         a = args(hostfile=hostfile("h0\nh1\n"), launcher_args="-F cfg", env=["A=x y"])

@@ -42,6 +42,22 @@ TEST(MetricsTest, PrometheusTextGroupsEachFamilyAndLabelsEveryNode) {
       "\\\"x\\\"\"}]}");
 }
 
+TEST(MetricsTest, AWorkersGroupLabelsItsSamples) {
+  MetricSet w;
+  w.Gauge("ps_worker_step", 4, {{"app", "0"}});
+  MetricsTable t;
+  EXPECT_EQ(t.Update({3, "worker", 1, "eval"}, Samples(w), 100), 0);
+  EXPECT_EQ(t.Prometheus(MetricSet()),
+            "# TYPE ps_worker_step gauge\n"
+            "ps_worker_step{node=\"3\",role=\"worker\",rank=\"1\",group=\"eval\",app=\"0\"} 4\n");
+  EXPECT_NE(t.Json(MetricSet(), 100, {}, {}).find("\"rank\":1,\"group\":\"eval\""),
+            std::string::npos);
+  // A node's own sample may not claim the label.
+  MetricSet bad;
+  bad.Gauge("ps_x", 1, {{"group", "train"}});
+  EXPECT_EQ(t.Update({3, "worker", 1, "eval"}, Samples(bad), 200), 1);
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithInfEqualToTheCount) {
   LatencyHistogram h;
   h.Add(30);       // <= 50 us

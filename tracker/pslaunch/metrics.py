@@ -47,12 +47,15 @@ def summary_line(stats, prev, dt):
     (an earlier totals() or None), live and dead nodes."""
     job = stats.get("job", {})
     steps = _per_node(stats, "worker", "ps_worker_step", max)
+    group = dict((n["id"], n.get("group", "")) for n in stats.get("nodes", []))
     parts = []
-    if steps:
-        slow = min(steps, key=lambda k: (steps[k], k))
-        fast = max(steps, key=lambda k: (steps[k], -k))
-        parts.append("steps %d (node %d) .. %d (node %d)"
-                     % (steps[slow], slow, steps[fast], fast))
+    # Per worker group (each has steps of its own), or all workers without groups.
+    for g in sorted(set(group.get(k, "") for k in steps)):
+        mine = dict((k, v) for k, v in steps.items() if group.get(k, "") == g)
+        slow = min(mine, key=lambda k: (mine[k], k))
+        fast = max(mine, key=lambda k: (mine[k], -k))
+        parts.append("%ssteps %d (node %d) .. %d (node %d)"
+                     % (g + " " if g else "", mine[slow], slow, mine[fast], fast))
     req, sent = totals(stats)
     if prev is not None and dt > 0:
         parts.append("%.0f requests/s" % ((req - prev[0]) / dt))
