@@ -28,6 +28,21 @@ Membership::Membership(int num_servers, int num_workers, const std::string& sche
   nodes_.push_back(s);
 }
 
+void JoinGroup(std::vector<std::pair<std::string, int>>* groups, const std::string& group,
+               int num_workers) {
+  if (groups->empty()) {
+    if (group.empty()) return;  // no groups, and none to add
+    groups->emplace_back("", num_workers);
+  }
+  for (auto& g : *groups) {
+    if (g.first == group) {
+      g.second++;
+      return;
+    }
+  }
+  groups->emplace_back(group, 1);
+}
+
 Membership::RegisterResult Membership::Register(const Registration& r, std::string* why) {
   if (r.role == Role::kScheduler) {
     *why = "a second scheduler tried to register from " + r.host + ":" + std::to_string(r.port);
@@ -36,10 +51,14 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   for (const auto& p : pending_) {
     if (p.first.host == r.host && p.first.port == r.port) return RegisterResult::kDuplicate;
   }
-  if (r.role == Role::kWorker && GroupIndex(r.group) < 0) {
+  // A worker that joins the running job may bring a group of its own; one that names none
+  // joins the job's only (unnamed) group, if it has no groups.
+  const bool new_group = r.role == Role::kWorker && GroupIndex(r.group) < 0;
+  if (new_group && (!complete_ || !r.join || r.group.empty())) {
     *why = "worker from " + r.host + ":" + std::to_string(r.port) + " names group '" + r.group +
            "', which is not one of the job's (PS_WORKER_GROUPS" +
-           (groups_.empty() ? std::string(" is not set on the scheduler)") : std::string(")"));
+           (groups_.empty() ? std::string(" is not set on the scheduler") : std::string("")) +
+           "; a worker joining a running job may add a named group)";
     return RegisterResult::kRejected;
   }
   if (complete_ && r.join) {
@@ -55,6 +74,7 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
       info.group = r.group;
       info.group_rank = 0;
       for (const auto& n : nodes_) info.group_rank += n.role == Role::kWorker && n.group == r.group;
+      JoinGroup(&groups_, r.group, num_workers_);
     }
     nodes_.push_back(info);
     return RegisterResult::kJoined;

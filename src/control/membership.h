@@ -26,6 +26,12 @@ struct Registration {
   std::string group;
 };
 
+/// A worker of `group` joined a running job: the group grows by one, and a group the job did
+/// not have is added at the end (a job without groups first gets its one unnamed group of
+/// num_workers). Every node applies the joins in the scheduler's order, so group indexes agree.
+void JoinGroup(std::vector<std::pair<std::string, int>>* groups, const std::string& group,
+               int num_workers);
+
 /// Barrier groups of one worker group: the workers of group `index` (Config::worker_groups)
 /// only, encoded above the BarrierGroup bits.
 inline int WorkerGroupBarrier(int index) { return kWorkerGroup | ((index + 1) << 8); }

@@ -80,6 +80,7 @@ int Node::group_rank() const {
   return -1;
 }
 std::vector<std::pair<std::string, int>> Node::worker_groups() const {
+  std::lock_guard<std::mutex> lk(impl_->mu_);  // a worker joining with a new group adds one
   if (!impl_->cfg.worker_groups.empty()) return impl_->cfg.worker_groups;
   return {{"", impl_->cfg.num_workers}};
 }
@@ -381,6 +382,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       if (res == Membership::RegisterResult::kJoined) {
         NodeInfo n = membership_->nodes().back();
         nodes_ = membership_->nodes();
+        if (n.role == Role::kWorker) JoinGroup(&cfg.worker_groups, n.group, cfg.num_workers);
         membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         Joined(n);
@@ -569,6 +571,8 @@ void Node::Impl::HandleControl(const Message& msg) {
       for (const auto& m : nodes_) known |= m.id == n.id;
       if (known) break;
       nodes_.push_back(n);
+      // The scheduler's order of joins: every node's group indexes agree.
+      if (n.role == Role::kWorker) JoinGroup(&cfg.worker_groups, n.group, cfg.num_workers);
       lk.unlock();
       NotifyJoined(n);
       lk.lock();

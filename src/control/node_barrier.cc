@@ -77,8 +77,12 @@ void Node::Impl::Barrier(int groups, bool final) {
   if (!InGroups(cfg.role, groups)) {
     throw Error("Barrier: this node's role is not in the barrier groups");
   }
-  if (BarrierWorkerGroup(groups) >= 0 &&
-      BarrierWorkerGroup(groups) != cfg.GroupIndex(cfg.worker_group)) {
+  int mine;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    mine = cfg.GroupIndex(cfg.worker_group);
+  }
+  if (BarrierWorkerGroup(groups) >= 0 && BarrierWorkerGroup(groups) != mine) {
     throw Error("Barrier: this worker is not in group " +
                 Membership::GroupNames(groups, cfg.worker_groups));
   }
@@ -173,7 +177,9 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
 
 int Node::Impl::GroupIndexOf(const std::string& group, const char* call) const {
   if (group.empty()) return -1;
+  std::unique_lock<std::mutex> lk(mu_);  // a worker joining with a new group adds one
   const int g = cfg.GroupIndex(group);
+  lk.unlock();
   if (g < 0) {
     std::string names;
     for (const auto& w : cfg.worker_groups) names += (names.empty() ? "" : ", ") + w.first;

@@ -108,6 +108,10 @@ int RunTrain(ps::Node* node, const Options& o) {
   int violations = 0;
   std::string tasks;
   for (int64_t t = 0; t < o.steps; ++t) {
+    if (me == 0) {
+      std::printf("STEP %lld\n", static_cast<long long>(t));
+      std::fflush(stdout);
+    }
     if (me == o.stall_train_rank && t == o.stall_step) Stall();
     ps::SArray<int64_t> vals;
     kv.Wait(kv.Pull(keys, &vals));

@@ -14,6 +14,10 @@
   join_eval   train:2 (BSP) and eval:1 with task pools; once the eval worker has done a task, a
               second eval worker joins the running job (ps-launch --join -w eval:1): it gets
               the next rank in that group, takes eval tasks only, and every task is done once.
+  join_group  a job launched with the training group alone (train:2, BSP); at step 5 an
+              evaluation group the job did not have joins (ps-launch --join -w eval:1): its
+              worker reads under the job's ASP, is never held, and the training group's
+              lockstep never waits for it.
 """
 import argparse
 import json
@@ -36,6 +40,8 @@ SCENARIOS = {
                                          "--stall-step", "5"]),
     "join_eval": (2, "train:2,eval:1", ["--steps", "20", "--straggler-ms", "20", "--tasks", "40",
                                         "--eval-ms", "30"]),
+    "join_group": (2, "train:2", ["--steps", "40", "--straggler-ms", "20", "--eval-steps", "5",
+                                  "--eval-ms", "30"]),
 }
 
 
@@ -75,7 +81,9 @@ def main():
             m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
             if m:
                 joiner["port"] = int(m.group(1))
-            if a.scenario == "join_eval" and "DID eval" in line and joiner["thread"] is None:
+            trigger = ("DID eval" in line if a.scenario == "join_eval" else
+                       re.match(r"\[worker 0\] STEP 5$", line) is not None)
+            if a.scenario.startswith("join") and trigger and joiner["thread"] is None:
                 joiner["thread"] = threading.Thread(target=join)
                 joiner["thread"].start()
             m = re.search(r"STALLED pid=(\d+)", line)
@@ -95,7 +103,7 @@ def main():
     failures = []
     if rc != 0:
         failures.append("ps-launch exited with %d" % rc)
-    if a.scenario == "join_eval" and joiner["rc"] != 0:
+    if a.scenario.startswith("join") and joiner["rc"] != 0:
         failures.append("the joining eval worker's ps-launch exited with %s" % joiner["rc"])
     if "VIOLATION" in out:
         failures.append("a training worker's read broke BSP's lockstep within its group")
@@ -104,7 +112,7 @@ def main():
     evals = [r for r in rows if r["group"] == "eval"]
     sizes = dict((g.split(":")[0], int(g.split(":")[1])) for g in w.split(","))
     want_train = sizes["train"] - (a.scenario == "kill_train")
-    want_eval = sizes["eval"] - (a.scenario == "kill_eval") + (a.scenario == "join_eval")
+    want_eval = sizes.get("eval", 0) - (a.scenario == "kill_eval") + a.scenario.startswith("join")
     if len(train) != want_train or len(evals) != want_eval:
         failures.append("expected %d train and %d eval summaries, got %d and %d"
                         % (want_train, want_eval, len(train), len(evals)))
@@ -122,7 +130,12 @@ def main():
         failures.append("an ASP evaluation worker's pull was held: %s" % evals)
     if not any(r["barrier_wait_s"] > 0 for r in train):
         failures.append("no training pull was ever held: the straggler did not exercise BSP")
-    if a.scenario == "policy":
+    if a.scenario == "join_group":
+        if joiner["thread"] is None:
+            failures.append("the training group never reached step 5")
+        if [r["steps"] for r in evals] != [5]:
+            failures.append("the joined evaluation worker did %s, want 5 steps" % evals)
+    elif a.scenario == "policy":
         if [r["steps"] for r in evals] != [3]:
             failures.append("the evaluation worker did %s steps, want 3" % evals)
     else:

@@ -59,6 +59,34 @@ TEST(MembershipTest, WorkerGroupsTakeTheirSizesAndRankTheirMembers) {
   EXPECT_EQ(m.nodes().back().rank, 3);
 }
 
+TEST(MembershipTest, AGroupTheJobDidNotHaveJoinsTheRunningJob) {
+  std::vector<std::pair<std::string, int>> g;
+  JoinGroup(&g, "", 3);  // a plain joiner of a plain job: still no groups
+  EXPECT_TRUE(g.empty());
+  JoinGroup(&g, "eval", 3);
+  JoinGroup(&g, "eval", 3);
+  EXPECT_EQ(g, (std::vector<std::pair<std::string, int>>{{"", 3}, {"eval", 2}}));
+  Membership m(1, 1, "127.0.0.1", 9000);
+  m.SetWorkerGroups({{"train", 1}});
+  std::string why;
+  m.Register(Reg(Role::kServer, 1), &why);
+  // Before the job runs, only the job's groups register.
+  EXPECT_EQ(m.Register(InGroup(2, "eval"), &why), Membership::RegisterResult::kRejected);
+  ASSERT_EQ(m.Register(InGroup(3, "train"), &why), Membership::RegisterResult::kComplete);
+  Registration j = InGroup(4, "eval");
+  j.join = true;
+  ASSERT_EQ(m.Register(j, &why), Membership::RegisterResult::kJoined);
+  EXPECT_EQ(m.nodes().back().group, "eval");
+  EXPECT_EQ(m.nodes().back().group_rank, 0);
+  // A barrier of the new group (index 1) waits for its member only.
+  const int id = m.IdOf("127.0.0.1", 4);
+  EXPECT_EQ(m.EnterBarrier(id, WorkerGroupBarrier(1), 1), (std::vector<int>{id}));
+  // A joiner of a grouped job must name a group.
+  Registration none = InGroup(5, "");
+  none.join = true;
+  EXPECT_EQ(m.Register(none, &why), Membership::RegisterResult::kRejected);
+}
+
 TEST(MembershipTest, AssignsIdsOnceAllExpectedNodesArrive) {
   Membership m(2, 1, "127.0.0.1", 9000);
   std::string why;
