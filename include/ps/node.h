@@ -142,12 +142,14 @@ class Node {
   /// report them done; the unfinished tasks of a worker that dies (or holds one longer than
   /// PS_TASK_TIMEOUT_MS) go back to the pool for the others.
   ///
-  /// Scheduler only: adds n tasks to the pool and returns the id of the first (ids are
-  /// consecutive and never reused). Until the first call, workers asking for a task wait.
+  /// Adds n tasks to the pool and returns the id of the first (ids are consecutive and never
+  /// reused). Until the first call, workers asking for a task wait. The scheduler keeps the
+  /// pool; another node's call asks it (and throws ps::Error after Config::request_timeout_ms).
   int AddTasks(int n);
-  /// Scheduler only: the same for the pool of one worker group (each group has its own; a
-  /// worker takes tasks from its group's pool only, and a dead worker's unfinished tasks go
-  /// back to its group's). AddTasks(n) adds to the first group's pool.
+  /// The same for the pool of one worker group (each group has its own; a worker takes tasks
+  /// from its group's pool only, and a dead worker's unfinished tasks go back to its group's).
+  /// AddTasks(n) adds to the first group's pool. A group that joined a running job adds its
+  /// own this way.
   int AddTasks(int n, const std::string& group);
   /// Worker only: the next task to do. Blocks while the pool is empty but tasks are still out
   /// with other workers (one may die and its tasks come back); returns -1 when every task is

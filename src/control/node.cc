@@ -411,6 +411,17 @@ void Node::Impl::HandleControl(const Message& msg) {
         ready_ = true;
         cv_.notify_all();
       }
+    } else if (c.cmd() == pb::Control::ADD_TASKS && membership_->complete() && c.task() >= 0) {
+      std::vector<std::pair<int, int>> answers;
+      const int first = tasks_.Add(c.task(), std::max(0, c.group() - 1));
+      ServeTaskWaiters(&answers);
+      lk.unlock();
+      SendTaskAnswers(answers);
+      pb::Control reply;
+      reply.set_cmd(pb::Control::ADD_TASKS);
+      reply.set_task(first);
+      reply.set_request(c.request());
+      SendControl(from, reply);
     } else if (c.cmd() == pb::Control::CREATE_TABLE && membership_->complete()) {
       lk.unlock();
       OnCreateTable(from, c);
@@ -624,6 +635,10 @@ void Node::Impl::HandleControl(const Message& msg) {
     case pb::Control::TASK_GIVE:
       task_answer_ = c.task();
       task_answers_++;
+      cv_.notify_all();
+      break;
+    case pb::Control::ADD_TASKS:
+      tasks_added_[c.request()] = c.task();
       cv_.notify_all();
       break;
     case pb::Control::ABORT:

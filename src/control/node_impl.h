@@ -373,7 +373,8 @@ struct Node::Impl {
   TableRegistry table_registry_;  // the scheduler's
   uint64_t table_requests_ = 0;
   std::map<uint64_t, std::string> table_answers_;  // CreateTable requests answered: "" or why not
-  std::mutex table_listen_mu_;                     // the listeners (not mu_: they run outside it)
+  std::map<uint64_t, int> tasks_added_;  // AddTasks requests of a non-scheduler: the first id
+  std::mutex table_listen_mu_;           // the listeners (not mu_: they run outside it)
   int table_listener_ids_ = 0;
   std::map<int, std::function<void(const TableSpec&)>> table_listeners_;
   bool finalized_ = false;

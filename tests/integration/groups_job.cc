@@ -17,6 +17,7 @@
 // lockstep violations, and the tasks it did.
 //
 //   groups_job --steps N [--eval-steps M] [--eval-ms MS] [--straggler-ms MS] [--tasks N]
+//              [--self-tasks N (eval group rank 0 adds N tasks to its group's pool itself)]
 //              [--stall-eval-rank R --stall-task K] [--stall-train-rank R --stall-step T]
 #include <unistd.h>
 
@@ -37,6 +38,7 @@ struct Options {
   int eval_ms = 100;
   int straggler_ms = 20;
   int tasks = 0;
+  int self_tasks = 0;
   int stall_eval_rank = -1;
   int stall_task = -1;
   int stall_train_rank = -1;
@@ -58,6 +60,8 @@ Options Parse(int argc, char** argv) {
       o.straggler_ms = v;
     } else if (k == "--tasks") {
       o.tasks = v;
+    } else if (k == "--self-tasks") {
+      o.self_tasks = v;
     } else if (k == "--stall-eval-rank") {
       o.stall_eval_rank = v;
     } else if (k == "--stall-task") {
@@ -153,9 +157,12 @@ int RunEval(ps::Node* node, const Options& o) {
   for (int v = 0; v < n; ++v) keys[v] = KeyOf(v);
   std::string tasks;
   int done = 0;
+  // A group that joined the running job fills its own pool (the scheduler's program knows
+  // nothing of it).
+  if (o.self_tasks > 0 && me == 0) node->AddTasks(o.self_tasks, node->group());
   for (int64_t t = 0;; ++t) {
     int task = -1;
-    if (o.tasks > 0) {
+    if (o.tasks > 0 || o.self_tasks > 0) {
       task = node->NextTask();
       if (task < 0) break;
     } else if (t >= o.eval_steps) {

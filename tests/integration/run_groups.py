@@ -16,8 +16,9 @@
               the next rank in that group, takes eval tasks only, and every task is done once.
   join_group  a job launched with the training group alone (train:2, BSP); at step 5 an
               evaluation group the job did not have joins (ps-launch --join -w eval:1): its
-              worker reads under the job's ASP, is never held, and the training group's
-              lockstep never waits for it.
+              worker adds tasks to its group's pool (AddTasks from a worker) and does them,
+              reads under the job's ASP, is never held, and the training group's lockstep never
+              waits for it.
 """
 import argparse
 import json
@@ -68,6 +69,8 @@ def main():
         jcmd = [sys.executable, a.launcher, "--join", "127.0.0.1:%d" % joiner["port"], "-s", "0",
                 "-w", "eval:1", "--timeout", "120", "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000",
                 "--", a.job] + job_args
+        if a.scenario == "join_group":
+            jcmd += ["--self-tasks", "6"]  # a new group fills its own pool
         print("run_groups: joining: " + " ".join(jcmd), flush=True)
         j = subprocess.run(jcmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in j.stdout.splitlines():
@@ -133,8 +136,8 @@ def main():
     if a.scenario == "join_group":
         if joiner["thread"] is None:
             failures.append("the training group never reached step 5")
-        if [r["steps"] for r in evals] != [5]:
-            failures.append("the joined evaluation worker did %s, want 5 steps" % evals)
+        if [r["steps"] for r in evals] != [6] or sorted(evals[0]["tasks"]) != list(range(6)):
+            failures.append("the joined evaluation worker did %s, want the 6 tasks it added" % evals)
     elif a.scenario == "policy":
         if [r["steps"] for r in evals] != [3]:
             failures.append("the evaluation worker did %s steps, want 3" % evals)
