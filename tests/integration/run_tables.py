@@ -2,7 +2,8 @@
 """Named tables in real processes (issue 22, item 2): tables_job through ps-launch over loopback.
 Three servers (one replica each), two workers; two tables over the same keys with different
 rules, and a third created while the job runs. A server is SIGKILLed (by PID) when worker 0
-starts step 10 and a fourth server joins (ps-launch --join) at step 20. Every value must be
+starts step 10, a fourth server joins (ps-launch --join) at step 20, and server 2 leaves
+(Node::Leave) a second after it started. Every value must be
 exact at the end (the tables stay apart, nothing is lost or applied twice) and every table must
 list its keys."""
 import argparse
@@ -20,10 +21,11 @@ def main():
     p.add_argument("--job", required=True)
     p.add_argument("--keys", type=int, default=200)
     a = p.parse_args()
-    job = [a.job, "--steps", "40", "--keys", str(a.keys), "--step-ms", "20"]
+    job = [a.job, "--steps", "60", "--keys", str(a.keys), "--step-ms", "20"]
     env = ["--env", "PS_REPLICAS=1", "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
     cmd = [sys.executable, a.launcher, "-s", "3", "-w", "2", "--timeout", "120",
-           "--allow-dead-servers", "1"] + env + ["--"] + job
+           "--allow-dead-servers", "1"] + env + ["--"] + job + [
+               "--leave-rank", "2", "--leave-after-ms", "1000"]
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
@@ -82,6 +84,8 @@ def main():
                         % (a.keys, tables))
     if "ring epoch 2" not in out:
         failures.append("no ring without the dead server was published")
+    if "LEFT server 2" not in out:
+        failures.append("server 2 did not leave")
     if failures:
         print("FAILED tables: %s" % "; ".join(failures))
         return 1

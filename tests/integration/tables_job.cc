@@ -3,10 +3,11 @@
 // and, halfway, a third one while the job runs ("late": double, width 2, assign, written by
 // worker 0 only). Each step a worker adds rank + 1 to every key of "sums" and writes
 // step * W + rank to every key of "maxes"; the runner SIGKILLs a server and adds one
-// (ps-launch --join) meanwhile. At the end worker 0 checks every value exactly and lists the
-// tables with their sizes (KVWorker::CountKeys). Servers serve every table with a TableServer.
+// (ps-launch --join) meanwhile, and another server leaves (Node::Leave). At the end worker 0 checks
+// every value exactly and lists the tables with their sizes (KVWorker::CountKeys). Servers serve
+// every table with a TableServer.
 //
-//   tables_job --steps N --keys K [--step-ms MS]
+//   tables_job --steps N --keys K [--step-ms MS] [--leave-rank R --leave-after-ms MS]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,8 @@ struct Options {
   int steps = 40;
   int keys = 200;
   int step_ms = 20;
+  int leave_rank = -1;     // this server leaves the running job (Node::Leave) ...
+  int leave_after_ms = 0;  // ... this long after it started serving
 };
 
 ps::TableSpec Spec(const std::string& name, ps::DataType dtype, int width,
@@ -116,6 +119,10 @@ int main(int argc, char** argv) {
       o.keys = v;
     } else if (k == "--step-ms") {
       o.step_ms = v;
+    } else if (k == "--leave-rank") {
+      o.leave_rank = v;
+    } else if (k == "--leave-after-ms") {
+      o.leave_after_ms = v;
     } else {
       std::cerr << "unknown option " << k << "\n";
       return 2;
@@ -127,6 +134,12 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (node.role() == ps::Role::kServer) {
       ps::TableServer tables(&node);
+      if (node.rank() == o.leave_rank) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(o.leave_after_ms));
+        node.Leave();  // every table's ranges go to the others
+        std::printf("LEFT server %d\n", node.rank());
+        return 0;
+      }
       node.Finalize();
       return 0;
     }
