@@ -2,7 +2,7 @@
 """Worker groups in real processes (issue 22): groups_job through ps-launch over loopback.
 
   policy      train:3 under BSP with a straggler, eval:1 under ASP reading the same keys in
-              slow steps of its own. BSP's lockstep holds within the training group, the
+              slow steps of its own (a command line of its own: ps-launch --group-cmd). BSP's lockstep holds within the training group, the
               training group finishes without waiting for the evaluation worker's steps (with
               one group it would wait for them, and hang once that worker stopped stepping), and
               the evaluation worker's pulls are never held.
@@ -31,7 +31,8 @@ import threading
 
 # name: (servers, -w, job arguments)
 SCENARIOS = {
-    "policy": (2, "train:3,eval:1", ["--steps", "15", "--eval-steps", "3", "--eval-ms", "200",
+    # The evaluator runs its own command line (ps-launch --group-cmd): 3 steps, not 7.
+    "policy": (2, "train:3,eval:1", ["--steps", "15", "--eval-steps", "7", "--eval-ms", "200",
                                      "--straggler-ms", "20"]),
     "kill_eval": (2, "train:2,eval:2", ["--steps", "20", "--straggler-ms", "20", "--tasks", "12",
                                         "--eval-ms", "30", "--stall-eval-rank", "1",
@@ -59,6 +60,10 @@ def main():
            "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000"]
     if kill:
         cmd += ["--allow-dead-workers", "1"]
+    if a.scenario == "policy":
+        cmd += ["--group-cmd", "eval=%s %s" % (a.job, " ".join(
+            "3" if i > 0 and job_args[i - 1] == "--eval-steps" else x
+            for i, x in enumerate(job_args)))]
     cmd += ["--", a.job] + job_args
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -66,7 +66,11 @@ class Job:
         name = "%s %d" % (role, rank)
         env = self.role_env(role, rank, extra)
         # Each child leads its own process group, so stopping it also stops what it started.
-        p = subprocess.Popen(self.args.program, env=env, stdout=subprocess.PIPE,
+        program = self.args.program
+        cmds = getattr(self.args, "group_cmds", {})
+        if role == "worker" and env.get("PS_WORKER_GROUP") in cmds:
+            program = cmds[env["PS_WORKER_GROUP"]]
+        p = subprocess.Popen(program, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
         with self.lock:
             self.procs.append((name, p))
@@ -229,11 +233,15 @@ def dry_run(args):
         g = group_of(args.worker_groups, i) if role == "worker" else None
         return "PS_WORKER_GROUP=%s " % g if g else ""
 
+    def cmd_of(role, i):
+        g = group_of(args.worker_groups, i) if role == "worker" else None
+        return " ".join(shlex.quote(x) for x in getattr(args, "group_cmds", {}).get(g, [])) or cmd
+
     if args.join:
         for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
             for i in range(n):
                 print("PS_ROLE=%s PS_RANK=%d %sPS_JOIN=1 PS_SCHEDULER_PORT=%d %s %s"
-                      % (role, i, group(role, i), args.join_port, common, cmd))
+                      % (role, i, group(role, i), args.join_port, common, cmd_of(role, i)))
         return 0
     print("# the scheduler writes its port to PORT_FILE; the others get it as PS_SCHEDULER_PORT")
     print("PS_ROLE=scheduler PS_RANK=0 PS_SCHEDULER_PORT=0 PS_SCHEDULER_PORT_FILE=PORT_FILE "
@@ -241,5 +249,5 @@ def dry_run(args):
     for role, n in (("server", args.num_servers), ("worker", args.num_workers)):
         for i in range(n):
             print("PS_ROLE=%s PS_RANK=%d %sPS_SCHEDULER_PORT=$PORT %s %s"
-                  % (role, i, group(role, i), common, cmd))
+                  % (role, i, group(role, i), common, cmd_of(role, i)))
     return 0
