@@ -107,17 +107,20 @@ void Node::Impl::OnCreateTable(int from, const pb::Control& c) {
   answer.set_cmd(pb::Control::TABLES);
   std::vector<int> tell;
   std::string why;
+  bool created = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    const size_t before = table_registry_.tables().size();
     why = table_registry_.Create(&spec);
-    if (why.empty()) {
+    created = table_registry_.tables().size() > before;
+    if (created) {  // the others learn of a new table; a creator of a known one only answers
       for (const auto& n : nodes_) {
         if (n.id != 0 && n.id != from && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
     }
     for (const TableSpec& t : table_registry_.tables()) FillTable(t, answer.add_tables());
   }
-  if (why.empty()) {
+  if (created) {
     LOG(INFO) << "table " << spec.name << " is application " << spec.app_id << " (" << spec.rule
               << ", width " << spec.width << ")";
   }
