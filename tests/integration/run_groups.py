@@ -29,6 +29,8 @@ import subprocess
 import sys
 import threading
 
+import kills
+
 # name: (servers, -w, job arguments)
 SCENARIOS = {
     # The evaluator runs its own command line (ps-launch --group-cmd): 3 steps, not 7.
@@ -71,24 +73,16 @@ def main():
     joiner = {"port": None, "thread": None, "rc": None, "out": ""}
 
     def join():
-        jcmd = [sys.executable, a.launcher, "--join", "127.0.0.1:%d" % joiner["port"], "-s", "0",
-                "-w", "eval:1", "--timeout", "120", "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000",
-                "--", a.job] + job_args
-        if a.scenario == "join_group":
-            jcmd += ["--self-tasks", "6"]  # a new group fills its own pool
-        print("run_groups: joining: " + " ".join(jcmd), flush=True)
-        j = subprocess.run(jcmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in j.stdout.splitlines():
-            print("[joiner] " + line, flush=True)
-        joiner["rc"], joiner["out"] = j.returncode, j.stdout
+        extra = ["--self-tasks", "6"] if a.scenario == "join_group" else []  # fills its own pool
+        joiner["rc"], joiner["out"] = kills.join(
+            a.launcher, joiner["port"], ["-s", "0", "-w", "eval:1", "--timeout", "120", "--env",
+                                         "PS_HEARTBEAT_TIMEOUT_MS=5000"], [a.job] + job_args + extra)
 
     def read():
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)
-            m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
-            if m:
-                joiner["port"] = int(m.group(1))
+            joiner["port"] = kills.scheduler_port(line) or joiner["port"]
             trigger = ("DID eval" in line if a.scenario == "join_eval" else
                        re.match(r"\[worker 0\] STEP 5$", line) is not None)
             if a.scenario.startswith("join") and trigger and joiner["thread"] is None:

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 
+import kills
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -32,21 +34,14 @@ def main():
     st = {"port": None, "pids": {}, "killed": None, "join": None}
 
     def join():
-        jcmd = [sys.executable, a.launcher, "--join", "127.0.0.1:%d" % st["port"], "-s", "1",
-                "-w", "0", "--timeout", "120"] + env + ["--"] + job
-        print("run_tables: joining: " + " ".join(jcmd), flush=True)
-        j = subprocess.run(jcmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in j.stdout.splitlines():
-            print("[joiner] " + line, flush=True)
-        st["join_rc"] = j.returncode
+        st["join_rc"], _ = kills.join(a.launcher, st["port"],
+                                      ["-s", "1", "-w", "0", "--timeout", "120"] + env, job)
 
     def read():
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)
-            m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
-            if m:
-                st["port"] = int(m.group(1))
+            st["port"] = kills.scheduler_port(line) or st["port"]
             m = re.search(r"started server (\d+) pid (\d+)", line)
             if m:
                 st["pids"][int(m.group(1))] = int(m.group(2))
