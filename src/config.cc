@@ -127,12 +127,22 @@ void ReadGroupMap(const Env& env, const char* name, const char* what,
 
 }  // namespace
 
-int Config::GroupIndex(const std::string& name) const {
-  if (worker_groups.empty()) return name.empty() ? 0 : -1;
-  for (size_t i = 0; i < worker_groups.size(); ++i) {
-    if (worker_groups[i].first == name) return static_cast<int>(i);
+int Config::GroupIndexIn(const std::vector<std::pair<std::string, int>>& groups,
+                         const std::string& name) {
+  if (groups.empty()) return name.empty() ? 0 : -1;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].first == name) return static_cast<int>(i);
   }
   return -1;
+}
+
+std::string Config::GroupOfRank(const std::vector<std::pair<std::string, int>>& groups, int rank) {
+  int first = 0;
+  for (const auto& g : groups) {
+    if (rank >= first && rank < first + g.second) return g.first;
+    first += g.second;
+  }
+  return "";
 }
 
 Config Config::FromMap(const Env& env) {
@@ -227,19 +237,12 @@ Config Config::FromMap(const Env& env) {
     if (!Lookup(env, {"PS_NUM_WORKERS", "DMLC_NUM_WORKER"}, &v, &n)) c.num_workers = sum;
   }
   ReadString(env, {"PS_WORKER_GROUP"}, &c.worker_group);
-  if (c.worker_group.empty() && !c.worker_groups.empty() && c.role == Role::kWorker &&
-      c.rank_hint >= 0 && !c.join) {
+  if (c.worker_group.empty() && c.role == Role::kWorker && c.rank_hint >= 0 && !c.join) {
     // Launchers that number workers (PS_RANK, DMLC_WORKER_ID, an MPI or Slurm rank) need not
-    // name groups: ranks go to the groups in order ("train:4,eval:1": 0-3 train, 4 eval).
-    int first = 0;
-    for (const auto& g : c.worker_groups) {
-      if (c.rank_hint < first + g.second) {
-        c.worker_group = g.first;
-        break;
-      }
-      first += g.second;
-    }
+    // name groups: ranks go to the groups in order.
+    c.worker_group = GroupOfRank(c.worker_groups, c.rank_hint);
   }
+
   int seed = 0;
   ReadInt(env, {"PS_SEED"}, 0, 0x7fffffff, &seed);
   c.seed = static_cast<uint64_t>(seed);

@@ -52,7 +52,7 @@ ps::Range OwnedRange(int r, int W) {
 
 int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
              ps::KVWorker<double>* stats, Reporter* rep) {
-  const Team team = TeamOf(*node, o);
+  const Team& team = o.team;
   if (node->consistency_policy(team.group) != "bsp") {
     throw ps::Error("--solver lbfgs needs --consistency bsp (not " +
                     node->consistency_policy(team.group) +

@@ -10,6 +10,13 @@
 
 namespace linear {
 
+/// The workers that train: every worker of the job, or its training group when it has worker
+/// groups (their ranks in it; Node::rank() counts every group's workers).
+struct Team {
+  std::string group;  // "" without groups (Node::Barrier("") is every worker's)
+  int size = 0, rank = -1;
+  bool evaluator = false;  // this worker is in the evaluation group instead
+};
 struct Options {
   std::string train, test;
   Format format = Format::kLibsvm;
@@ -42,15 +49,10 @@ struct Options {
   // ASP by default), a line every eval_interval_ms.
   std::string train_group = "train", eval_group = "eval";
   int eval_interval_ms = 200;
+  // This node's view of them (TeamOf), set once the node has started.
+  Team team;
 };
 
-/// The workers that train: every worker of the job, or its training group when it has worker
-/// groups (their ranks in it; Node::rank() counts every group's workers).
-struct Team {
-  std::string group;  // "" without groups (Node::Barrier("") is every worker's)
-  int size = 0, rank = -1;
-  bool evaluator = false;  // this worker is in the evaluation group instead
-};
 /// Throws ps::Error when the job has groups but none named o.train_group, or this worker is in
 /// a group that neither trains nor evaluates.
 Team TeamOf(const ps::Node& node, const Options& o);
@@ -60,7 +62,7 @@ constexpr int kModelApp = 0;
 constexpr int kStatsApp = 1;
 /// The L-BFGS solver's gradient sums (TaggedSumRule: key -> [sum, evaluation]).
 constexpr int kGradApp = 2;
-/// The stats table's key that the training group's rank 0 sets when training has ended (an
+/// The stats table's key that every training worker adds 1 to when training has ended (an
 /// evaluation group's evaluator then reports the final model).
 constexpr ps::Key kDoneKey = ps::kMaxKey - 1;
 

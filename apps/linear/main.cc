@@ -203,11 +203,12 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   ResolveConsistency();
   try {
-    const linear::Options o = FromFlags();
+    linear::Options o = FromFlags();
     if (FLAGS_predict) return Predict(o);
     ps::Node node(ps::Config::FromEnv());
     node.Start();
-    const linear::Team team = linear::TeamOf(node, o);
+    o.team = linear::TeamOf(node, o);
+    const linear::Team& team = o.team;
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:

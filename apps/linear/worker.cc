@@ -81,7 +81,7 @@ void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats
 
 // Takes this worker's share of the data parts, and (later) parts that dead workers left.
 void TakeParts(ps::Node* node, const Options& o, Shard* s) {
-  const int nparts = o.parts_per_worker * TeamOf(*node, o).size;
+  const int nparts = o.parts_per_worker * o.team.size;
   for (int i = 0; i < o.parts_per_worker; ++i) {
     const int task = node->NextTask();
     if (task < 0) break;
@@ -91,7 +91,7 @@ void TakeParts(ps::Node* node, const Options& o, Shard* s) {
 
 int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
             ps::KVWorker<double>* stats, Reporter* rep) {
-  const int W = TeamOf(*node, o).size, B = std::max(1, o.blocks);
+  const int W = o.team.size, B = std::max(1, o.blocks);
   // The KKT filter: a coordinate at zero whose gradient lies inside the band cannot move
   // (when every worker's part of it is within l1 / W, the sum is within l1).
   if (o.kkt && o.l1 > 0) {
@@ -253,7 +253,7 @@ int RunFtrl(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv
     ph.Time(Phases::kClock, [&] {
       kv->Clock();
       PushStats(stats, epoch, loss, static_cast<double>(s->data.rows()));
-      node->Barrier(TeamOf(*node, o).group);  // every worker's epoch is in (the stats too)
+      node->Barrier(o.team.group);  // every worker's epoch is in (the stats too)
     });
     if (reporting && (epoch % o.eval_every == 0 || epoch + 1 == o.epochs)) {
       Report(rep, kv, stats, "epoch", epoch, &ph);
@@ -271,10 +271,10 @@ void PullAll(ps::KVWorker<double>* kv, Shard* s) {
 }
 
 bool AdoptParts(ps::Node* node, const Options& o, Shard* s) {
-  const int nparts = o.parts_per_worker * TeamOf(*node, o).size;
+  const int nparts = o.parts_per_worker * o.team.size;
   bool any = false;
   for (int task = node->TryNextTask(); task >= 0; task = node->TryNextTask()) {
-    std::cerr << "worker " << TeamOf(*node, o).rank << " takes over data part " << task % nparts
+    std::cerr << "worker " << o.team.rank << " takes over data part " << task % nparts
               << " (its worker died)" << std::endl;
     s->Add(task, o, nparts);
     any = true;
@@ -287,7 +287,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     throw DataError("--train=" + o.train + ": no training rows (the file is empty)");
   }
   Shard s;
-  const Team team = TeamOf(*node, o);
+  const Team& team = o.team;
   TakeParts(node, o, &s);
   // Everyone holds its share before anyone looks for parts left by the dead (TryNextTask
   // would otherwise take a part meant for a worker still starting).
@@ -305,13 +305,14 @@ int RunWorker(ps::Node* node, const Options& o) {
            : o.solver == "lbfgs" ? RunLbfgs(node, o, &s, &kv, &stats, rep.get())
                                  : RunDbpg(node, o, &s, &kv, &stats, rep.get());
   node->Barrier(team.group);
+  // With an evaluation group, its evaluator reports the end, told by the done key: every
+  // trainer adds to it, so a dead rank 0 does not leave the evaluator waiting.
+  if (!team.group.empty()) stats.Wait(stats.Push({kDoneKey}, ps::SArray<double>{1.0, 0.0}));
   if (rep) {
     const Model m = o.model_out.empty() ? ReduceModel(&kv) : PullModel(&kv);
     if (!o.model_out.empty()) {
       WriteModel(o.model_out, o.format, o.train, m.keys.data(), m.w.data(), m.keys.size());
     }
-    // With an evaluation group, its evaluator reports the end (told by the done key).
-    if (!team.group.empty()) stats.Wait(stats.Push({kDoneKey}, ps::SArray<double>{1.0, 0.0}));
     if (rep->has_test() && team.group.empty()) {
       const Quality q = rep->TestQuality(&kv);
       std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",

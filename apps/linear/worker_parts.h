@@ -82,7 +82,7 @@ struct Shard {
 class Reporter {
  public:
   Reporter(ps::Node* node, const Options& o, ps::KVWorkerBase* kv)
-      : node_(node), o_(o), kv_(kv), team_(TeamOf(*node, o)), start_(Clock::now()) {
+      : node_(node), o_(o), kv_(kv), start_(Clock::now()) {
     if (!o.test.empty()) test_ = ReadFile(o.test, o.format);
     if (!o.log_json.empty()) {
       log_.open(o.log_json);
@@ -143,9 +143,9 @@ class Reporter {
              << ",\"test_accuracy\":" << q->accuracy;
       }
       log_ << ",\"solver\":\"" << o_.solver << "\",\"consistency\":\""
-           << node_->consistency_policy(team_.group)
-           << "\",\"tau\":" << node_->max_delay(team_.group) << ",\"workers\":" << team_.size << "}"
-           << std::endl;
+           << node_->consistency_policy(o_.team.group)
+           << "\",\"tau\":" << node_->max_delay(o_.team.group) << ",\"workers\":" << o_.team.size
+           << "}" << std::endl;
     }
     *ph = Phases();
   }
@@ -159,7 +159,6 @@ class Reporter {
   ps::Node* node_;
   const Options& o_;
   ps::KVWorkerBase* kv_;
-  const Team team_;
   Clock::time_point start_;
   Dataset test_;
   std::ofstream log_;

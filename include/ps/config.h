@@ -149,7 +149,13 @@ struct Config {
   /// The group of this worker (PS_WORKER_GROUP), one of worker_groups; "" when there are none.
   std::string worker_group;
   /// The index of a group name in worker_groups (0 for "" when there are none), or -1.
-  int GroupIndex(const std::string& name) const;
+  int GroupIndex(const std::string& name) const { return GroupIndexIn(worker_groups, name); }
+  /// The same over any list of groups (the scheduler's, which grows as groups join).
+  static int GroupIndexIn(const std::vector<std::pair<std::string, int>>& groups,
+                          const std::string& name);
+  /// The group of the worker of rank `rank` when ranks go to the groups in order
+  /// ("train:4,eval:1": 0-3 train, 4 eval); "" past their sizes.
+  static std::string GroupOfRank(const std::vector<std::pair<std::string, int>>& groups, int rank);
   /// Seed of every random choice a node makes (PS_SEED), e.g. PSP's samples.
   uint64_t seed = 0;
   /// The scheduler writes the port it bound to this file when set (PS_SCHEDULER_PORT_FILE);

@@ -181,11 +181,7 @@ std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
 }
 
 int Membership::GroupIndex(const std::string& name) const {
-  if (groups_.empty()) return name.empty() ? 0 : -1;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i].first == name) return static_cast<int>(i);
-  }
-  return -1;
+  return Config::GroupIndexIn(groups_, name);
 }
 
 bool Membership::InBarrier(const NodeInfo& n, int groups) const {

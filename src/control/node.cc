@@ -412,11 +412,8 @@ void Node::Impl::HandleControl(const Message& msg) {
         cv_.notify_all();
       }
     } else if (c.cmd() == pb::Control::ADD_TASKS && membership_->complete() && c.task() >= 0) {
-      std::vector<std::pair<int, int>> answers;
-      const int first = tasks_.Add(c.task(), std::max(0, c.group() - 1));
-      ServeTaskWaiters(&answers);
       lk.unlock();
-      SendTaskAnswers(answers);
+      const int first = AddToPool(c.task(), std::max(0, c.group() - 1));
       pb::Control reply;
       reply.set_cmd(pb::Control::ADD_TASKS);
       reply.set_task(first);

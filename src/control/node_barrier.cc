@@ -77,12 +77,7 @@ void Node::Impl::Barrier(int groups, bool final) {
   if (!InGroups(cfg.role, groups)) {
     throw Error("Barrier: this node's role is not in the barrier groups");
   }
-  int mine;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    mine = cfg.GroupIndex(cfg.worker_group);
-  }
-  if (BarrierWorkerGroup(groups) >= 0 && BarrierWorkerGroup(groups) != mine) {
+  if (BarrierWorkerGroup(groups) >= 0 && BarrierWorkerGroup(groups) != WorkerGroupOf(my_id_)) {
     throw Error("Barrier: this worker is not in group " +
                 Membership::GroupNames(groups, cfg.worker_groups));
   }

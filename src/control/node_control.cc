@@ -465,41 +465,39 @@ void Node::Impl::SendTaskAnswers(const std::vector<std::pair<int, int>>& answers
   }
 }
 
+void Node::Impl::CheckStarted(const char* call) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!ready_) throw Error(ErrorCode::kShutDown, std::string(call) + " called before Start");
+}
+
+uint64_t Node::Impl::NewRequest(const char* call) {
+  CheckStarted(call);
+  std::lock_guard<std::mutex> lk(mu_);
+  return ++requests_;
+}
+
 int Node::Impl::AddTasks(int n, int group) {
   if (n < 0) throw Error("AddTasks: n must be >= 0");
-  if (cfg.role != Role::kScheduler) {
-    // The scheduler keeps the pools: ask it (a group that joined a running job adds its own).
-    pb::Control c;
-    c.set_cmd(pb::Control::ADD_TASKS);
-    c.set_task(n);
-    c.set_group(group + 1);
-    uint64_t request;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (!ready_) throw Error(ErrorCode::kShutDown, "AddTasks called before Start");
-      request = ++table_requests_;
-    }
-    c.set_request(request);
-    SendControl(0, c);
-    std::unique_lock<std::mutex> lk(mu_);
-    const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(cfg.request_timeout_ms), [&] {
-      return tasks_added_.count(request) > 0 || !fatal_.empty();
-    });
-    if (!fatal_.empty()) throw Error(fatal_code_, "AddTasks: " + fatal_);
-    if (!answered) {
-      throw Error(ErrorCode::kTimeout, "AddTasks: the scheduler did not answer within " +
-                                           std::to_string(cfg.request_timeout_ms) +
-                                           " ms (PS_REQUEST_TIMEOUT_MS)");
-    }
-    const int first = tasks_added_[request];
-    tasks_added_.erase(request);
-    return first;
+  if (cfg.role == Role::kScheduler) {
+    CheckStarted("AddTasks");
+    return AddToPool(n, group);
   }
+  // The scheduler keeps the pools: ask it (a group that joined a running job adds its own).
+  pb::Control c;
+  c.set_cmd(pb::Control::ADD_TASKS);
+  c.set_task(n);
+  c.set_group(group + 1);
+  const uint64_t request = NewRequest("AddTasks");
+  c.set_request(request);
+  SendControl(0, c);
+  return AwaitAnswer(&tasks_added_, request, "AddTasks");
+}
+
+int Node::Impl::AddToPool(int n, int group) {
   std::vector<std::pair<int, int>> answers;
   int first;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!ready_) throw Error(ErrorCode::kShutDown, "AddTasks called before Start");
     first = tasks_.Add(n, group);
     ServeTaskWaiters(&answers);
   }

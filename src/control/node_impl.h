@@ -316,6 +316,29 @@ struct Node::Impl {
 
  public:
   int AddTasks(int n, int group);
+  // The scheduler's side of AddTasks: into the pool, and to the workers waiting for one.
+  int AddToPool(int n, int group);
+  // A request to the scheduler that it answers (CreateTable, AddTasks on another node): its
+  // number, then a wait of at most request_timeout_ms for the answer the receive thread files
+  // under that number in *answers.
+  uint64_t NewRequest(const char* call);
+  void CheckStarted(const char* call) const;  // throws ps::Error before Start
+  template <typename T>
+  T AwaitAnswer(std::map<uint64_t, T>* answers, uint64_t request, const char* call) {
+    std::unique_lock<std::mutex> lk(mu_);
+    const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(cfg.request_timeout_ms), [&] {
+      return answers->count(request) > 0 || !fatal_.empty();
+    });
+    if (!fatal_.empty()) throw Error(fatal_code_, std::string(call) + ": " + fatal_);
+    if (!answered) {
+      throw Error(ErrorCode::kTimeout,
+                  std::string(call) + ": the scheduler did not answer within " +
+                      std::to_string(cfg.request_timeout_ms) + " ms (PS_REQUEST_TIMEOUT_MS)");
+    }
+    T answer = std::move((*answers)[request]);
+    answers->erase(request);
+    return answer;
+  }
   int NextTask(bool wait = true);
   void TaskDone(int task);
   Node::TaskStats GetTaskStats() const;
@@ -371,7 +394,7 @@ struct Node::Impl {
   std::map<int, int> group_delay_;
   std::vector<TableSpec> tables_;
   TableRegistry table_registry_;  // the scheduler's
-  uint64_t table_requests_ = 0;
+  uint64_t requests_ = 0;         // requests to the scheduler that it answers (AwaitAnswer)
   std::map<uint64_t, std::string> table_answers_;  // CreateTable requests answered: "" or why not
   std::map<uint64_t, int> tasks_added_;  // AddTasks requests of a non-scheduler: the first id
   std::mutex table_listen_mu_;           // the listeners (not mu_: they run outside it)

@@ -69,31 +69,16 @@ TableSpec Node::Impl::CreateTable(TableSpec spec) {
   pb::Control c;
   c.set_cmd(pb::Control::CREATE_TABLE);
   FillTable(spec, c.add_tables());
-  uint64_t request;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!ready_) throw Error(ErrorCode::kShutDown, "CreateTable called before Start");
-    request = ++table_requests_;
-  }
+  const uint64_t request = NewRequest("CreateTable");
   c.set_request(request);
   if (cfg.role == Role::kScheduler) {
     OnCreateTable(0, c);
   } else {
     SendControl(0, c);
   }
-  std::unique_lock<std::mutex> lk(mu_);
-  const bool answered = cv_.wait_for(lk, std::chrono::milliseconds(cfg.request_timeout_ms), [&] {
-    return table_answers_.count(request) > 0 || !fatal_.empty();
-  });
-  if (!fatal_.empty()) throw Error(fatal_code_, "CreateTable: " + fatal_);
-  if (!answered) {
-    throw Error(ErrorCode::kTimeout, "CreateTable: the scheduler did not answer within " +
-                                         std::to_string(cfg.request_timeout_ms) +
-                                         " ms (PS_REQUEST_TIMEOUT_MS)");
-  }
-  const std::string why = table_answers_[request];
-  table_answers_.erase(request);
+  const std::string why = AwaitAnswer(&table_answers_, request, "CreateTable");
   if (!why.empty()) throw Error("CreateTable: " + why);
+  std::lock_guard<std::mutex> lk(mu_);
   for (const TableSpec& t : tables_) {
     if (t.name == spec.name) return t;
   }

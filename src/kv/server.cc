@@ -82,7 +82,7 @@ struct KVServerBase::Impl : public Customer {
   void OnRingChange(std::shared_ptr<const Ring> ring) override { core.RingChanged(ring); }
   void OnNodeJoined(const NodeInfo& n) override {
     if (n.role != Role::kWorker) return;
-    core.SetWorkerGroup(n.id, std::max(0, rt->cfg.GroupIndex(n.group)));
+    core.SetWorkerGroup(n.id, rt->WorkerGroupOf(n.id));
     core.WorkerJoined(n.id);
   }
   void OnPrepare(std::shared_ptr<const Ring> next) override { core.Prepare(std::move(next)); }

@@ -69,6 +69,7 @@ struct KVWorkerBase::Impl : public Customer {
       : node(n),
         rt(n->impl()),
         app(a),
+        group(rt->WorkerGroupOf(rt->id())),
         dtype(t),
         esize(DataTypeSize(t)),
         tau(rt->max_delay()),
@@ -95,10 +96,9 @@ struct KVWorkerBase::Impl : public Customer {
       Finish(p);
     }
   }
-  void OnConsistency(int group, const std::string&, bool set_delay, int max_delay) override {
+  void OnConsistency(int changed, const std::string&, bool set_delay, int max_delay) override {
     // The job's delay, or that of this worker's own group.
-    if (!set_delay ||
-        (group >= 0 && group != std::max(0, rt->cfg.GroupIndex(rt->cfg.worker_group)))) {
+    if (!set_delay || (group >= 0 && group != rt->WorkerGroupOf(rt->id()))) {
       return;
     }
     std::lock_guard<std::mutex> lk(mu);
@@ -127,6 +127,7 @@ struct KVWorkerBase::Impl : public Customer {
   Node* node;
   Node::Impl* rt;
   int app;
+  const int group;  // this worker's group index (groups only ever append: it stays)
   DataType dtype;
   size_t esize;
   mutable std::mutex mu;

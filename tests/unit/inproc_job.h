@@ -107,11 +107,7 @@ struct Job {
         c.role = Role::kWorker;
         c.rank_hint = w;
         // Worker groups (a tweak's): ranks take them in order, as launchers' ranks do.
-        for (int first = 0, g = 0; g < static_cast<int>(c.worker_groups.size()); ++g) {
-          if (w >= first && w < first + c.worker_groups[g].second)
-            c.worker_group = c.worker_groups[g].first;
-          first += c.worker_groups[g].second;
-        }
+        if (c.worker_group.empty()) c.worker_group = Config::GroupOfRank(c.worker_groups, w);
         Node node(c);
         node.Start();
         body(&node, node.rank());
