@@ -20,13 +20,21 @@
 
 #include "countmin/sketch.h"
 #include "countmin/stream.h"
+#include "ps/kv_server.h"
 #include "ps/ps.h"
+#include "team.h"
 
 namespace countmin {
 
-/// Application ids of the two tables.
-constexpr int kCellsApp = 0;       // the cells: int64, Sum rule (or uint32, SaturatingU32Rule)
-constexpr int kCandidatesApp = 1;  // heavy-hitter candidates: id, name (Assign rule)
+/// A run's two tables on the servers, named "<--tables>.cells" (int64, sum; or int32 holding
+/// unsigned counts, rule countmin.sat32: SaturatingU32Rule) and "<--tables>.candidates"
+/// (heavy-hitter candidates: id, name; int64, assign). Their application ids, this worker's
+/// team and the team's first task, set once its node has started (OpenJob).
+struct Job {
+  apps::Team team;
+  int cells = -1, candidates = -1;
+  int first_task = 0;
+};
 
 struct Options {
   std::string input;
@@ -47,7 +55,15 @@ struct Options {
   bool log_acks = false;      // print when each push was found acknowledged (benchmarks)
   int counter_bits = 64;      // 64 or 32 (a cell's value in half the bytes; saturates)
   bool quiet = false;
+  std::string tables = "countmin";  // prefix of the table names
+  Job job;                          // set by OpenJob
 };
+
+/// What a worker does before the job's start barrier: creates the run's tables (or finds
+/// them), and adds the stream's `parts` parts to its team's task pool once.
+Job OpenJob(ps::Node* node, const Options& o, int parts);
+/// Rules of the tables for the servers' ps::TableServer ("countmin.sat32").
+ps::TableRules TableRules();
 
 /// Key of cell i of a sketch with `cells` cells.
 inline ps::Key CellKey(uint64_t i, uint64_t cells) { return i * (ps::kMaxKey / cells); }
@@ -71,7 +87,7 @@ class SaturatingU32Rule : public ps::UpdateRule<int32_t> {
 /// 64-bit values or as the bits of 32-bit ones, and arrive here as int64.
 class CellsTable {
  public:
-  CellsTable(ps::Node* node, int bits);
+  CellsTable(ps::Node* node, int app_id, int bits);
   /// Push number seq of task (KVWorker::PushForTask) of the deltas of keys.
   int64_t PushForTask(int task, int64_t seq, const ps::SArray<ps::Key>& keys,
                       const ps::SArray<int64_t>& deltas, ps::KVWorkerBase::Callback cb);
@@ -127,7 +143,7 @@ void ForEachItem(const PartItems& part, Format format, F&& f) {
 }
 
 /// The roles. Each returns the process's exit code.
-void RunServer(ps::Node* node, int counter_bits);
+void RunServer(ps::Node* node, const Options& o);
 int RunWorker(ps::Node* node, const Options& o);
 /// The same stream counted in this process alone: the reference sketch and the speed limit.
 int RunLocal(const Options& o, bool conservative);

@@ -27,6 +27,9 @@ DEFINE_int32(max_inflight, 4, "batches a worker has in flight");
 DEFINE_double(part_mb, 8, "MB of the input per part (a scheduler task)");
 DEFINE_string(query, "", "items to estimate at the end, one per line (ESTIMATE lines)");
 DEFINE_string(sketch_out, "", "write the final cells here (identical for identical streams)");
+DEFINE_string(tables, "countmin",
+              "prefix of the run's table names on the servers (PREFIX.cells, PREFIX.candidates): "
+              "runs that share servers need prefixes of their own");
 DEFINE_int32(top_k, 100, "heavy hitters printed at the end (TOP lines)");
 DEFINE_uint64(hh_capacity, 4096, "SpaceSaving entries per worker for heavy-hitter candidates");
 DEFINE_uint32(hh_sample, 4, "every this many items feed the SpaceSaving summary");
@@ -71,6 +74,7 @@ countmin::Options FromFlags() {
   o.part_bytes = static_cast<uint64_t>(FLAGS_part_mb * (1 << 20));
   if (o.part_bytes == 0) throw std::runtime_error("--part_mb must be positive");
   o.query = FLAGS_query;
+  o.tables = FLAGS_tables;
   o.sketch_out = FLAGS_sketch_out;
   if (FLAGS_top_k < 0) throw std::runtime_error("--top_k must be >= 0");
   o.top_k = FLAGS_top_k;
@@ -128,18 +132,22 @@ int main(int argc, char** argv) {
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:
-        node.AddTasks(parts);
+        // The workers make the tables and add their tasks (OpenJob), so that the scheduler's
+        // program may be another (ps_server, servers shared by apps).
         node.Barrier(ps::kAllGroups);
         node.Finalize();
         break;
       case ps::Role::kServer:
-        countmin::RunServer(&node, o.counter_bits);
+        countmin::RunServer(&node, o);
         break;
-      case ps::Role::kWorker:
+      case ps::Role::kWorker: {
+        countmin::Options run = o;
+        run.job = countmin::OpenJob(&node, run, parts);
         node.Barrier(ps::kAllGroups);
-        rc = countmin::RunWorker(&node, o);
+        rc = countmin::RunWorker(&node, run);
         node.Finalize();
         break;
+      }
     }
     return rc;
   } catch (const std::exception& e) {

@@ -161,11 +161,11 @@ class Counter {
 
 }  // namespace
 
-CellsTable::CellsTable(ps::Node* node, int bits) {
+CellsTable::CellsTable(ps::Node* node, int app_id, int bits) {
   if (bits == 32) {
-    w32_.reset(new ps::KVWorker<int32_t>(node, kCellsApp));
+    w32_.reset(new ps::KVWorker<int32_t>(node, app_id));
   } else {
-    w64_.reset(new ps::KVWorker<int64_t>(node, kCellsApp));
+    w64_.reset(new ps::KVWorker<int64_t>(node, app_id));
   }
 }
 
@@ -237,30 +237,47 @@ std::vector<std::pair<std::string, int64_t>> Client::HeavyHitters(const LocalSke
   return all;
 }
 
-void RunServer(ps::Node* node, int counter_bits) {
-  std::unique_ptr<ps::KVServer<int64_t>> cells64;
-  std::unique_ptr<ps::KVServer<int32_t>> cells32;
-  if (counter_bits == 32) {
-    cells32.reset(
-        new ps::KVServer<int32_t>(node, kCellsApp, std::make_shared<SaturatingU32Rule>()));
-  } else {
-    cells64.reset(new ps::KVServer<int64_t>(node, kCellsApp));
-  }
-  ps::KVServer<int64_t> candidates(node, kCandidatesApp,
-                                   std::make_shared<ps::AssignRule<int64_t>>());
+ps::TableRules TableRules() {
+  return ps::TableRules().Add<int32_t>("countmin.sat32", [](const std::vector<double>&) {
+    return ps::TableRule<int32_t>{std::make_shared<SaturatingU32Rule>(), {}};
+  });
+}
+
+Job OpenJob(ps::Node* node, const Options& o, int parts) {
+  Job j;
+  j.team = apps::OwnTeam(*node);
+  auto open = [&](const char* part, ps::DataType dtype, int width, const char* rule) {
+    ps::TableSpec t;
+    t.name = o.tables + "." + part;
+    t.dtype = dtype;
+    t.width = width;
+    t.rule = rule;
+    return node->CreateTable(t).app_id;
+  };
+  j.cells = o.counter_bits == 32 ? open("cells", ps::DataType::kInt32, 1, "countmin.sat32")
+                                 : open("cells", ps::DataType::kInt64, 1, "sum");
+  j.candidates = open("candidates", ps::DataType::kInt64, 0, "assign");
+  j.first_task = node->AddTasksOnce(parts, j.team.group);
+  return j;
+}
+
+void RunServer(ps::Node* node, const Options& o) {
+  ps::TableServer tables(node, TableRules());
   node->Barrier(ps::kAllGroups);
   node->Finalize();
   const auto st = node->stats();
+  const ps::KVServerBase* cells = tables.Find(o.tables + ".cells");
+  const ps::KVServerBase* candidates = tables.Find(o.tables + ".candidates");
   std::printf("SERVER rank %d cells %zu cell_bytes %zu candidates %zu MB received %.2f sent %.2f\n",
-              node->rank(), cells64 ? cells64->NumKeys() : cells32->NumKeys(),
-              cells64 ? cells64->StoreBytes() : cells32->StoreBytes(), candidates.NumKeys(),
-              st.bytes_received / 1e6, st.bytes_sent / 1e6);
+              node->rank(), cells ? cells->NumKeys() : 0, cells ? cells->StoreBytes() : 0,
+              candidates ? candidates->NumKeys() : 0, st.bytes_received / 1e6, st.bytes_sent / 1e6);
   std::fflush(stdout);
 }
 
 int RunWorker(ps::Node* node, const Options& o) {
-  CellsTable cells(node, o.counter_bits);
-  ps::KVWorker<int64_t> candidates(node, kCandidatesApp);
+  const apps::Team& team = o.job.team;
+  CellsTable cells(node, o.job.cells, o.counter_bits);
+  ps::KVWorker<int64_t> candidates(node, o.job.candidates);
   Counter counter(o);
   std::deque<std::pair<ps::KVWorkerBase*, int64_t>> inflight;
   const auto start = Clock::now();
@@ -310,7 +327,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     counter.Candidates(2 * static_cast<size_t>(o.top_k), &keys, &vals, &lens);
     if (!keys.empty()) inflight.emplace_back(&candidates, candidates.Push(keys, vals, lens));
     wait_to(static_cast<size_t>(2 * o.max_inflight));
-    if (o.top_every > 0 && node->rank() == 0 && Since(last_top) >= o.top_every) {
+    if (o.top_every > 0 && team.rank == 0 && Since(last_top) >= o.top_every) {
       // A query while the stream goes on: each cell as of its server's answer.
       Client client(&cells, &candidates, o.shape, o.seed);
       const LocalSketch now = client.PullSketch();
@@ -327,8 +344,8 @@ int RunWorker(ps::Node* node, const Options& o) {
       std::printf(
           "progress worker %d items %llu items/s %.0f distinct/batch %.0f cells/batch %.0f "
           "batches %llu MB_sent %.1f\n",
-          node->rank(), static_cast<unsigned long long>(items),
-          (items - items_at_last) / Since(last), distinct_sum / static_cast<double>(batches),
+          team.rank, static_cast<unsigned long long>(items), (items - items_at_last) / Since(last),
+          distinct_sum / static_cast<double>(batches),
           static_cast<double>(pushed_cells) / static_cast<double>(batches),
           static_cast<unsigned long long>(batches), st.bytes_sent / 1e6);
       std::fflush(stdout);
@@ -350,7 +367,7 @@ int RunWorker(ps::Node* node, const Options& o) {
     if (t < 0) break;
     task = t;
     seq = 0;
-    ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+    ReadPart(o.input, o.format, o.part_bytes, t - o.job.first_task, &buffer, &part);
     ForEachItem(part, o.format, [&](uint64_t id, std::string_view name) {
       ++items;
       if (counter.Add(id, name)) flush();
@@ -366,11 +383,11 @@ int RunWorker(ps::Node* node, const Options& o) {
   }
   const double own_s = Since(start);
   std::printf("WORKER rank %d parts %d items %llu seconds %.3f items/s %.0f max_ack_wait_ms %.1f\n",
-              node->rank(), parts, static_cast<unsigned long long>(items), own_s,
+              team.rank, parts, static_cast<unsigned long long>(items), own_s,
               items / std::max(own_s, 1e-9), max_wait_s * 1e3);
   if (o.log_acks) {
     std::lock_guard<std::mutex> lk(acks_mu);
-    std::string line = "ACKS rank " + std::to_string(node->rank());
+    std::string line = "ACKS rank " + std::to_string(team.rank);
     char buf[32];
     for (double t : acks) {
       std::snprintf(buf, sizeof(buf), " %.4f", t);
@@ -379,14 +396,11 @@ int RunWorker(ps::Node* node, const Options& o) {
     std::printf("%s\n", line.c_str());
   }
   std::fflush(stdout);
-  node->Barrier(ps::kWorkerGroup);
-  // The lowest live rank reports (worker 0 unless it died).
-  const auto dead = node->dead_nodes();
-  for (const ps::NodeInfo& n : node->nodes()) {
-    if (n.role == ps::Role::kWorker && n.rank < node->rank() &&
-        std::find(dead.begin(), dead.end(), n.id) == dead.end()) {
-      return 0;
-    }
+  node->Barrier(team.group);
+  // The lowest live rank of the team reports (worker 0 unless it died).
+  const std::vector<int> dead = apps::DeadRanks(*node, team);
+  for (int r = 0; r < team.rank; ++r) {
+    if (!std::binary_search(dead.begin(), dead.end(), r)) return 0;
   }
   const double secs = Since(start);
   Client client(&cells, &candidates, o.shape, o.seed);
@@ -431,7 +445,7 @@ int RunLocal(const Options& o, bool conservative) {
     if (piped) {
       if (!pipe.Next(&buffer, &part)) break;
     } else {
-      ReadPart(o.input, o.format, o.part_bytes, t, &buffer, &part);
+      ReadPart(o.input, o.format, o.part_bytes, t - o.job.first_task, &buffer, &part);
     }
     ForEachItem(part, o.format, add);
   }

@@ -7,12 +7,31 @@
 #include <string>
 
 #include "lda/sampler.h"
+#include "ps/kv_server.h"
 #include "ps/ps.h"
+#include "team.h"
 
 namespace lda {
 
 // How a worker pulls the sparse table (--sparse_pull).
 enum class SparsePull { kAuto, kRows, kTable };
+
+// A run's tables on the servers: named tables "<--tables>.<part>" (so several runs, and other
+// apps, can share the servers), count deltas pushed:
+//  - dense: one key per frequent word, K int32 counts (rule lda.words: counts that drop zeros,
+//    with the servers' word log-likelihood reducer kWordLLReducer);
+//  - sparse: one key per nonzero (word, topic) count of the other words, one int32 (lda.words);
+//  - totals: key 0, K int64 topic totals (count);
+//  - stats: key = iteration, what every worker adds up for the progress lines (sum);
+//  - control: int64, the pause and finish protocol of worker failures (lda/recovery.h; sum);
+//  - topics: int32, each document's saved topic assignments (key DocKey(d); assign).
+// Their application ids, this worker's team and its team's first task, set once its node has
+// started (OpenJob).
+struct Job {
+  apps::Team team;
+  int dense = -1, sparse = -1, totals = -1, stats = -1, control = -1, topics = -1;
+  int first_task = 0;
+};
 
 struct Options {
   std::string train, test, vocab;
@@ -36,21 +55,21 @@ struct Options {
   // probability straggle_p (drawn from the seed, its rank and the iteration).
   double straggle_p = 0;
   int straggle_ms = 0;
+  std::string tables = "lda";         // prefix of the table names
+  std::string consistency = "ssp:1";  // the team's barrier policy (Node::SetConsistency)
+  Job job;                            // set by OpenJob
 };
 
-// The tables on the servers (app ids), all with the Sum rule (count deltas are pushed):
-//  - kDenseApp: one key per frequent word, K int32 counts;
-//  - kSparseApp: one key per nonzero (word, topic) count of the other words, one int32;
-//  - kTotalsApp: key 0, K int64 topic totals;
-//  - kStatsApp: key = iteration, what every worker adds up for the progress lines.
-constexpr int kDenseApp = 1;
-constexpr int kSparseApp = 2;
-constexpr int kTotalsApp = 3;
-constexpr int kStatsApp = 4;
-//  - kControlApp: int64, the pause and finish protocol of worker failures (lda/recovery.h);
-//  - kTopicsApp: int32, Assign rule: each document's saved topic assignments (key DocKey(d)).
-constexpr int kControlApp = 5;
-constexpr int kTopicsApp = 6;
+/// What a worker does before the job's start barrier: creates the run's tables (or finds them:
+/// every worker asks for the same), adds the run's data parts to its team's task pool once
+/// and sets its team's barrier policy. Returns the Job.
+Job OpenJob(ps::Node* node, const Options& o);
+/// Rules of the run's tables for the servers' ps::TableServer ("lda.words:BETA").
+ps::TableRules TableRules();
+/// The data part of a task of the run (tasks count across the job's worker groups).
+inline int PartOf(const Options& o, int task) {
+  return (task - o.job.first_task) % (o.parts_per_worker * o.job.team.size);
+}
 
 // A word's row key: the word id scrambled by a bijection of 44 bits (so that frequent words,
 // which have small ids, spread over the ring's key ranges), shifted left by 20: the sparse

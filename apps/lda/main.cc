@@ -41,6 +41,9 @@ DEFINE_string(sparse_pull, "auto",
               "holds under 40% of the rare words, where the ranges cost less than the rest)");
 DEFINE_string(consistency, "ssp:1",
               "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
+DEFINE_string(tables, "lda",
+              "prefix of the run's table names on the servers (PREFIX.dense, ...): runs that "
+              "share servers need prefixes of their own");
 DEFINE_string(model_out, "",
               "write the trained model here (the coordinator: worker 0, or the lowest live rank)");
 DEFINE_bool(infer, false,
@@ -69,6 +72,8 @@ using Clock = std::chrono::steady_clock;
 lda::Options FromFlags() {
   lda::Options o;
   o.train = FLAGS_train;
+  o.tables = FLAGS_tables;
+  o.consistency = FLAGS_consistency;
   o.test = FLAGS_test;
   o.vocab = FLAGS_vocab;
   if (FLAGS_topics < 1 || static_cast<uint32_t>(FLAGS_topics) > lda::kMaxTopics) {
@@ -206,19 +211,22 @@ int main(int argc, char** argv) {
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:
-        node.SetConsistency(FLAGS_consistency);
-        node.AddTasks(o.parts_per_worker * node.num_workers());
+        // The workers make the tables, add their tasks and set their policy (OpenJob), so
+        // that the scheduler's program may be another (ps_server, servers shared by apps).
         node.Barrier(ps::kAllGroups);
         node.Finalize();
         break;
       case ps::Role::kServer:
         lda::RunServer(&node, o);
         break;
-      case ps::Role::kWorker:
+      case ps::Role::kWorker: {
+        lda::Options run = o;
+        run.job = lda::OpenJob(&node, run);
         node.Barrier(ps::kAllGroups);
-        rc = lda::RunWorker(&node, o);
+        rc = lda::RunWorker(&node, run);
         node.Finalize();
         break;
+      }
     }
     return rc;
   } catch (const std::exception& e) {

@@ -71,9 +71,9 @@ class ModelClient {
  public:
   ModelClient(ps::Node* node, const Options& o, const Vocab& vocab, const Shard& shard)
       : o_(o),
-        dense_(node, kDenseApp),
-        sparse_(node, kSparseApp),
-        totals_(node, kTotalsApp),
+        dense_(node, o.job.dense),
+        sparse_(node, o.job.sparse),
+        totals_(node, o.job.totals),
         dense_min_(DenseMin(o)) {
     for (uint32_t w = 0; w < vocab.size(); ++w) {
       if (IsDense(vocab, w)) all_dense_.emplace_back(RowKey(w), w);

@@ -10,7 +10,7 @@ constexpr int kControlWidth = 4;
 }  // namespace
 
 Recovery::Recovery(ps::Node* node, const Options& o)
-    : node_(node), o_(o), control_(node, kControlApp), topics_(node, kTopicsApp) {}
+    : node_(node), o_(o), control_(node, o.job.control), topics_(node, o.job.topics) {}
 
 JobState Recovery::ReadJob() {
   ps::SArray<int64_t> v(kControlWidth);
@@ -19,7 +19,7 @@ JobState Recovery::ReadJob() {
 }
 
 std::vector<MemberState> Recovery::ReadMembers() {
-  const int W = node_->num_workers();
+  const int W = o_.job.team.size;
   ps::SArray<ps::Key> keys;
   for (int r = 0; r < W; ++r) keys.push_back(static_cast<ps::Key>(1 + r));
   ps::SArray<int64_t> v(keys.size() * kControlWidth);
@@ -38,7 +38,7 @@ void Recovery::SetJob(const JobState& s) {
 
 void Recovery::SetMember(const MemberState& s) {
   ps::SArray<int64_t> d{s.acked - me_.acked, s.finished - me_.finished, 0, 0};
-  control_.Wait(control_.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(1 + node_->rank())}, d));
+  control_.Wait(control_.Push(ps::SArray<ps::Key>{static_cast<ps::Key>(1 + o_.job.team.rank)}, d));
   me_ = s;
 }
 
@@ -111,17 +111,7 @@ std::vector<uint32_t> Recovery::LoadTopics(const Corpus& docs, const std::vector
   return z;
 }
 
-std::vector<int> Recovery::DeadRanks() const {
-  std::vector<int> out;
-  const auto nodes = node_->nodes();
-  for (int id : node_->dead_nodes()) {
-    for (const auto& n : nodes) {
-      if (n.id == id && n.role == ps::Role::kWorker) out.push_back(n.rank);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<int> Recovery::DeadRanks() const { return apps::DeadRanks(*node_, o_.job.team); }
 
 void AddCounts(const Corpus& all, const std::vector<uint64_t>& docs, const uint32_t* z, Model* m) {
   std::vector<uint64_t> cells;

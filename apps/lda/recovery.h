@@ -24,9 +24,9 @@
 
 namespace lda {
 
-/// The job's control state (kControlApp): key 0 is the coordinator's, key 1 + r is worker r's.
-/// Each key has one writer, which pushes differences from what it set before (the Sum rule);
-/// a worker that takes over as coordinator reads key 0 first (AdoptJob).
+/// The job's control state (Job::control): key 0 is the coordinator's, key 1 + r is worker r's
+/// (team ranks). Each key has one writer, which pushes differences from what it set before (the Sum
+/// rule); a worker that takes over as coordinator reads key 0 first (AdoptJob).
 struct JobState {
   int64_t pause = 0;      // pauses the coordinators have called
   int64_t step = 0;       // the step every live worker reaches before it saves (CatchUpStep)

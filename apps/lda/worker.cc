@@ -28,7 +28,7 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Per-iteration numbers every worker adds up on the servers (kStatsApp, key = iteration).
+// Per-iteration numbers every worker adds up on the servers (Job::stats, key = iteration).
 // Per iteration, summed over the workers on the servers. kStale: steps between the iteration
 // and the server clock its pull read (0 under BSP, at most s under SSP(s)).
 enum Stat { kDocLL, kTokens, kChanged, kWorkers, kStale, kNumStats };
@@ -205,14 +205,14 @@ class Trainer {
         vocab_(vocab),
         all_(std::move(all)),
         corpus_tokens_(tokens),
-        nparts_(o.parts_per_worker * node->num_workers()),
+        rank_(o.job.team.rank),
         tasks_(std::move(tasks)),
-        coordinator_(node->rank() == 0),
+        coordinator_(rank_ == 0),
         shard_(MakeShard()),
         mc_(node, o, vocab, *shard_),
-        stats_(node, kStatsApp),
+        stats_(node, o.job.stats),
         rec_(node, o),
-        sampler_(o.hyper, o.mh_steps, SamplerSeed(o.seed, node->rank())) {
+        sampler_(o.hyper, o.mh_steps, SamplerSeed(o.seed, rank_)) {
     if (coordinator_) rep_.reset(new Reporter(node, o, vocab, &stats_, corpus_tokens_));
   }
 
@@ -231,7 +231,7 @@ class Trainer {
   std::unique_ptr<Shard> MakeShard() {
     std::vector<uint64_t> ids;
     for (int task : tasks_) {
-      for (uint64_t d : PartDocs(all_.docs(), task % nparts_, nparts_)) ids.push_back(d);
+      for (uint64_t d : PartDocs(all_.docs(), PartOf(o_, task), nparts())) ids.push_back(d);
     }
     std::sort(ids.begin(), ids.end());
     Corpus docs;
@@ -241,7 +241,7 @@ class Trainer {
     return s;
   }
 
-  int Live() const { return node_->num_workers() - static_cast<int>(rec_.DeadRanks().size()); }
+  int Live() const { return o_.job.team.size - static_cast<int>(rec_.DeadRanks().size()); }
 
   // Becomes the coordinator when every lower rank is dead: it takes the job state's key and the
   // report (lines, evaluation, model file), and, as it knows of dead workers it has not
@@ -249,11 +249,11 @@ class Trainer {
   bool Promote() {
     if (coordinator_) return false;
     const auto dead = rec_.DeadRanks();
-    for (int r = 0; r < node_->rank(); ++r) {
+    for (int r = 0; r < rank_; ++r) {
       if (!Dead(dead, r)) return false;
     }
     coordinator_ = true;
-    std::cerr << "worker " << node_->rank() << " coordinates from now on (the workers below it "
+    std::cerr << "worker " << rank_ << " coordinates from now on (the workers below it "
               << "died)" << std::endl;
     rec_.AdoptJob();
     rep_.reset(new Reporter(node_, o_, vocab_, &stats_, corpus_tokens_, true));
@@ -269,8 +269,8 @@ class Trainer {
     *dead = rec_.DeadRanks();
     const auto members = rec_.ReadMembers();
     std::vector<int> out;
-    for (int r = 0; r < node_->num_workers(); ++r) {
-      if (r != node_->rank() && !done(members[r]) && !Dead(*dead, r)) out.push_back(r);
+    for (int r = 0; r < o_.job.team.size; ++r) {
+      if (r != rank_ && !done(members[r]) && !Dead(*dead, r)) out.push_back(r);
     }
     return out;
   }
@@ -282,7 +282,7 @@ class Trainer {
 
   void Straggle(int64_t t) const {
     if (o_.straggle_ms <= 0) return;
-    uint64_t x = o_.seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(node_->rank() + 1) << 40 ^
+    uint64_t x = o_.seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(rank_ + 1) << 40 ^
                  static_cast<uint64_t>(t);
     Rng r(Rng::SplitMix(&x));
     if (r.Uniform() < o_.straggle_p) {
@@ -337,7 +337,7 @@ class Trainer {
     }
     mc_.PullFinish(shard_.get(), vocab_, &pulled_);
     const std::string plan = mc_.TakePlanNote();
-    if (!plan.empty() && !o_.quiet) std::cerr << "worker " << node_->rank() << " " << plan << "\n";
+    if (!plan.empty() && !o_.quiet) std::cerr << "worker " << rank_ << " " << plan << "\n";
     shard_->StartPass();
     const double pull_s = Since(t0);
     if (line) rep_->ModelAfter(static_cast<int>(t - 1), pulled_);
@@ -405,7 +405,8 @@ class Trainer {
     mc_.FlushClocks();
     const int64_t p = std::max(handled_, rec_.job().pause) + 1;
     handled_ = p;
-    JobState j{p, CatchUpStep(node_->consistency_policy(), mc_.step()), rec_.job().go, 0};
+    JobState j{p, CatchUpStep(node_->consistency_policy(o_.job.team.group), mc_.step()),
+               rec_.job().go, 0};
     rec_.SetJob(j);
     std::vector<int> waiting, dead;
     rec_.Await(
@@ -421,10 +422,10 @@ class Trainer {
     // The dead workers' parts came back to the pool when they were declared dead.
     std::vector<uint64_t> adopted;
     for (int task = node_->TryNextTask(); task >= 0; task = node_->TryNextTask()) {
-      std::cerr << "worker " << node_->rank() << " takes over data part " << task % nparts_
+      std::cerr << "worker " << rank_ << " takes over data part " << PartOf(o_, task)
                 << " (its worker died)" << std::endl;
       tasks_.push_back(task);
-      for (uint64_t d : PartDocs(all_.docs(), task % nparts_, nparts_)) adopted.push_back(d);
+      for (uint64_t d : PartDocs(all_.docs(), PartOf(o_, task), nparts())) adopted.push_back(d);
     }
     if (!adopted.empty()) {
       std::sort(adopted.begin(), adopted.end());
@@ -462,7 +463,7 @@ class Trainer {
     mc_.Pull(shard_.get(), vocab_, &pulled_, /*whole=*/true, /*reduce=*/false);
     const Model have = rep_->ModelOf(pulled_);
     mc_.PushDelta(vocab_, want, have);
-    std::cerr << "worker " << node_->rank()
+    std::cerr << "worker " << rank_
               << ": counts rebuilt from the assignments of every document (pause " << p << ", step "
               << j.step << ")" << std::endl;
     j.go = p;
@@ -525,7 +526,7 @@ class Trainer {
           [&] { return "waiting for workers" + Ranks(waiting) + " to finish"; });
       rec_.SetJob({handled_, mc_.step(), handled_, 1});
     }
-    node_->Barrier(ps::kWorkerGroup);
+    node_->Barrier(o_.job.team.group);
   }
 
   // The coordinator after every worker finished: the last lines, topics, model and the
@@ -570,7 +571,8 @@ class Trainer {
   const Vocab& vocab_;
   Corpus all_;  // the training file: this worker's documents (the others read as empty)
   const uint64_t corpus_tokens_;
-  const int nparts_;
+  int nparts() const { return o_.parts_per_worker * o_.job.team.size; }
+  const int rank_;  // this worker's rank in its team
   std::vector<int> tasks_;
   bool coordinator_;
   std::unique_ptr<Shard> shard_;
@@ -605,14 +607,14 @@ int RunWorker(ps::Node* node, const Options& opts) {
     tasks.push_back(task);
   }
   // Everyone holds its share before the coordinator looks for parts left by the dead.
-  node->Barrier(ps::kWorkerGroup);
+  node->Barrier(o.job.team.group);
   // This worker's documents: its parts of the training file, in file order (every line is
   // checked; the other documents are not kept).
-  const int nparts = o.parts_per_worker * node->num_workers();
+  const int nparts = o.parts_per_worker * o.job.team.size;
   const uint64_t docs = CountDocs(o.train);
   std::vector<bool> mine(docs, false);
   for (int task : tasks) {
-    for (uint64_t d : PartDocs(docs, task % nparts, nparts)) mine[d] = true;
+    for (uint64_t d : PartDocs(docs, PartOf(o, task), nparts)) mine[d] = true;
   }
   uint64_t tokens = 0;
   Corpus all = ReadCorpus(
@@ -622,27 +624,58 @@ int RunWorker(ps::Node* node, const Options& opts) {
   return trainer.Run();
 }
 
-void RunServer(ps::Node* node, const Options& o) {
+ps::TableRules TableRules() {
   // Counts come and go: slots that return to zero are dropped, so memory follows the nonzero
   // counts.
-  const ps::Reducers<int32_t> reducers = {
-      {kWordLLReducer, std::make_shared<WordLLReducer>(o.hyper.beta)}};
-  ps::KVServer<int32_t> dense(node, kDenseApp, std::make_shared<ps::CountRule<int32_t>>(),
-                              reducers);
-  ps::KVServer<int32_t> sparse(node, kSparseApp, std::make_shared<ps::CountRule<int32_t>>(),
-                               reducers);
-  ps::KVServer<int64_t> totals(node, kTotalsApp, std::make_shared<ps::CountRule<int64_t>>());
-  ps::KVServer<double> stats(node, kStatsApp);
-  ps::KVServer<int64_t> control(node, kControlApp);
-  ps::KVServer<int32_t> topics(node, kTopicsApp, std::make_shared<ps::AssignRule<int32_t>>());
+  return ps::TableRules().Add<int32_t>("lda.words", [](const std::vector<double>& args) {
+    if (args.size() != 1) throw ps::Error("rule lda.words:BETA takes one number, the prior beta");
+    return ps::TableRule<int32_t>{std::make_shared<ps::CountRule<int32_t>>(),
+                                  {{kWordLLReducer, std::make_shared<WordLLReducer>(args[0])}}};
+  });
+}
+
+Job OpenJob(ps::Node* node, const Options& o) {
+  Job j;
+  j.team = apps::OwnTeam(*node);
+  char beta[64];
+  std::snprintf(beta, sizeof(beta), "lda.words:%.17g", o.hyper.beta);
+  auto open = [&](const char* part, ps::DataType dtype, int width, const std::string& rule) {
+    ps::TableSpec t;
+    t.name = o.tables + "." + part;
+    t.dtype = dtype;
+    t.width = width;
+    t.rule = rule;
+    return node->CreateTable(t).app_id;
+  };
+  const int K = static_cast<int>(o.hyper.topics);
+  j.dense = open("dense", ps::DataType::kInt32, K, beta);
+  j.sparse = open("sparse", ps::DataType::kInt32, 1, beta);
+  j.totals = open("totals", ps::DataType::kInt64, K, "count");
+  j.stats = open("stats", ps::DataType::kDouble, 0, "sum");
+  j.control = open("control", ps::DataType::kInt64, 0, "sum");
+  j.topics = open("topics", ps::DataType::kInt32, 0, "assign");
+  j.first_task = node->AddTasksOnce(o.parts_per_worker * j.team.size, j.team.group);
+  // Before the start barrier: the scheduler passes the policy on to the servers before it
+  // releases this worker from the barrier (its messages to a node arrive in order).
+  node->SetConsistency(o.consistency, ps::Node::kKeepDelay, j.team.group);
+  return j;
+}
+
+void RunServer(ps::Node* node, const Options& o) {
+  ps::TableServer tables(node, TableRules());
   node->Barrier(ps::kAllGroups);
   node->Finalize();
   const auto st = node->stats();
+  auto keys = [&](const char* part) {
+    const ps::KVServerBase* t = tables.Find(o.tables + "." + part);
+    return std::make_pair(t ? t->NumKeys() : 0, t ? t->StoreBytes() : 0);
+  };
+  const auto dense = keys("dense"), sparse = keys("sparse");
   std::printf(
       "SERVER rank %d dense_keys %zu dense_bytes %zu sparse_keys %zu sparse_bytes %zu MB sent "
       "%.2f received %.2f\n",
-      node->rank(), dense.NumKeys(), dense.StoreBytes(), sparse.NumKeys(), sparse.StoreBytes(),
-      st.bytes_sent / 1e6, st.bytes_received / 1e6);
+      node->rank(), dense.first, dense.second, sparse.first, sparse.second, st.bytes_sent / 1e6,
+      st.bytes_received / 1e6);
   std::fflush(stdout);
 }
 

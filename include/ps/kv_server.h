@@ -3,6 +3,7 @@
 #define PS_KV_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -116,13 +117,54 @@ class KVServer : public KVServerBase {
 template <typename V>
 std::shared_ptr<const UpdateRule<V>> MakeRule(const std::string& rule);
 
+/// What an application's rule gives a table's KVServer: its update rule and the reducers its
+/// workers may run (KVWorker::Reduce).
+template <typename V>
+struct TableRule {
+  std::shared_ptr<const UpdateRule<V>> rule;
+  Reducers<V> reducers;
+};
+
+/// Rules that applications add to a TableServer's built-in ones, so that one server program
+/// can serve the tables of several applications at once. A rule name with a '.' in it
+/// ("lda.words", TableSpec::rule "lda.words:0.01" with its numbers) is an application's: a
+/// server serves such a table only when its TableServer was given the name, and otherwise
+/// stops the job with a message that names the table and the rule.
+class TableRules {
+ public:
+  /// Makes a table's rule from the numbers after the name in its spec (each positive).
+  template <typename V>
+  using Make = std::function<TableRule<V>(const std::vector<double>& args)>;
+  /// Adds rule `name` for tables of value type V. Throws ps::Error for a name without a '.'
+  /// or one already added.
+  template <typename V>
+  TableRules& Add(const std::string& name, Make<V> make) {
+    Put(name, DataTypeOf<V>::value, std::make_shared<Make<V>>(std::move(make)));
+    return *this;
+  }
+  /// Adds every rule of other (a server program that serves several applications).
+  TableRules& Add(const TableRules& other);
+  /// The names added, in order.
+  std::vector<std::string> names() const;
+
+ private:
+  friend class TableServer;
+  struct Entry {
+    DataType dtype;
+    std::shared_ptr<const void> make;  // a Make<V> of the entry's type
+  };
+  void Put(const std::string& name, DataType dtype, std::shared_ptr<const void> make);
+  std::map<std::string, Entry> rules_;
+};
+
 /// Serves every named table (Node::CreateTable) on a server node: those that exist when it is
 /// built and those created while the job runs, each as a KVServer of its value type with the
-/// rule its spec names. Construct it after Node::Start() and keep it alive until Finalize
-/// returns, like a KVServer; a server that joins a running job serves the tables that exist.
+/// rule its spec names (a built-in one or one of `rules`). Construct it after Node::Start()
+/// and keep it alive until Finalize returns, like a KVServer; a server that joins a running
+/// job serves the tables that exist.
 class TableServer {
  public:
-  explicit TableServer(Node* node);
+  explicit TableServer(Node* node, TableRules rules = TableRules());
   ~TableServer();
   TableServer(const TableServer&) = delete;
   TableServer& operator=(const TableServer&) = delete;

@@ -151,6 +151,12 @@ class Node {
   /// AddTasks(n) adds to the first group's pool. A group that joined a running job adds its
   /// own this way.
   int AddTasks(int n, const std::string& group);
+  /// Adds n tasks to a group's pool unless tasks were ever added to it (by any node), and
+  /// returns the id of the group's first task either way: every worker of a group can call it
+  /// with the same n before its first NextTask, and the first call adds, so the group has its
+  /// work even when the job's scheduler runs a program that knows nothing of it, and whichever
+  /// of its workers dies. Task ids count across groups: a group's part i is task first + i.
+  int AddTasksOnce(int n, const std::string& group);
   /// Worker only: the next task to do. Blocks while the pool is empty but tasks are still out
   /// with other workers (one may die and its tasks come back); returns -1 when every task is
   /// done. Throws ps::Error after Config::barrier_timeout_ms.

@@ -19,7 +19,8 @@ struct TableSpec {
   /// length (each push gives its lengths).
   int width = 1;
   /// The update rule, by name: "sum", "count" (a sum that drops zeros), "assign", "max", "min",
-  /// "sgd:LR", "adagrad:LR[:EPS]".
+  /// "sgd:LR", "adagrad:LR[:EPS]", or an application's rule, whose name has a '.' and which the
+  /// servers' TableServer was given (TableRules): "lda.words:0.01".
   std::string rule = "sum";
   /// Filters of the requests a KVWorker opened by name sends (RequestFilters; "" and -1: the
   /// node's).

@@ -51,6 +51,9 @@ int Node::AddTasks(int n) { return impl_->AddTasks(n, 0); }
 int Node::AddTasks(int n, const std::string& group) {
   return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasks")));
 }
+int Node::AddTasksOnce(int n, const std::string& group) {
+  return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasksOnce")), true);
+}
 int Node::NextTask() { return impl_->NextTask(); }
 int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
@@ -413,7 +416,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
     } else if (c.cmd() == pb::Control::ADD_TASKS && membership_->complete() && c.task() >= 0) {
       lk.unlock();
-      const int first = AddToPool(c.task(), std::max(0, c.group() - 1));
+      const int first = AddToPool(c.task(), std::max(0, c.group() - 1), c.task_once());
       pb::Control reply;
       reply.set_cmd(pb::Control::ADD_TASKS);
       reply.set_task(first);

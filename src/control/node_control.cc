@@ -476,16 +476,17 @@ uint64_t Node::Impl::NewRequest(const char* call) {
   return ++requests_;
 }
 
-int Node::Impl::AddTasks(int n, int group) {
+int Node::Impl::AddTasks(int n, int group, bool once) {
   if (n < 0) throw Error("AddTasks: n must be >= 0");
   if (cfg.role == Role::kScheduler) {
     CheckStarted("AddTasks");
-    return AddToPool(n, group);
+    return AddToPool(n, group, once);
   }
   // The scheduler keeps the pools: ask it (a group that joined a running job adds its own).
   pb::Control c;
   c.set_cmd(pb::Control::ADD_TASKS);
   c.set_task(n);
+  c.set_task_once(once);
   c.set_group(group + 1);
   const uint64_t request = NewRequest("AddTasks");
   c.set_request(request);
@@ -493,12 +494,12 @@ int Node::Impl::AddTasks(int n, int group) {
   return AwaitAnswer(&tasks_added_, request, "AddTasks");
 }
 
-int Node::Impl::AddToPool(int n, int group) {
+int Node::Impl::AddToPool(int n, int group, bool once) {
   std::vector<std::pair<int, int>> answers;
   int first;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    first = tasks_.Add(n, group);
+    first = once ? tasks_.AddOnce(n, group) : tasks_.Add(n, group);
     ServeTaskWaiters(&answers);
   }
   SendTaskAnswers(answers);

@@ -315,9 +315,9 @@ struct Node::Impl {
   uint64_t task_answers_ = 0;
 
  public:
-  int AddTasks(int n, int group);
+  int AddTasks(int n, int group, bool once = false);
   // The scheduler's side of AddTasks: into the pool, and to the workers waiting for one.
-  int AddToPool(int n, int group);
+  int AddToPool(int n, int group, bool once = false);
   // A request to the scheduler that it answers (CreateTable, AddTasks on another node): its
   // number, then a wait of at most request_timeout_ms for the answer the receive thread files
   // under that number in *answers.

@@ -4,10 +4,7 @@
 #include <cstdlib>
 
 namespace ps {
-namespace {
-
-// "name:A[:B]" -> name and how many numbers follow, or false when a number is malformed.
-bool SplitRule(const std::string& rule, std::string* name, std::vector<double>* args) {
+bool ParseRule(const std::string& rule, std::string* name, std::vector<double>* args) {
   size_t at = rule.find(':');
   *name = rule.substr(0, at);
   while (at != std::string::npos) {
@@ -20,6 +17,21 @@ bool SplitRule(const std::string& rule, std::string* name, std::vector<double>* 
     at = next;
   }
   return true;
+}
+
+namespace {
+
+std::string CheckFilters(const TableSpec& s) {
+  if (!s.compress.empty() && s.compress != "off" && s.compress != "auto" && s.compress != "delta" &&
+      s.compress != "zero" && s.compress != "snappy") {
+    return "table " + s.name + ": compress '" + s.compress +
+           "': expected off, auto, delta, zero or snappy";
+  }
+  if (s.quantize_bits != -1 && s.quantize_bits != 0 && s.quantize_bits != 8 &&
+      s.quantize_bits != 16) {
+    return "table " + s.name + ": quantize_bits must be -1, 0, 8 or 16";
+  }
+  return "";
 }
 
 }  // namespace
@@ -37,7 +49,19 @@ std::string CheckTableSpec(const TableSpec& s) {
   if (s.width < 0) return "table " + s.name + ": width must be >= 0 (0: variable length)";
   std::string name;
   std::vector<double> args;
-  const bool nums = SplitRule(s.rule, &name, &args);
+  const bool nums = ParseRule(s.rule, &name, &args);
+  bool app_name = IsAppRule(name) && name.front() != '.' && name.back() != '.';
+  for (char c : name) {
+    app_name = app_name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+  }
+  if (IsAppRule(name)) {
+    if (!nums || !app_name) {
+      return "table " + s.name + ": rule '" + s.rule +
+             "': an application's rule is NAME.NAME[:N...] (letters, digits, '_'; positive "
+             "numbers)";
+    }
+    return CheckFilters(s);
+  }
   const bool plain =
       name == "sum" || name == "count" || name == "assign" || name == "max" || name == "min";
   if (!nums || (plain && !args.empty()) || (name == "sgd" && args.size() != 1) ||
@@ -45,18 +69,9 @@ std::string CheckTableSpec(const TableSpec& s) {
       (!plain && name != "sgd" && name != "adagrad")) {
     return "table " + s.name + ": rule '" + s.rule +
            "': expected sum, count, assign, max, min, sgd:LR or adagrad:LR[:EPS] (positive "
-           "numbers)";
+           "numbers), or an application's NAME.NAME[:N...] (TableRules)";
   }
-  if (!s.compress.empty() && s.compress != "off" && s.compress != "auto" && s.compress != "delta" &&
-      s.compress != "zero" && s.compress != "snappy") {
-    return "table " + s.name + ": compress '" + s.compress +
-           "': expected off, auto, delta, zero or snappy";
-  }
-  if (s.quantize_bits != -1 && s.quantize_bits != 0 && s.quantize_bits != 8 &&
-      s.quantize_bits != 16) {
-    return "table " + s.name + ": quantize_bits must be -1, 0, 8 or 16";
-  }
-  return "";
+  return CheckFilters(s);
 }
 
 std::string TableSpecDiff(const TableSpec& a, const TableSpec& b) {

@@ -10,6 +10,13 @@
 
 namespace ps {
 
+/// Splits a table's rule "name:A:B" into its name and numbers; false when a number is missing,
+/// malformed or not positive.
+bool ParseRule(const std::string& rule, std::string* name, std::vector<double>* args);
+
+/// Whether a rule name is an application's (TableRules): it has a '.'.
+inline bool IsAppRule(const std::string& name) { return name.find('.') != std::string::npos; }
+
 class TableRegistry {
  public:
   /// Creates the table *spec names, or finds it when it exists with the same spec; fills

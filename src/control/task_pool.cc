@@ -2,9 +2,16 @@
 
 namespace ps {
 
+int TaskPool::AddOnce(int n, int group) {
+  auto it = pools_.find(group);
+  return it != pools_.end() ? it->second.first : Add(n, group);
+}
+
 int TaskPool::Add(int n, int group) {
   const int first = next_;
+  const bool fresh = !pools_.count(group);
   Pool& p = pools_[group];
+  if (fresh) p.first = first;
   for (int i = 0; i < n; ++i) {
     group_of_[next_] = group;
     p.pending.push_back(next_++);

@@ -18,6 +18,9 @@ class TaskPool {
   /// Adds tasks first .. first + n - 1 to the pool of worker group `group` (each group has a
   /// pool of its own; 0 without groups); returns first. Ids are never reused, across groups.
   int Add(int n, int group = 0);
+  /// Adds n tasks for `group` unless it ever had some; returns the first id of its first ones
+  /// (the workers of a group may each call it with the same n: the first call adds).
+  int AddOnce(int n, int group = 0);
   /// Whether tasks were ever added for `group` (until then its workers wait).
   bool Added(int group) const { return pools_.count(group) > 0; }
 
@@ -50,6 +53,7 @@ class TaskPool {
   struct Pool {
     std::deque<int> pending;
     size_t out = 0;  // tasks of the group out with workers
+    int first = 0;   // the group's first task
   };
   // Puts tasks back at the front of their pools, in order.
   void Return(const std::vector<int>& back);
