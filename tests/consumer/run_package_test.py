@@ -86,7 +86,8 @@ def main():
         "ps-tools": [r"usr/bin/ps-launch -> \.\./share/ps/tracker/ps-launch",
                      r"usr/share/ps/tracker/ps-task", r"usr/share/ps/tracker/pslaunch/local\.py",
                      r"usr/bin/ps_sim"],
-        "ps-apps": [r"usr/bin/ps_linear", r"usr/bin/ps_lda", r"usr/bin/ps_countmin"],
+        "ps-apps": [r"usr/bin/ps_linear", r"usr/bin/ps_lda", r"usr/bin/ps_countmin",
+                    r"usr/bin/ps_server"],
     }
     for name, patterns in must.items():
         for pat in patterns:

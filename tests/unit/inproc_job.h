@@ -22,12 +22,13 @@ namespace ps {
 struct Job {
   // Starts scheduler, S servers and W workers; runs body(worker node, rank) on each worker.
   // tweak: changes the configuration of every node; on_server: sees each server's KVServer
-  // after the job finished; reducers: the servers' (KVServer, with the Sum rule).
+  // after the job finished; reducers: the servers' (KVServer, with the Sum rule); table_rules:
+  // the application rules of the servers' TableServer.
   template <typename Body, typename V = int64_t>
   static void Run(bool inproc, int S, int W, Body body, V* = nullptr,
                   const std::function<void(Config*)>& tweak = nullptr,
                   const std::function<void(KVServerBase&)>& on_server = nullptr,
-                  const Reducers<V>& reducers = {}) {
+                  const Reducers<V>& reducers = {}, const TableRules& table_rules = TableRules()) {
     static int next_port = 7000;
     auto net = std::make_shared<InprocNetwork>();
     Config base;
@@ -93,7 +94,7 @@ struct Job {
         Node node(c);
         node.Start();
         KVServer<V> server(&node, 0, std::make_shared<SumRule<V>>(), reducers);
-        TableServer tables(&node);  // named tables, if a test creates any
+        TableServer tables(&node, table_rules);  // named tables, if a test creates any
         node.Finalize();
         if (on_server) {
           std::lock_guard<std::mutex> lk(fail_mu);

@@ -76,6 +76,76 @@ TEST(TableInprocTest, ATableOpenedByNameHasItsTypeWidthAndRuleAndCountsItsKeys) 
   });
 }
 
+// An application's rule: sums that stop at a cap given in the table's spec, with a reducer
+// that counts the keys at the cap.
+class CappedSum : public UpdateRule<int64_t> {
+ public:
+  explicit CappedSum(int64_t cap) : cap_(cap) {}
+  void Apply(Key, const int64_t* pushed, int64_t* val, int64_t*, int n) const override {
+    for (int i = 0; i < n; ++i) val[i] = std::min(cap_, val[i] + pushed[i]);
+  }
+  bool Elementwise() const override { return true; }
+
+ private:
+  int64_t cap_;
+};
+class AtCap : public RangeReducer<int64_t> {
+ public:
+  explicit AtCap(int64_t cap) : cap_(cap) {}
+  int Width() const override { return 1; }
+  void Add(Key, const int64_t* vals, int n, double* acc) const override {
+    for (int i = 0; i < n; ++i) acc[0] += vals[i] == cap_;
+  }
+
+ private:
+  int64_t cap_;
+};
+
+TEST(TableInprocTest, AnApplicationsRuleIsServedByNameWithItsNumbersAndReducers) {
+  TableRules rules;
+  rules.Add<int64_t>("test.capped", [](const std::vector<double>& args) {
+    const auto cap = static_cast<int64_t>(args.at(0));
+    return TableRule<int64_t>{std::make_shared<CappedSum>(cap),
+                              {{1, std::make_shared<AtCap>(cap)}}};
+  });
+  EXPECT_NE(ErrorOf([&] { TableRules().Add<int64_t>("capped", nullptr); }).find("needs a '.'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { TableRules(rules).Add(rules); }).find("added twice"), std::string::npos);
+  Job::Run(
+      true, 2, 2,
+      [](Node* node, int rank) {
+        // Two tables of the same rule with other caps, and the same keys: each its own.
+        node->CreateTable(Spec("c7", DataType::kInt64, 1, "test.capped:7"));
+        node->CreateTable(Spec("c100", DataType::kInt64, 1, "test.capped:100"));
+        KVWorker<int64_t> c7(node, "c7"), c100(node, "c100");
+        const SArray<Key> keys{1, 2, 3};
+        for (int i = 0; i < 3; ++i) {
+          c7.Wait(c7.Push(keys, SArray<int64_t>{2, 3, 0}));
+          c100.Wait(c100.Push(keys, SArray<int64_t>{2, 3, 0}));
+        }
+        node->Barrier(kWorkerGroup);
+        SArray<int64_t> v7(3), v100(3);
+        c7.Wait(c7.Pull(keys, &v7));
+        c100.Wait(c100.Pull(keys, &v100));
+        // 2 workers x 3 pushes: 12 and 18, capped at 7 in one table only.
+        EXPECT_EQ(std::vector<int64_t>(v7.begin(), v7.end()), (std::vector<int64_t>{7, 7, 0}));
+        EXPECT_EQ(std::vector<int64_t>(v100.begin(), v100.end()),
+                  (std::vector<int64_t>{12, 18, 0}));
+        std::vector<double> at7, at100;
+        c7.Wait(c7.Reduce(1, {Range::All()}, &at7));
+        c100.Wait(c100.Reduce(1, {Range::All()}, &at100));
+        EXPECT_EQ(at7, std::vector<double>{2});
+        EXPECT_EQ(at100, std::vector<double>{0});
+        EXPECT_NE(ErrorOf([&] {
+                    node->CreateTable(Spec("c", DataType::kInt64, 1, "test.capped:x"));
+                  }).find("application's rule"),
+                  std::string::npos)
+            << rank;
+        node->Barrier(kWorkerGroup);
+      },
+      static_cast<int64_t*>(nullptr), nullptr, nullptr, {}, rules);
+}
+
 TEST(TableInprocTest, AGroupsPolicySetAtRunTimeReachesEveryNodeAndLeavesTheOthers) {
   Job::Run(
       true, 1, 2,

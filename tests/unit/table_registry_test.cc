@@ -47,6 +47,14 @@ TEST(TableRegistryTest, MalformedSpecsNameTheField) {
        {"sum", "count", "assign", "max", "min", "sgd:0.1", "adagrad:0.5", "adagrad:0.5:1e-6"}) {
     EXPECT_EQ(CheckTableSpec(Spec("t", rule)), "") << rule;
   }
+  // An application's rule (TableRules): a name with a '.', positive numbers; servers decide
+  // whether they know it.
+  for (const char* rule : {"lda.words", "lda.words:0.01", "a.b.c:1:2", "app_1.rule_2"}) {
+    EXPECT_EQ(CheckTableSpec(Spec("t", rule)), "") << rule;
+  }
+  for (const char* rule : {"a.", ".a", "a.b:x", "a.b:0", "a.b c", "a-b.c"}) {
+    EXPECT_NE(why(Spec("t", rule)).find("application's rule"), std::string::npos) << rule;
+  }
   TableSpec c = Spec("t");
   c.compress = "zip";
   EXPECT_NE(why(c).find("compress"), std::string::npos);

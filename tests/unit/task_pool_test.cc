@@ -84,4 +84,21 @@ TEST(TaskPoolTest, EachWorkerGroupTakesFromItsOwnPoolAndGetsItsDeadMembersTasksB
   EXPECT_EQ(p.Take(12, 0, 0, &t), TaskPool::Answer::kNone);
 }
 
+TEST(TaskPoolTest, AddOnceAddsAGroupsTasksOnceAndAnswersItsFirstTaskToEveryCaller) {
+  TaskPool p;
+  EXPECT_EQ(p.Add(3, 0), 0);
+  EXPECT_EQ(p.AddOnce(2, 1), 3);  // group 1's first call adds...
+  EXPECT_EQ(p.AddOnce(2, 1), 3);  // ... the others find its tasks
+  EXPECT_EQ(p.AddOnce(5, 0), 0);  // group 0 had tasks (Add): nothing more
+  EXPECT_EQ(p.pending(), 5u);
+  int t = -1;
+  for (int want : {3, 4}) {
+    ASSERT_EQ(p.Take(7, 1, 0, &t), TaskPool::Answer::kTask);
+    EXPECT_EQ(t, want);
+    EXPECT_TRUE(p.Done(7, t));
+  }
+  EXPECT_EQ(p.AddOnce(2, 1), 3);  // done, still not added again
+  EXPECT_EQ(p.Take(7, 1, 0, &t), TaskPool::Answer::kNone);
+}
+
 }  // namespace ps
