@@ -65,6 +65,20 @@ def main():
         c.check([h for _, h in placed] == ["host0"] * 3 + ["host1"] * 3,
                 "--placement packed filled host0's 3 slots first: %s" % placed)
 
+        # Worker groups over ssh, one with a command of its own (--group-cmd, which ps-task
+        # takes from ps-launch's "go"): group b says so before it runs the job.
+        own = "/bin/sh -c 'echo GROUP-B-CMD; exec \"$0\" \"$@\"' %s --scenario sum --seed %s %s" % (
+            job, a.seed, " ".join(scenarios.SMALL))
+        rc, out = scenarios.run(launch + ["-s", "1", "-w", "a:1,b:2", "--timeout", "120",
+                                          "--group-cmd", "b=" + own, "--", job, "--scenario",
+                                          "sum", "--seed", a.seed] + scenarios.SMALL)
+        print(out)
+        said = sorted(re.findall(r"^\[worker (\d)\] GROUP-B-CMD", out, re.M))
+        ok = sorted(re.findall(r"^\[worker (\d)\] OK", out, re.M))
+        c.check(rc == 0 and said == ["1", "2"] and ok == ["0", "1", "2"],
+                "--group-cmd over ssh: group b's workers ran its command (%s), every worker's "
+                "sums are exact (%s; rc=%d)" % (said, ok, rc))
+
         scenarios.failing_worker(c, launch, job)
         scenarios.interrupt(c, launch, job)
         scenarios.interrupt(c, launch, job, sig=signal.SIGKILL)

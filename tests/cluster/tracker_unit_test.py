@@ -270,6 +270,19 @@ class RendezvousProtocolTest(unittest.TestCase):
         wrk, _ = self.hello(role="worker")
         self.assertEqual(wrk.sent[0]["go"]["env"]["PS_SCHEDULER_HOST"], "10.1.1.1")
 
+    def test_a_group_with_a_command_of_its_own_gets_it_with_go(self):
+        self.job = ClusterJob(args(num_servers=1, num_workers=3,
+                                   worker_groups=[("a", 1), ("b", 2)],
+                                   group_cmds={"b": ["./other", "--x", "1"]}), backend=None)
+        workers = [self.hello(role="worker", rank=r)[0] for r in range(3)]
+        sch, _ = self.hello(role="scheduler")
+        self.job.handle(sch, {"listening": {"host": "10.1.1.1", "port": 4242}}, self.state)
+        srv, _ = self.hello()
+        self.assertNotIn("argv", srv.sent[0]["go"])
+        self.assertNotIn("argv", workers[0].sent[0]["go"])  # group a: the program after --
+        for w in workers[1:]:
+            self.assertEqual(w.sent[0]["go"]["argv"], ["./other", "--x", "1"])
+
     def test_a_second_task_with_the_same_name_fails_the_job(self):
         self.hello()
         c, fatal = self.hello()

@@ -23,7 +23,8 @@ import tempfile
 import threading
 import time
 
-from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, log, process_names,
+from .backends import remap
+from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, group_of, log, process_names,
                      signal_group)
 
 
@@ -208,6 +209,19 @@ class ClusterJob:
             env["PS_JOIN"] = "1"
         return env
 
+    def go(self, name, sched):
+        """The "go" message to a server or worker: the scheduler's address, and the command of
+        a worker whose group has one of its own (--group-cmd)."""
+        msg = {"env": self.go_env(sched)}
+        cmds = getattr(self.args, "group_cmds", {})
+        if name[0] == "worker" and cmds:
+            argv = cmds.get(group_of(self.args.worker_groups, name[1]))
+            if argv:
+                # As PROGRAM, a path under a --sync-dst-dir copy is the copy's on the hosts.
+                dst = getattr(self.args, "sync_dst_dir", None)
+                msg["argv"] = [remap(argv[0], os.getcwd(), dst)] + argv[1:]
+        return msg
+
     def where(self, name):
         c = self.conns.get(name)
         if c is None:
@@ -248,7 +262,7 @@ class ClusterJob:
             if name[0] == "scheduler":
                 conn.send(go={})
             elif state["sched"] is not None:
-                conn.send(go={"env": self.go_env(state["sched"])})
+                conn.send(go=self.go(name, state["sched"]))
             return None
         name = conn.name
         if "started" in msg:
@@ -262,7 +276,7 @@ class ClusterJob:
                 % (state["sched"] + state["sched"]))
             for other, c in self.conns.items():
                 if other[0] != "scheduler":
-                    c.send(go={"env": self.go_env(state["sched"])})
+                    c.send(go=self.go(other, state["sched"]))
         elif "exit" in msg:
             rc = int(msg["exit"].get("code", 1))
             self.done[name] = rc
