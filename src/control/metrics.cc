@@ -114,6 +114,21 @@ void MetricSet::Add(const std::string& name, const char* type, const char* suffi
   samples_.push_back(std::move(m));
 }
 
+void MetricSet::NameTables(const std::map<std::string, std::string>& table_of) {
+  if (table_of.empty()) return;
+  for (pb::Metric& m : samples_) {
+    for (int i = 0; i < m.label_names_size(); ++i) {
+      if (m.label_names(i) != "app") continue;
+      auto it = table_of.find(m.label_values(i));
+      if (it != table_of.end()) {
+        m.add_label_names("table");
+        m.add_label_values(it->second);
+      }
+      break;
+    }
+  }
+}
+
 void MetricSet::Counter(const std::string& name, double value, Labels labels) {
   Add(name, "counter", "", value, labels);
 }

@@ -34,6 +34,9 @@ class MetricSet {
   void Append(const MetricSet& other) {
     samples_.insert(samples_.end(), other.samples_.begin(), other.samples_.end());
   }
+  /// Adds the label table=NAME to every sample labelled app=ID when table_of maps ID (the
+  /// application id, as a string) to NAME: a named table's metrics carry its name.
+  void NameTables(const std::map<std::string, std::string>& table_of);
   const std::vector<pb::Metric>& samples() const { return samples_; }
   void ToProto(google::protobuf::RepeatedPtrField<pb::Metric>* out) const;
 

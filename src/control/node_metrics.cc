@@ -37,9 +37,19 @@ void Node::Impl::CollectMetrics(MetricSet* out) {
     out->Counter("ps_filter_wire_bytes_sent_total", static_cast<double>(c.second.wire),
                  {{"codec", c.first}});
   }
-  std::lock_guard<std::mutex> lk(cust_mu_);
-  for (auto& c : customers_) c.second->Metrics(out);
-  for (const auto& r : retired_metrics_) out->Append(r.second);
+  std::map<std::string, std::string> table_of;  // the named tables' application ids
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const TableSpec& t : tables_) table_of[std::to_string(t.app_id)] = t.name;
+  }
+  MetricSet apps;
+  {
+    std::lock_guard<std::mutex> lk(cust_mu_);
+    for (auto& c : customers_) c.second->Metrics(&apps);
+    for (const auto& r : retired_metrics_) apps.Append(r.second);
+  }
+  apps.NameTables(table_of);
+  out->Append(apps);
 }
 
 void Node::Impl::SendMetrics(bool force) {

@@ -58,6 +58,23 @@ TEST(MetricsTest, AWorkersGroupLabelsItsSamples) {
   EXPECT_EQ(t.Update({3, "worker", 1, "eval"}, Samples(bad), 200), 1);
 }
 
+TEST(MetricsTest, ANamedTablesSamplesCarryItsName) {
+  MetricSet s;
+  s.Gauge("ps_server_keys", 7, {{"app", "1048576"}});
+  s.Gauge("ps_server_keys", 3, {{"app", "0"}});  // an application id without a name
+  s.Counter("ps_x_total", 1);
+  s.NameTables({{"1048576", "lda.dense"}});
+  MetricsTable t;
+  EXPECT_EQ(t.Update({1, "server", 0, ""}, Samples(s), 100), 0);
+  EXPECT_EQ(t.Prometheus(MetricSet()),
+            "# TYPE ps_server_keys gauge\n"
+            "ps_server_keys{node=\"1\",role=\"server\",rank=\"0\",app=\"1048576\","
+            "table=\"lda.dense\"} 7\n"
+            "ps_server_keys{node=\"1\",role=\"server\",rank=\"0\",app=\"0\"} 3\n"
+            "# TYPE ps_x_total counter\n"
+            "ps_x_total{node=\"1\",role=\"server\",rank=\"0\"} 1\n");
+}
+
 TEST(MetricsTest, HistogramBucketsAreCumulativeWithInfEqualToTheCount) {
   LatencyHistogram h;
   h.Add(30);       // <= 50 us
