@@ -15,6 +15,7 @@ over worker 0's iteration time), with the medians of its pull, sample and push t
 import argparse
 import json
 import os
+import shlex
 import re
 import statistics
 import subprocess
@@ -40,7 +41,7 @@ def corpus_flags(a, k):
     d = a.data
     return ["--train", os.path.join(d, "train.txt"), "--vocab", os.path.join(d, "vocab.txt"),
             "--topics", str(k), "--iterations", str(a.iterations), "--eval_every", "0",
-            "--top_words", "0"]
+            "--top_words", "0"] + shlex.split(a.job_flags)
 
 
 def job(a, build, k):
@@ -75,6 +76,7 @@ def main():
     p.add_argument("--servers", type=int, default=1)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--no-serial", action="store_true")
+    p.add_argument("--job-flags", default="", help="more ps_lda flags, as one string")
     a = p.parse_args()
     builds = a.build or [os.path.join(ROOT, "build")]
     if a.warmup >= a.iterations:
