@@ -44,6 +44,8 @@ struct Options {
   uint64_t batch = 1 << 20;  // items counted locally before a push
   int max_inflight = 4;      // pushes in flight per worker
   uint64_t part_bytes = 8 << 20;
+  double part_s = 1.0;     // stdin in a job: a part ends after this long waiting for more input
+  int stream_parts = 8;    // stdin in a job: parts the scheduler holds that are not done yet
   std::string query;       // items to estimate at the end, one per line
   std::string sketch_out;  // the final cells (WriteSketch)
   int top_k = 100;
@@ -145,6 +147,12 @@ void ForEachItem(const PartItems& part, Format format, F&& f) {
 /// The roles. Each returns the process's exit code.
 void RunServer(ps::Node* node, const Options& o);
 int RunWorker(ps::Node* node, const Options& o);
+/// The scheduler of a job that counts stdin (--input -): cuts the stream into parts as it
+/// comes (--part_mb, or what came within --part_s) and adds each as a task that carries its
+/// bytes (Node::AddTask), so a part a dead worker left is counted again from the scheduler's
+/// copy; holds at most --stream_parts parts that are not done (the pipe waits meanwhile);
+/// closes the pool at the end of the stream. Call between OpenTasks and Finalize.
+void FeedStdin(ps::Node* node, const Options& o);
 /// The same stream counted in this process alone: the reference sketch and the speed limit.
 int RunLocal(const Options& o, bool conservative);
 

@@ -10,8 +10,8 @@
 #include "countmin/countmin.h"
 
 DEFINE_string(input, "",
-              "the stream: a file of items (see --format); \"-\" reads stdin (--local only: "
-              "workers take parts of a file, which a dead worker's successor can read again)");
+              "the stream: a file of items (see --format); \"-\" reads stdin (in a job, the "
+              "scheduler's: it hands the workers the stream's parts as tasks that carry them)");
 DEFINE_string(format, "tokens",
               "tokens (whitespace-separated), lines (one item per line) or u64 (little-endian "
               "64-bit ids)");
@@ -25,6 +25,12 @@ DEFINE_uint64(seed, 1, "seed of the hash family (and of --zipf_out)");
 DEFINE_uint64(batch, 1 << 20, "items a worker counts before it pushes the changed cells");
 DEFINE_int32(max_inflight, 4, "batches a worker has in flight");
 DEFINE_double(part_mb, 8, "MB of the input per part (a scheduler task)");
+DEFINE_double(part_s, 1,
+              "--input - in a job: a part also ends when the stream has been quiet this long "
+              "(a slow live stream is counted as it comes; 0: only at --part_mb)");
+DEFINE_int32(stream_parts, 8,
+             "--input - in a job: parts of the stream the scheduler holds until they are done "
+             "(its memory: this times --part_mb); the pipe waits beyond");
 DEFINE_string(query, "", "items to estimate at the end, one per line (ESTIMATE lines)");
 DEFINE_string(sketch_out, "", "write the final cells here (identical for identical streams)");
 DEFINE_string(tables, "countmin",
@@ -72,6 +78,10 @@ countmin::Options FromFlags() {
   o.max_inflight = FLAGS_max_inflight;
   if (!(FLAGS_part_mb > 0)) throw std::runtime_error("--part_mb must be positive");
   o.part_bytes = static_cast<uint64_t>(FLAGS_part_mb * (1 << 20));
+  if (FLAGS_part_s < 0) throw std::runtime_error("--part_s must be >= 0");
+  o.part_s = FLAGS_part_s;
+  if (FLAGS_stream_parts < 1) throw std::runtime_error("--stream_parts must be >= 1");
+  o.stream_parts = FLAGS_stream_parts;
   if (o.part_bytes == 0) throw std::runtime_error("--part_mb must be positive");
   o.query = FLAGS_query;
   o.tables = FLAGS_tables;
@@ -115,10 +125,11 @@ int main(int argc, char** argv) {
     const countmin::Options o = FromFlags();
     if (o.input.empty()) throw std::runtime_error("--input is required");
     if (FLAGS_local) return countmin::RunLocal(o, FLAGS_conservative);
-    if (o.input == "-") {
+    const bool stream = o.input == "-";
+    if (stream && o.part_bytes > (32u << 20)) {
       throw std::runtime_error(
-          "--input - (stdin) needs --local: a job's workers take parts of a file, so that a "
-          "part a dead worker left can be read again by another");
+          "--part_mb is at most 32 with --input - in a job (a part travels "
+          "as a task's data)");
     }
     if (FLAGS_conservative) {
       throw std::runtime_error(
@@ -126,15 +137,19 @@ int main(int argc, char** argv) {
           "its result depends on the order of the inserts, which workers do not share");
     }
     // Checked before any process starts waiting on the others.
-    const int parts = countmin::CountParts(o.input, o.format, o.part_bytes);
+    const int parts = stream ? 0 : countmin::CountParts(o.input, o.format, o.part_bytes);
     ps::Node node(ps::Config::FromEnv());
     node.Start();
     int rc = 0;
     switch (node.role()) {
       case ps::Role::kScheduler:
         // The workers make the tables and add their tasks (OpenJob), so that the scheduler's
-        // program may be another (ps_server, servers shared by apps).
+        // program may be another (ps_server, servers shared by apps). Stdin is the
+        // scheduler's: it adds the parts as they come, into a pool open until the stream ends
+        // (opened before the start barrier, so no worker finds it empty and closed).
+        if (stream) node.OpenTasks();
         node.Barrier(ps::kAllGroups);
+        if (stream) countmin::FeedStdin(&node, o);
         node.Finalize();
         break;
       case ps::Role::kServer:

@@ -1,11 +1,13 @@
 #include "countmin/stream.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -137,8 +139,33 @@ bool ChunkReader::Next(std::string* buffer, PartItems* out) {
   carry_.clear();
   uint64_t want = part_bytes_;
   size_t end = 0;
+  const auto start = std::chrono::steady_clock::now();
+  // Where the whole items of the buffer end.
+  auto whole = [&] {
+    size_t e = buffer->size();
+    if (format_ == Format::kU64) return e / 8 * 8;
+    while (e > 0 && !EndsItem((*buffer)[e - 1], format_)) --e;
+    return e;
+  };
   for (;;) {
+    bool timed_out = false;
     while (!eof_ && buffer->size() < want) {
+      if (max_wait_s_ > 0) {
+        const double left =
+            max_wait_s_ -
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // Past the wait, without a whole item yet: wait as long as the rest of one takes.
+        const int ms = left > 0 ? static_cast<int>(left * 1000) + 1 : (whole() > 0 ? 0 : -1);
+        pollfd p{fd_, POLLIN, 0};
+        const int r = poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw std::runtime_error(std::string("stdin: ") + std::strerror(errno));
+        if (r == 0 && whole() > 0) {
+          timed_out = true;
+          break;
+        }
+        if (r == 0) continue;
+      }
       const size_t at = buffer->size();
       buffer->resize(at + (1 << 16));
       const ssize_t r = read(fd_, &(*buffer)[at], 1 << 16);
@@ -148,14 +175,8 @@ bool ChunkReader::Next(std::string* buffer, PartItems* out) {
       if (r == 0) eof_ = true;
     }
     // The item cut at the end waits for the next chunk.
-    end = buffer->size();
-    if (eof_) break;
-    if (format_ == Format::kU64) {
-      end = end / 8 * 8;
-    } else {
-      while (end > 0 && !EndsItem((*buffer)[end - 1], format_)) --end;
-    }
-    if (end > 0) break;
+    end = eof_ ? buffer->size() : whole();
+    if (eof_ || timed_out || end > 0) break;
     want = buffer->size() + part_bytes_;  // one item longer than a chunk: read on to its end
   }
   if (format_ == Format::kU64 && end % 8 != 0) {
@@ -170,6 +191,15 @@ bool ChunkReader::Next(std::string* buffer, PartItems* out) {
   out->bytes = end;
   SetItems(*buffer, 0, format_, out);
   return true;
+}
+
+void ItemsOf(const std::string& bytes, Format format, const std::string& what, PartItems* out) {
+  if (format == Format::kU64 && bytes.size() % 8 != 0) {
+    throw std::runtime_error(what + ": " + std::to_string(bytes.size()) +
+                             " bytes is not a whole number of 8-byte ids");
+  }
+  out->bytes = bytes.size();
+  SetItems(bytes, 0, format, out);
 }
 
 static void SetItems(const std::string& buffer, size_t from, Format format, PartItems* out) {

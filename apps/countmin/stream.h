@@ -72,12 +72,19 @@ void ForEachText(std::string_view text, Format format, F&& f) {
 void ReadPart(const std::string& path, Format format, uint64_t part_bytes, int part,
               std::string* buffer, PartItems* out);
 
+/// The items of bytes that hold whole items of the format (a chunk of a stream, as a task's
+/// data): text in `bytes`, ids copied out. Throws naming `what` when kU64 bytes are not a whole
+/// number of ids.
+void ItemsOf(const std::string& bytes, Format format, const std::string& what, PartItems* out);
+
 /// Items from a pipe (stdin), in chunks of about part_bytes: each chunk ends at an item
-/// boundary (the partial item at its end waits for the next chunk).
+/// boundary (the partial item at its end waits for the next chunk). With max_wait_s > 0 a
+/// chunk also ends when it has waited that long for more input and holds a whole item (a live
+/// stream that comes slowly is still counted as it comes).
 class ChunkReader {
  public:
-  ChunkReader(int fd, Format format, uint64_t part_bytes)
-      : fd_(fd), format_(format), part_bytes_(part_bytes) {}
+  ChunkReader(int fd, Format format, uint64_t part_bytes, double max_wait_s = 0)
+      : fd_(fd), format_(format), part_bytes_(part_bytes), max_wait_s_(max_wait_s) {}
   /// The next chunk's items (text in *buffer, valid until the next call); false at the end.
   bool Next(std::string* buffer, PartItems* out);
 
@@ -85,6 +92,7 @@ class ChunkReader {
   int fd_;
   Format format_;
   uint64_t part_bytes_;
+  double max_wait_s_;
   std::string carry_;  // the start of an item cut by the last read
   bool eof_ = false;
   uint64_t offset_ = 0;  // bytes read so far (for errors)

@@ -257,6 +257,15 @@ Job OpenJob(ps::Node* node, const Options& o, int parts) {
   j.cells = o.counter_bits == 32 ? open("cells", ps::DataType::kInt32, 1, "countmin.sat32")
                                  : open("cells", ps::DataType::kInt64, 1, "sum");
   j.candidates = open("candidates", ps::DataType::kInt64, 0, "assign");
+  if (o.input == "-") {
+    // The scheduler streams the parts into the first group's pool (FeedStdin).
+    const auto groups = node->worker_groups();
+    if (!groups.empty() && j.team.group != groups[0].first) {
+      throw ps::Error("--input - (stdin) is fed to the job's first worker group (" +
+                      groups[0].first + "), not to '" + j.team.group + "'");
+    }
+    return j;
+  }
   j.first_task = node->AddTasksOnce(parts, j.team.group);
   return j;
 }
@@ -362,12 +371,17 @@ int RunWorker(ps::Node* node, const Options& o) {
   std::string buffer;
   PartItems part;
   int parts = 0;
+  const bool stream = o.input == "-";
   for (;;) {
-    const int t = node->NextTask();
+    const int t = stream ? node->NextTask(&buffer) : node->NextTask();
     if (t < 0) break;
     task = t;
     seq = 0;
-    ReadPart(o.input, o.format, o.part_bytes, t - o.job.first_task, &buffer, &part);
+    if (stream) {
+      ItemsOf(buffer, o.format, "stdin part (task " + std::to_string(t) + ")", &part);
+    } else {
+      ReadPart(o.input, o.format, o.part_bytes, t - o.job.first_task, &buffer, &part);
+    }
     ForEachItem(part, o.format, [&](uint64_t id, std::string_view name) {
       ++items;
       if (counter.Add(id, name)) flush();
@@ -416,6 +430,35 @@ int RunWorker(ps::Node* node, const Options& o) {
       static_cast<unsigned long long>(saturated));
   std::fflush(stdout);
   return 0;
+}
+
+void FeedStdin(ps::Node* node, const Options& o) {
+  ChunkReader pipe(0, o.format, o.part_bytes, o.part_s);
+  std::string chunk;
+  PartItems items;
+  const int timeout_ms = node->config().barrier_timeout_ms;
+  uint64_t parts = 0, bytes = 0;
+  while (pipe.Next(&chunk, &items)) {
+    if (chunk.empty()) continue;
+    // At most stream_parts parts held (their bytes live here until done): the pipe waits.
+    const auto since = Clock::now();
+    for (;;) {
+      const ps::Node::TaskStats t = node->task_stats();
+      if (t.added - t.done < o.stream_parts) break;
+      if (Since(since) * 1000 > timeout_ms) {
+        throw ps::Error("stdin: no part of the stream was done within " +
+                        std::to_string(timeout_ms) + " ms (PS_BARRIER_TIMEOUT_MS)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    node->AddTask(chunk);
+    parts++;
+    bytes += chunk.size();
+  }
+  node->CloseTasks();
+  std::printf("STREAM parts %llu bytes %llu\n", static_cast<unsigned long long>(parts),
+              static_cast<unsigned long long>(bytes));
+  std::fflush(stdout);
 }
 
 int RunLocal(const Options& o, bool conservative) {

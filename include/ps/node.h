@@ -157,10 +157,24 @@ class Node {
   /// work even when the job's scheduler runs a program that knows nothing of it, and whichever
   /// of its workers dies. Task ids count across groups: a group's part i is task first + i.
   int AddTasksOnce(int n, const std::string& group);
+  /// One task that carries its own input (at most 64 MB: a part of a stream that only one node
+  /// can read, a file name, a byte range): the worker that takes it gets the data with
+  /// NextTask(&data), and so does a worker that redoes it after a death. The scheduler keeps
+  /// the data until the task is done. Returns the task's id.
+  int AddTask(const std::string& data, const std::string& group = "");
+  /// A stream of tasks: while a group's pool is open, its workers asking for a task wait even
+  /// when none is pending or out with others (more are coming); CloseTasks ends the stream,
+  /// after which NextTask returns -1 once every task is done, as for a pool never opened.
+  void OpenTasks(const std::string& group = "");
+  void CloseTasks(const std::string& group = "");
   /// Worker only: the next task to do. Blocks while the pool is empty but tasks are still out
-  /// with other workers (one may die and its tasks come back); returns -1 when every task is
-  /// done. Throws ps::Error after Config::barrier_timeout_ms.
+  /// with other workers (one may die and its tasks come back) or the pool is open; returns -1
+  /// when every task is done. The scheduler answers a request it held for a quarter of
+  /// Config::barrier_timeout_ms with "ask again", so the wait lasts as long as the scheduler
+  /// answers; throws ps::Error when no answer comes within barrier_timeout_ms.
   int NextTask();
+  /// NextTask, and the task's data (AddTask; empty for a task without) into *data.
+  int NextTask(std::string* data);
   /// Worker only: a task waiting in the pool now (one a dead worker left, say), else -1 at once;
   /// never blocks on other workers. Throws ps::Error after Config::barrier_timeout_ms.
   int TryNextTask();

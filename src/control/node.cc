@@ -55,6 +55,22 @@ int Node::AddTasksOnce(int n, const std::string& group) {
   return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasksOnce")), true);
 }
 int Node::NextTask() { return impl_->NextTask(); }
+int Node::NextTask(std::string* data) { return impl_->NextTask(true, data); }
+int Node::AddTask(const std::string& data, const std::string& group) {
+  Impl::TaskAdd add;
+  add.data = &data;
+  return impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "AddTask")), add);
+}
+void Node::OpenTasks(const std::string& group) {
+  Impl::TaskAdd add;
+  add.pool = 1;
+  impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "OpenTasks")), add);
+}
+void Node::CloseTasks(const std::string& group) {
+  Impl::TaskAdd add;
+  add.pool = 2;
+  impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "CloseTasks")), add);
+}
 int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
 void Node::AbortJob(const std::string& why, ErrorCode code) { impl_->AbortJob(why, code); }
@@ -416,7 +432,12 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
     } else if (c.cmd() == pb::Control::ADD_TASKS && membership_->complete() && c.task() >= 0) {
       lk.unlock();
-      const int first = AddToPool(c.task(), std::max(0, c.group() - 1), c.task_once());
+      TaskAdd add;
+      add.n = c.task();
+      add.once = c.task_once();
+      add.data = c.has_task_data() ? &c.task_data() : nullptr;
+      add.pool = c.task_pool();
+      const int first = AddToPool(std::max(0, c.group() - 1), add);
       pb::Control reply;
       reply.set_cmd(pb::Control::ADD_TASKS);
       reply.set_task(first);
@@ -434,17 +455,18 @@ void Node::Impl::HandleControl(const Message& msg) {
       ApplyConsistency(c);
     } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from) &&
                fatal_.empty()) {  // an aborted job hands out nothing
-      std::vector<std::pair<int, int>> answers;
+      TaskAnswers answers;
       int task = -1;
       auto a = tasks_.Take(from, WorkerGroupLocked(from), NowMs(), &task);
       if (a == TaskPool::Answer::kWait && c.task_nowait()) {
-        answers.emplace_back(from, -1);
+        answers.push_back(AnswerTask(from, -1));
       } else if (a == TaskPool::Answer::kWait) {
         if (std::find(task_waiters_.begin(), task_waiters_.end(), from) == task_waiters_.end()) {
           task_waiters_.push_back(from);
+          waiting_since_ms_[from] = NowMs();
         }
       } else {
-        answers.emplace_back(from, a == TaskPool::Answer::kTask ? task : -1);
+        answers.push_back(AnswerTask(from, a == TaskPool::Answer::kTask ? task : -1));
       }
       lk.unlock();
       SendTaskAnswers(answers);
@@ -478,7 +500,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       lk.unlock();
       if (cut) CutOver(cut);
     } else if (c.cmd() == pb::Control::TASK_DONE) {
-      std::vector<std::pair<int, int>> answers;
+      TaskAnswers answers;
       if (!tasks_.Done(from, c.task())) {
         LOG(INFO) << "task " << c.task() << " reported done by node " << from
                   << " after it was taken back: ignored";
@@ -634,6 +656,7 @@ void Node::Impl::HandleControl(const Message& msg) {
     }
     case pb::Control::TASK_GIVE:
       task_answer_ = c.task();
+      task_data_ = c.task_data();
       task_answers_++;
       cv_.notify_all();
       break;

@@ -353,7 +353,7 @@ void Node::Impl::NotifyJoined(const NodeInfo& n) {
 
 void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how) {
   for (int id : ids) {
-    std::vector<std::pair<int, int>> task_answers;
+    TaskAnswers task_answers;
     std::vector<Membership::Release> releases;
     std::vector<int> tell;
     std::shared_ptr<const Ring> fresh;
@@ -373,6 +373,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       }
       task_waiters_.erase(std::remove(task_waiters_.begin(), task_waiters_.end(), id),
                           task_waiters_.end());
+      waiting_since_ms_.erase(id);
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
       CountDeadWorkers();
@@ -440,7 +441,15 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
   }
 }
 
-void Node::Impl::ServeTaskWaiters(std::vector<std::pair<int, int>>* answers) {
+Node::Impl::TaskAnswer Node::Impl::AnswerTask(int to, int task) const {
+  TaskAnswer a{to, task, {}};
+  if (task >= 0) {
+    if (const std::string* d = tasks_.Data(task)) a.data = *d;
+  }
+  return a;
+}
+
+void Node::Impl::ServeTaskWaiters(TaskAnswers* answers) {
   if (!fatal_.empty()) return;  // an aborted job hands out nothing
   // In the order they asked; a worker whose group has nothing for it yet keeps waiting
   // without holding up the others.
@@ -451,17 +460,32 @@ void Node::Impl::ServeTaskWaiters(std::vector<std::pair<int, int>>* answers) {
       ++it;
       continue;
     }
-    answers->emplace_back(*it, a == TaskPool::Answer::kTask ? task : -1);
+    answers->push_back(AnswerTask(*it, a == TaskPool::Answer::kTask ? task : -1));
+    waiting_since_ms_.erase(*it);
     it = task_waiters_.erase(it);
   }
 }
 
-void Node::Impl::SendTaskAnswers(const std::vector<std::pair<int, int>>& answers) {
+void Node::Impl::AskWaitersAgain(int64_t now, int64_t keep_ms, TaskAnswers* answers) {
+  for (auto it = task_waiters_.begin(); it != task_waiters_.end();) {
+    auto since = waiting_since_ms_.find(*it);
+    if (since != waiting_since_ms_.end() && now - since->second < keep_ms) {
+      ++it;
+      continue;
+    }
+    answers->push_back(TaskAnswer{*it, kTaskAskAgain, {}});
+    waiting_since_ms_.erase(*it);
+    it = task_waiters_.erase(it);
+  }
+}
+
+void Node::Impl::SendTaskAnswers(const TaskAnswers& answers) {
   for (const auto& a : answers) {
     pb::Control c;
     c.set_cmd(pb::Control::TASK_GIVE);
-    c.set_task(a.second);
-    SendControl(a.first, c);
+    c.set_task(a.task);
+    if (!a.data.empty()) c.set_task_data(a.data);
+    SendControl(a.to, c);
   }
 }
 
@@ -476,17 +500,23 @@ uint64_t Node::Impl::NewRequest(const char* call) {
   return ++requests_;
 }
 
-int Node::Impl::AddTasks(int n, int group, bool once) {
-  if (n < 0) throw Error("AddTasks: n must be >= 0");
+int Node::Impl::AddTasks(int group, const TaskAdd& add) {
+  if (add.n < 0) throw Error("AddTasks: n must be >= 0");
+  if (add.data && add.data->size() > kMaxTaskData) {
+    throw Error("AddTask: " + std::to_string(add.data->size()) + " bytes of data; at most " +
+                std::to_string(kMaxTaskData) + " per task");
+  }
   if (cfg.role == Role::kScheduler) {
     CheckStarted("AddTasks");
-    return AddToPool(n, group, once);
+    return AddToPool(group, add);
   }
   // The scheduler keeps the pools: ask it (a group that joined a running job adds its own).
   pb::Control c;
   c.set_cmd(pb::Control::ADD_TASKS);
-  c.set_task(n);
-  c.set_task_once(once);
+  c.set_task(add.n);
+  c.set_task_once(add.once);
+  if (add.data) c.set_task_data(*add.data);
+  c.set_task_pool(add.pool);
   c.set_group(group + 1);
   const uint64_t request = NewRequest("AddTasks");
   c.set_request(request);
@@ -494,38 +524,53 @@ int Node::Impl::AddTasks(int n, int group, bool once) {
   return AwaitAnswer(&tasks_added_, request, "AddTasks");
 }
 
-int Node::Impl::AddToPool(int n, int group, bool once) {
-  std::vector<std::pair<int, int>> answers;
-  int first;
+int Node::Impl::AddToPool(int group, const TaskAdd& add) {
+  TaskAnswers answers;
+  int first = -1;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    first = once ? tasks_.AddOnce(n, group) : tasks_.Add(n, group);
+    if (add.pool == 1) {
+      tasks_.Open(group);
+    } else if (add.pool == 2) {
+      tasks_.Close(group);
+    } else if (add.data) {
+      first = tasks_.AddData(*add.data, group);
+    } else {
+      first = add.once ? tasks_.AddOnce(add.n, group) : tasks_.Add(add.n, group);
+    }
     ServeTaskWaiters(&answers);
   }
   SendTaskAnswers(answers);
   return first;
 }
 
-int Node::Impl::NextTask(bool wait) {
+int Node::Impl::NextTask(bool wait, std::string* data) {
   if (cfg.role != Role::kWorker) throw Error("NextTask: only workers take tasks");
-  uint64_t seen;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    seen = task_answers_;
+  for (;;) {
+    uint64_t seen;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      seen = task_answers_;
+    }
+    pb::Control c;
+    c.set_cmd(pb::Control::TASK_TAKE);
+    c.set_task_nowait(!wait);
+    SendControl(0, c);
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
+                      [&] { return task_answers_ > seen || !fatal_.empty(); })) {
+      throw Error(ErrorCode::kTimeout, "NextTask: no answer from the scheduler within " +
+                                           std::to_string(cfg.barrier_timeout_ms) +
+                                           " ms (PS_BARRIER_TIMEOUT_MS)");
+    }
+    if (!fatal_.empty()) throw Error(fatal_code_, "NextTask: " + fatal_);
+    // The scheduler held the request long and says to ask again: tasks are still out with
+    // other workers, or the pool is open for more.
+    if (task_answer_ == kTaskAskAgain) continue;
+    if (data) data->swap(task_data_);
+    task_data_.clear();
+    return task_answer_;
   }
-  pb::Control c;
-  c.set_cmd(pb::Control::TASK_TAKE);
-  c.set_task_nowait(!wait);
-  SendControl(0, c);
-  std::unique_lock<std::mutex> lk(mu_);
-  if (!cv_.wait_for(lk, std::chrono::milliseconds(cfg.barrier_timeout_ms),
-                    [&] { return task_answers_ > seen || !fatal_.empty(); })) {
-    throw Error(ErrorCode::kTimeout, "NextTask: no answer from the scheduler within " +
-                                         std::to_string(cfg.barrier_timeout_ms) +
-                                         " ms (PS_BARRIER_TIMEOUT_MS)");
-  }
-  if (!fatal_.empty()) throw Error(fatal_code_, "NextTask: " + fatal_);
-  return task_answer_;
 }
 
 void Node::Impl::TaskDone(int task) {
@@ -685,8 +730,9 @@ void Node::Impl::HeartbeatLoop() {
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
       WarnSlowPreparation(now);
       std::vector<std::pair<int, pb::Control>> barrier_reports = ReportOpenBarriers(now);
-      std::vector<std::pair<int, int>> task_answers;
+      TaskAnswers task_answers;
       if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
+      AskWaitersAgain(now, TaskKeepMs(), &task_answers);
       std::vector<int> live;
       if (now >= next_beat) {
         next_beat = now + cfg.heartbeat_interval_ms;

@@ -311,13 +311,29 @@ struct Node::Impl {
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;
   std::vector<int> task_waiters_;
+  std::map<int, int64_t> waiting_since_ms_;  // each waiter's request
   int task_answer_ = 0;
+  std::string task_data_;  // the last answer's data
   uint64_t task_answers_ = 0;
 
  public:
-  int AddTasks(int n, int group, bool once = false);
+  // What AddTasks does to a group's pool: n tasks (once: only if it never had any), one task
+  // with data, or opening or closing it.
+  struct TaskAdd {
+    int n = 0;
+    bool once = false;
+    const std::string* data = nullptr;
+    int pool = 0;  // 1: open, 2: close
+  };
+  int AddTasks(int group, const TaskAdd& add);
+  int AddTasks(int n, int group, bool once = false) {
+    TaskAdd a;
+    a.n = n;
+    a.once = once;
+    return AddTasks(group, a);
+  }
   // The scheduler's side of AddTasks: into the pool, and to the workers waiting for one.
-  int AddToPool(int n, int group, bool once = false);
+  int AddToPool(int group, const TaskAdd& add);
   // A request to the scheduler that it answers (CreateTable, AddTasks on another node): its
   // number, then a wait of at most request_timeout_ms for the answer the receive thread files
   // under that number in *answers.
@@ -339,14 +355,30 @@ struct Node::Impl {
     answers->erase(request);
     return answer;
   }
-  int NextTask(bool wait = true);
+  int NextTask(bool wait = true, std::string* data = nullptr);
   void TaskDone(int task);
   Node::TaskStats GetTaskStats() const;
 
  private:
   // Scheduler (mu_ held): answers waiting workers when tasks came back or everything is done.
-  void ServeTaskWaiters(std::vector<std::pair<int, int>>* answers);
-  void SendTaskAnswers(const std::vector<std::pair<int, int>>& answers);
+  // TASK_GIVE's "none yet, ask again": a task request held for TaskKeepMs() gets it, so that
+  // a worker's wait for a task (a stream's next part, a task out with a slow worker) is never
+  // one unbounded wait but a bounded one repeated while the scheduler answers.
+  static constexpr int kTaskAskAgain = -2;
+  int64_t TaskKeepMs() const { return std::max<int64_t>(200, cfg.barrier_timeout_ms / 4); }
+  // The most data one task carries (a part of a stream).
+  static constexpr size_t kMaxTaskData = 64u << 20;
+  // A TASK_GIVE to send: task (or -1, -2) and its data.
+  struct TaskAnswer {
+    int to, task;
+    std::string data;
+  };
+  using TaskAnswers = std::vector<TaskAnswer>;
+  TaskAnswer AnswerTask(int to, int task) const;  // with the task's data; mu_ held
+  void ServeTaskWaiters(TaskAnswers* answers);
+  // Waiters held since before now - keep_ms get "ask again" (-2). mu_ held.
+  void AskWaitersAgain(int64_t now, int64_t keep_ms, TaskAnswers* answers);
+  void SendTaskAnswers(const TaskAnswers& answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
   std::string fatal_;  // why this node cannot go on (lost the scheduler, fenced, data lost)

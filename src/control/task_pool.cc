@@ -2,6 +2,21 @@
 
 namespace ps {
 
+int TaskPool::AddData(std::string data, int group) {
+  const int task = Add(1, group);
+  if (!data.empty()) data_[task] = std::move(data);
+  return task;
+}
+
+const std::string* TaskPool::Data(int task) const {
+  auto it = data_.find(task);
+  return it == data_.end() ? nullptr : &it->second;
+}
+
+void TaskPool::Open(int group) { pools_[group].open = true; }
+
+void TaskPool::Close(int group) { pools_[group].open = false; }
+
 int TaskPool::AddOnce(int n, int group) {
   auto it = pools_.find(group);
   return it != pools_.end() ? it->second.first : Add(n, group);
@@ -9,9 +24,8 @@ int TaskPool::AddOnce(int n, int group) {
 
 int TaskPool::Add(int n, int group) {
   const int first = next_;
-  const bool fresh = !pools_.count(group);
   Pool& p = pools_[group];
-  if (fresh) p.first = first;
+  if (p.first < 0) p.first = first;
   for (int i = 0; i < n; ++i) {
     group_of_[next_] = group;
     p.pending.push_back(next_++);
@@ -37,7 +51,7 @@ TaskPool::Answer TaskPool::Take(int worker, int group, int64_t now_ms, int* task
     handouts_[*task]++;
     return Answer::kTask;
   }
-  return p.out == 0 ? Answer::kNone : Answer::kWait;
+  return p.out == 0 && !p.open ? Answer::kNone : Answer::kWait;
 }
 
 bool TaskPool::Done(int worker, int task) {
@@ -46,6 +60,7 @@ bool TaskPool::Done(int worker, int task) {
   out_.erase(it);
   pools_[group_of_[task]].out--;
   done_.insert(task);
+  data_.erase(task);
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace ps {
@@ -18,9 +19,20 @@ class TaskPool {
   /// Adds tasks first .. first + n - 1 to the pool of worker group `group` (each group has a
   /// pool of its own; 0 without groups); returns first. Ids are never reused, across groups.
   int Add(int n, int group = 0);
-  /// Adds n tasks for `group` unless it ever had some; returns the first id of its first ones
-  /// (the workers of a group may each call it with the same n: the first call adds).
+  /// Adds n tasks for `group` unless it ever had some or its pool was opened; returns the first
+  /// id of its first ones (-1 while an open pool has none yet). The workers of a group may
+  /// each call it with the same n: the first call adds.
   int AddOnce(int n, int group = 0);
+  /// Adds one task for `group` that carries data (its worker gets them with it, so a task can
+  /// hold its own input: a part of a stream that has no file); returns its id. The data are
+  /// kept until the task is done.
+  int AddData(std::string data, int group = 0);
+  /// The data of a task, or null for a task without.
+  const std::string* Data(int task) const;
+  /// While a group's pool is open its workers asking for a task wait even when none is
+  /// pending or out (more will be added: a stream); Close ends that. Open counts as an add.
+  void Open(int group);
+  void Close(int group);
   /// Whether tasks were ever added for `group` (until then its workers wait).
   bool Added(int group) const { return pools_.count(group) > 0; }
 
@@ -53,7 +65,8 @@ class TaskPool {
   struct Pool {
     std::deque<int> pending;
     size_t out = 0;  // tasks of the group out with workers
-    int first = 0;   // the group's first task
+    int first = -1;  // the group's first task
+    bool open = false;
   };
   // Puts tasks back at the front of their pools, in order.
   void Return(const std::vector<int>& back);
@@ -62,6 +75,7 @@ class TaskPool {
   std::map<int, int> group_of_;  // task -> group
   std::map<int, Out> out_;
   std::set<int> done_;
+  std::map<int, std::string> data_;  // tasks that carry data, until done
   std::map<int, int> handouts_;
 };
 

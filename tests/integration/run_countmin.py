@@ -26,6 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 WIDTH, DEPTH = 1500, 4
 
@@ -46,14 +48,32 @@ def make_text(d, seed):
     return path, collections.Counter(tokens), vocab
 
 
-def run(cmd, on_line=None):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run(cmd, on_line=None, feed=None):
+    """Runs cmd to its end; feed(pipe), if given, writes its stdin (on a thread of its own)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         stdin=subprocess.PIPE if feed else subprocess.DEVNULL)
+    writer = None
+    if feed:
+        def write():
+            try:
+                feed(p.stdin.buffer)
+            except BrokenPipeError:
+                pass
+            finally:
+                try:
+                    p.stdin.close()
+                except BrokenPipeError:
+                    pass
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
     lines = []
     for line in p.stdout:
         lines.append(line)
         if on_line:
             on_line(line)
     p.wait()
+    if writer:
+        writer.join(60)
     return p.returncode, "".join(lines)
 
 
@@ -70,13 +90,13 @@ def local(a, flags):
     return out
 
 
-def launch(a, servers, workers, flags, env=(), allow=(), on_line=None):
+def launch(a, servers, workers, flags, env=(), allow=(), on_line=None, feed=None):
     cmd = [sys.executable, a.launcher, "-s", str(servers), "-w", str(workers), "--timeout", "240"]
     for e in env:
         cmd += ["--env", e]
     for flag in allow:
         cmd += [flag, "1"]
-    return run(cmd + ["--", a.job] + flags, on_line)
+    return run(cmd + ["--", a.job] + flags, on_line, feed)
 
 
 def same_file(x, y):
@@ -197,12 +217,13 @@ def killer(state, role, rank, watch, after):
     return on_line
 
 
-def killed_run(a, d, ref, servers, workers, flags, env, allow, role, rank, watch, after):
+def killed_run(a, d, ref, servers, workers, flags, env, allow, role, rank, watch, after,
+               feed=None):
     """Runs the job, kills (role, rank) mid-stream and checks the cells against ref."""
     state = {"pids": {}, "killed": None, "progress": 0}
     dist = os.path.join(d, "dist.bin")
     rc, out = launch(a, servers, workers, flags + ["--sketch_out", dist], env=env, allow=allow,
-                     on_line=killer(state, role, rank, watch, after))
+                     on_line=killer(state, role, rank, watch, after), feed=feed)
     what = "%s %d" % (role, rank)
     if state["killed"] is None:
         fail("%s: nothing was killed" % what, out)
@@ -242,14 +263,75 @@ def kill_worker(a, d):
               "others; cells identical to the local count" % victim, flush=True)
 
 
+def stdin(a, d):
+    """The stream on the job's stdin: the scheduler cuts it into parts that travel as tasks."""
+    path, counts, _ = make_text(d, 11)
+    shape = ["--width", str(WIDTH), "--depth", str(DEPTH)]
+    ref = os.path.join(d, "local.bin")
+    local(a, ["--input", path, "--sketch_out", ref] + shape)
+    with open(path, "rb") as f:
+        text = f.read()
+    n = sum(counts.values())
+
+    # A live stream that pauses longer than the barrier timeout: the parts come as the text
+    # does (--part_s), and the workers wait through the pause (the scheduler answers their
+    # held requests with "ask again").
+    def slow(pipe):
+        half = text.rfind(b"\n", 0, len(text) // 2) + 1
+        pipe.write(text[:half])
+        pipe.flush()
+        time.sleep(2.5)
+        pipe.write(text[half:])
+
+    dist = os.path.join(d, "dist.bin")
+    rc, out = launch(a, 2, 2, ["--input", "-", "--sketch_out", dist, "--part_s", "0.3",
+                               "--batch", "5000"] + shape,
+                     env=("PS_BARRIER_TIMEOUT_MS=1500",), feed=slow)
+    m = re.search(r"STREAM parts (\d+) bytes (\d+)", out)
+    if rc != 0 or not m or int(m.group(2)) != len(text):
+        fail("a paused text stream on stdin: exit %d, %s" % (rc, m and m.group(0)), out)
+    if int(m.group(1)) < 2:
+        fail("the paused stream made %s part(s): a part did not end at the pause" % m.group(1),
+             out)
+    if not same_file(ref, dist) or "RESULT items %d " % n not in out:
+        fail("a paused text stream on stdin: the cells differ from the local count", out)
+    print("stdin: %d tokens in %s parts, paused 2.5 s against a barrier timeout of 1.5 s: cells "
+          "identical to the local count" % (n, m.group(1)), flush=True)
+
+    # A worker killed mid-stream: its parts are the scheduler's copies, given to the others.
+    ids = os.path.join(d, "ids.bin")
+    rc, out = run([a.job, "--zipf_out", ids, "--zipf_items", "1200000", "--zipf_distinct",
+                   "200000", "--seed", "13"])
+    if rc != 0:
+        fail("--zipf_out exited %d" % rc, out)
+    u64 = ["--format", "u64"] + shape
+    local(a, ["--input", ids, "--sketch_out", ref] + u64)
+    with open(ids, "rb") as f:
+        stream = f.read()
+
+    def feed(pipe):
+        pipe.write(stream)
+
+    out = killed_run(a, d, ref, 2, 3, ["--input", "-", "--part_mb", "0.0625", "--batch", "3000",
+                                       "--rate", "300000", "--progress_s", "0.1"] + u64,
+                     ("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     ("--allow-dead-workers",), "worker", 1, 1, 3, feed=feed)
+    if "RESULT items 1200000 " not in out:
+        fail("the job did not report 1200000 items", out)
+    print("stdin: worker 1 killed mid-stream; its parts were counted again from the "
+          "scheduler's copies; cells identical to the local count", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--job", required=True)
-    p.add_argument("--scenario", choices=["exact", "kill_server", "kill_worker"], required=True)
+    p.add_argument("--scenario", choices=["exact", "kill_server", "kill_worker", "stdin"],
+                   required=True)
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        {"exact": exact, "kill_server": kill_server, "kill_worker": kill_worker}[a.scenario](a, d)
+        {"exact": exact, "kill_server": kill_server, "kill_worker": kill_worker,
+         "stdin": stdin}[a.scenario](a, d)
     return 0
 
 

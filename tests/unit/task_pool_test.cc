@@ -101,4 +101,39 @@ TEST(TaskPoolTest, AddOnceAddsAGroupsTasksOnceAndAnswersItsFirstTaskToEveryCalle
   EXPECT_EQ(p.Take(7, 1, 0, &t), TaskPool::Answer::kNone);
 }
 
+TEST(TaskPoolTest, AnOpenPoolKeepsItsWorkersWaitingAndTasksKeepTheirDataUntilDone) {
+  TaskPool p;
+  int t = -1;
+  p.Open(1);
+  EXPECT_TRUE(p.Added(1));
+  EXPECT_EQ(p.Take(7, 1, 0, &t), TaskPool::Answer::kWait);  // open and empty: more will come
+  EXPECT_EQ(p.AddData("part zero", 1), 0);
+  EXPECT_EQ(p.AddData("", 1), 1);
+  ASSERT_EQ(p.Take(7, 1, 0, &t), TaskPool::Answer::kTask);
+  ASSERT_EQ(t, 0);
+  ASSERT_NE(p.Data(0), nullptr);
+  EXPECT_EQ(*p.Data(0), "part zero");
+  EXPECT_EQ(p.Data(1), nullptr);
+  // Its worker dies: the task, data and all, goes to the next one.
+  EXPECT_EQ(p.WorkerDead(7), (std::vector<int>{0}));
+  ASSERT_EQ(p.Take(8, 1, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_EQ(t, 0);
+  EXPECT_EQ(*p.Data(0), "part zero");
+  EXPECT_TRUE(p.Done(8, 0));
+  EXPECT_EQ(p.Data(0), nullptr);  // done: dropped
+  ASSERT_EQ(p.Take(8, 1, 0, &t), TaskPool::Answer::kTask);
+  EXPECT_TRUE(p.Done(8, 1));
+  EXPECT_EQ(p.Take(8, 1, 0, &t), TaskPool::Answer::kWait);  // all done, but still open
+  p.Close(1);
+  EXPECT_EQ(p.Take(8, 1, 0, &t), TaskPool::Answer::kNone);
+  // A pool opened before its first add numbers its first task from that add (other groups'
+  // adds in between), and AddOnce adds nothing to an open pool.
+  p.Open(2);
+  EXPECT_EQ(p.AddOnce(9, 2), -1);
+  EXPECT_EQ(p.Add(3, 0), 2);
+  EXPECT_EQ(p.AddData("x", 2), 5);
+  EXPECT_EQ(p.AddOnce(9, 2), 5);
+  EXPECT_EQ(p.pending(), 4u);
+}
+
 }  // namespace ps
