@@ -47,30 +47,6 @@ std::vector<NodeInfo> Node::nodes() const {
   std::lock_guard<std::mutex> lk(impl_->mu_);
   return impl_->nodes_;
 }
-int Node::AddTasks(int n) { return impl_->AddTasks(n, 0); }
-int Node::AddTasks(int n, const std::string& group) {
-  return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasks")));
-}
-int Node::AddTasksOnce(int n, const std::string& group) {
-  return impl_->AddTasks(n, std::max(0, impl_->GroupIndexOf(group, "AddTasksOnce")), true);
-}
-int Node::NextTask() { return impl_->NextTask(); }
-int Node::NextTask(std::string* data) { return impl_->NextTask(true, data); }
-int Node::AddTask(const std::string& data, const std::string& group) {
-  Impl::TaskAdd add;
-  add.data = &data;
-  return impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "AddTask")), add);
-}
-void Node::OpenTasks(const std::string& group) {
-  Impl::TaskAdd add;
-  add.pool = 1;
-  impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "OpenTasks")), add);
-}
-void Node::CloseTasks(const std::string& group) {
-  Impl::TaskAdd add;
-  add.pool = 2;
-  impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "CloseTasks")), add);
-}
 int Node::TryNextTask() { return impl_->NextTask(false); }
 void Node::TaskDone(int task) { impl_->TaskDone(task); }
 void Node::AbortJob(const std::string& why, ErrorCode code) { impl_->AbortJob(why, code); }
