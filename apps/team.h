@@ -1,6 +1,7 @@
-// The workers of one app's run: the worker's own group when the job has worker groups (several
-// apps, or one app's training and evaluation, on one set of servers), every worker otherwise.
-// Node::rank() counts the workers of every group; an app numbers its own with these.
+// One app's run among others on the same servers: its workers are the worker's own group when
+// the job has worker groups (several apps, or one app's training and evaluation), every worker
+// otherwise (Node::rank() counts the workers of every group; an app numbers its own with
+// these), and its tables are named tables under a prefix of its own.
 #ifndef PS_APPS_TEAM_H_
 #define PS_APPS_TEAM_H_
 
@@ -47,6 +48,18 @@ inline std::vector<int> DeadRanks(const ps::Node& node, const Team& t) {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+/// Creates the named table PREFIX.PART (or finds it: every worker of a run asks for the same
+/// spec) and returns its application id.
+inline int OpenTable(ps::Node* node, const std::string& prefix, const char* part,
+                     ps::DataType dtype, int width, const std::string& rule) {
+  ps::TableSpec t;
+  t.name = prefix + "." + part;
+  t.dtype = dtype;
+  t.width = width;
+  t.rule = rule;
+  return node->CreateTable(t).app_id;
 }
 
 }  // namespace apps

@@ -247,12 +247,7 @@ Job OpenJob(ps::Node* node, const Options& o, int parts) {
   Job j;
   j.team = apps::OwnTeam(*node);
   auto open = [&](const char* part, ps::DataType dtype, int width, const char* rule) {
-    ps::TableSpec t;
-    t.name = o.tables + "." + part;
-    t.dtype = dtype;
-    t.width = width;
-    t.rule = rule;
-    return node->CreateTable(t).app_id;
+    return apps::OpenTable(node, o.tables, part, dtype, width, rule);
   };
   j.cells = o.counter_bits == 32 ? open("cells", ps::DataType::kInt32, 1, "countmin.sat32")
                                  : open("cells", ps::DataType::kInt64, 1, "sum");

@@ -640,12 +640,7 @@ Job OpenJob(ps::Node* node, const Options& o) {
   char beta[64];
   std::snprintf(beta, sizeof(beta), "lda.words:%.17g", o.hyper.beta);
   auto open = [&](const char* part, ps::DataType dtype, int width, const std::string& rule) {
-    ps::TableSpec t;
-    t.name = o.tables + "." + part;
-    t.dtype = dtype;
-    t.width = width;
-    t.rule = rule;
-    return node->CreateTable(t).app_id;
+    return apps::OpenTable(node, o.tables, part, dtype, width, rule);
   };
   const int K = static_cast<int>(o.hyper.topics);
   j.dense = open("dense", ps::DataType::kInt32, K, beta);
