@@ -12,6 +12,11 @@ its own, with real processes over loopback (worker groups lda and cm, ps-launch 
                while both run: LDA runs all its iterations and its counts are exact (the app's
                invariant and the model file), the CountMin cells are byte-identical to the local
                count.
+  kill_worker  2 servers; group lda: 2 workers under BSP, group cm: 3 workers replaying a u64
+               stream; SIGKILL to CountMin's worker 1 mid-stream: its parts go to the other cm
+               workers (cells byte-identical to the local count) and the LDA group, whose own
+               workers all live, neither pauses nor waits for it (no recovery line, every
+               iteration, exact counts).
 """
 import argparse
 import os
@@ -134,18 +139,76 @@ def kill_server(a, d):
           % state["killed"][0], flush=True)
 
 
+def kill_worker(a, d):
+    tokens = run_lda.make_data(d, a.seed)
+    ids = os.path.join(d, "ids.bin")
+    rc, out = run([a.countmin, "--zipf_out", ids, "--zipf_items", "900000", "--zipf_distinct",
+                   "50000", "--seed", str(a.seed)])
+    if rc != 0:
+        fail("--zipf_out exited %d" % rc, out)
+    u64 = ["--input", ids, "--format", "u64", "--width", str(run_countmin.WIDTH), "--depth",
+           str(run_countmin.DEPTH)]
+    ref = os.path.join(d, "local.bin")
+    rc, out = run([a.countmin, "--local", "--sketch_out", ref] + u64)
+    if rc != 0:
+        fail("the local count failed (exit %d)" % rc, out)
+    # Groups take ranks in order: lda's workers are 0 and 1, cm's 2, 3 and 4 (its rank 1 is
+    # the job's worker 3).
+    state = {"pids": {}, "killed": None, "progress": 0, "lda": 0}
+
+    def on_line(line):
+        track_pid(state, line)
+        m = re.match(r"\[worker 0\] iteration (\d+) ", line)
+        if m:
+            state["lda"] = int(m.group(1))
+        if line.startswith("[worker 3] progress"):
+            state["progress"] += 1
+            if state["progress"] == 3 and state["killed"] is None:
+                os.kill(state["pids"][("worker", 3)], signal.SIGKILL)  # by PID, never by name
+                state["killed"] = state["lda"]
+                print("SIGKILL to worker 3 (cm rank 1), LDA at iteration %d: %s"
+                      % (state["lda"], line.strip()), flush=True)
+
+    model = os.path.join(d, "model.txt")
+    dist = os.path.join(d, "dist.bin")
+    rc, out = launch(a, 2, "lda:2,cm:3",
+                     run_lda.flags(d, ["--iterations", "150", "--consistency", "bsp",
+                                       "--model_out", model]),
+                     u64 + ["--sketch_out", dist, "--part_mb", "0.0625", "--batch", "3000",
+                            "--rate", "150000", "--progress_s", "0.1"],
+                     env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     allow=("--allow-dead-workers",), on_line=on_line)
+    if state["killed"] is None or state["killed"] >= 150:
+        fail("nothing was killed while LDA ran (%s)" % state["killed"], out)
+    if rc != 0 or not run_countmin.same_file(ref, dist):
+        fail("exit %d; the CountMin cells after its worker's death equal the local count: %s"
+             % (rc, rc == 0 and run_countmin.same_file(ref, dist)), out)
+    last = run_lda.iterations(out)
+    recovery = re.findall(r"\[worker [01]\] .*(?:pause|takes over|coordinates).*", out)
+    if "INVARIANT ok" not in out or not last or last[-1][0] != 150 or recovery:
+        fail("LDA after a CountMin worker's death: last iteration %s, %s, recovery lines %s" % (
+            last[-1][0] if last else None, re.findall(r"INVARIANT.*", out), recovery[:3]), out)
+    why = run_lda.check_model(model, tokens)
+    if why:
+        fail("LDA: " + why, out)
+    print("kill_worker: CountMin's worker 1 killed mid-stream: its parts were counted by the "
+          "other two (cells identical to the local count); LDA ran its 150 BSP iterations "
+          "without a pause, counts exact", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--launcher", required=True)
     p.add_argument("--server", required=True, help="ps_server")
     p.add_argument("--lda", required=True, help="ps_lda")
     p.add_argument("--countmin", required=True, help="ps_countmin")
-    p.add_argument("--scenario", required=True, choices=["exact", "kill_server"])
+    p.add_argument("--scenario", required=True, choices=["exact", "kill_server", "kill_worker"])
     p.add_argument("--seed", type=int, default=5)
     a = p.parse_args()
     print("seed %d" % a.seed, flush=True)
     with tempfile.TemporaryDirectory() as d:
-        {"exact": exact, "kill_server": kill_server}[a.scenario](a, d)
+        {"exact": exact, "kill_server": kill_server,
+         "kill_worker": kill_worker}[a.scenario](a, d)
     print("PASSED %s" % a.scenario)
     return 0
 
