@@ -55,9 +55,9 @@ struct Options {
   // probability straggle_p (drawn from the seed, its rank and the iteration).
   double straggle_p = 0;
   int straggle_ms = 0;
-  std::string tables = "lda";         // prefix of the table names
-  std::string consistency = "ssp:1";  // the team's barrier policy (Node::SetConsistency)
-  Job job;                            // set by OpenJob
+  std::string tables = "lda";  // prefix of the table names
+  std::string consistency;     // the team's barrier policy ("": ssp:1 unless the job sets one)
+  Job job;                     // set by OpenJob
 };
 
 /// What a worker does before the job's start barrier: creates the run's tables (or finds them:

@@ -39,8 +39,9 @@ DEFINE_string(sparse_pull, "auto",
               "how a worker pulls the rare words' rows: rows (only its own words', one key range "
               "each), table (the whole sparse table in one range) or auto (rows when the worker "
               "holds under 40% of the rare words, where the ranges cost less than the rest)");
-DEFINE_string(consistency, "ssp:1",
-              "barrier policy of the run (bsp, ssp:S, asp); \"\": PS_CONSISTENCY");
+DEFINE_string(consistency, "",
+              "barrier policy of the run's workers (bsp, ssp:S, asp); default: ssp:1, unless "
+              "PS_CONSISTENCY, or PS_GROUP_CONSISTENCY for the run's worker group, sets one");
 DEFINE_string(tables, "lda",
               "prefix of the run's table names on the servers (PREFIX.dense, ...): runs that "
               "share servers need prefixes of their own");

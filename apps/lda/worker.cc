@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -650,9 +651,17 @@ Job OpenJob(ps::Node* node, const Options& o) {
   j.control = open("control", ps::DataType::kInt64, 0, "sum");
   j.topics = open("topics", ps::DataType::kInt32, 0, "assign");
   j.first_task = node->AddTasksOnce(o.parts_per_worker * j.team.size, j.team.group);
-  // Before the start barrier: the scheduler passes the policy on to the servers before it
-  // releases this worker from the barrier (its messages to a node arrive in order).
-  node->SetConsistency(o.consistency, ps::Node::kKeepDelay, j.team.group);
+  // One source of truth: the flag, else the job's setting for the run's group, else SSP(1)
+  // (Gibbs sampling's natural fit). Set before the start barrier: the scheduler passes the
+  // policy on to the servers before it releases this worker (its messages arrive in order).
+  std::string policy = o.consistency;
+  if (policy.empty()) {
+    const char* job = std::getenv("PS_CONSISTENCY");
+    const bool set = (job && *job) || (!j.team.group.empty() &&
+                                       node->config().group_consistency.count(j.team.group));
+    if (!set) policy = "ssp:1";
+  }
+  if (!policy.empty()) node->SetConsistency(policy, ps::Node::kKeepDelay, j.team.group);
   return j;
 }
 

@@ -13,7 +13,8 @@ its own, with real processes over loopback (worker groups lda and cm, ps-launch 
                invariant and the model file), the CountMin cells are byte-identical to the local
                count.
   kill_worker  2 servers; group lda: 2 workers under BSP, group cm: 3 workers replaying a u64
-               stream; SIGKILL to CountMin's worker 1 mid-stream: its parts go to the other cm
+               stream, the LDA group's policy from PS_GROUP_CONSISTENCY (no --consistency: the
+               job's setting wins over the app's default); SIGKILL to CountMin's worker 1 mid-stream: its parts go to the other cm
                workers (cells byte-identical to the local count) and the LDA group, whose own
                workers all live, neither pauses nor waits for it (no recovery line, every
                iteration, exact counts).
@@ -172,11 +173,13 @@ def kill_worker(a, d):
     model = os.path.join(d, "model.txt")
     dist = os.path.join(d, "dist.bin")
     rc, out = launch(a, 2, "lda:2,cm:3",
-                     run_lda.flags(d, ["--iterations", "150", "--consistency", "bsp",
-                                       "--model_out", model]),
+                     run_lda.flags(d, ["--iterations", "150", "--model_out", model]),
                      u64 + ["--sketch_out", dist, "--part_mb", "0.0625", "--batch", "3000",
                             "--rate", "150000", "--progress_s", "0.1"],
-                     env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"),
+                     # The job's policy for the LDA group, and no --consistency: BSP, not the
+                     # app's default SSP(1).
+                     env=("PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000",
+                          "PS_GROUP_CONSISTENCY=lda=bsp"),
                      allow=("--allow-dead-workers",), on_line=on_line)
     if state["killed"] is None or state["killed"] >= 150:
         fail("nothing was killed while LDA ran (%s)" % state["killed"], out)
@@ -191,6 +194,10 @@ def kill_worker(a, d):
     why = run_lda.check_model(model, tokens)
     if why:
         fail("LDA: " + why, out)
+    stale = [float(x) for x in re.findall(r"iteration \d+ .* stale (\S+)", out)]
+    if len(stale) != 150 or max(stale) != 0:
+        fail("LDA under PS_GROUP_CONSISTENCY=lda=bsp: staleness per line %s (BSP: 0)"
+             % sorted(set(stale)), out)
     print("kill_worker: CountMin's worker 1 killed mid-stream: its parts were counted by the "
           "other two (cells identical to the local count); LDA ran its 150 BSP iterations "
           "without a pause, counts exact", flush=True)
