@@ -432,17 +432,9 @@ void Node::Impl::HandleControl(const Message& msg) {
     } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from) &&
                fatal_.empty()) {  // an aborted job hands out nothing
       TaskAnswers answers;
-      int task = -1;
-      auto a = tasks_.Take(from, WorkerGroupLocked(from), NowMs(), &task);
-      if (a == TaskPool::Answer::kWait && c.task_nowait()) {
-        answers.push_back(AnswerTask(from, -1));
-      } else if (a == TaskPool::Answer::kWait) {
-        if (std::find(task_waiters_.begin(), task_waiters_.end(), from) == task_waiters_.end()) {
-          task_waiters_.push_back(from);
-          waiting_since_ms_[from] = NowMs();
-        }
-      } else {
-        answers.push_back(AnswerTask(from, a == TaskPool::Answer::kTask ? task : -1));
+      TaskPool::Reply reply;
+      if (tasks_.Request(from, WorkerGroupLocked(from), !c.task_nowait(), NowMs(), &reply)) {
+        AnswerTasks({reply}, &answers);
       }
       lk.unlock();
       SendTaskAnswers(answers);

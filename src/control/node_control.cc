@@ -371,9 +371,6 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
         LOG(WARNING) << back.size() << " unfinished task(s) of node " << id
                      << " go back to the pool";
       }
-      task_waiters_.erase(std::remove(task_waiters_.begin(), task_waiters_.end(), id),
-                          task_waiters_.end());
-      waiting_since_ms_.erase(id);
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
       CountDeadWorkers();
@@ -594,7 +591,7 @@ void Node::Impl::HeartbeatLoop() {
       std::vector<std::pair<int, pb::Control>> barrier_reports = ReportOpenBarriers(now);
       TaskAnswers task_answers;
       if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
-      AskWaitersAgain(now, TaskKeepMs(), &task_answers);
+      AnswerTasks(tasks_.AskAgain(now, TaskKeepMs()), &task_answers);
       std::vector<int> live;
       if (now >= next_beat) {
         next_beat = now + cfg.heartbeat_interval_ms;

@@ -310,8 +310,6 @@ struct Node::Impl {
   bool final_released_ = false;            // scheduler: the last barrier is released
   // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
   TaskPool tasks_;
-  std::vector<int> task_waiters_;
-  std::map<int, int64_t> waiting_since_ms_;  // each waiter's request
   int task_answer_ = 0;
   std::string task_data_;  // the last answer's data
   uint64_t task_answers_ = 0;
@@ -361,10 +359,9 @@ struct Node::Impl {
 
  private:
   // Scheduler (mu_ held): answers waiting workers when tasks came back or everything is done.
-  // TASK_GIVE's "none yet, ask again": a task request held for TaskKeepMs() gets it, so that
-  // a worker's wait for a task (a stream's next part, a task out with a slow worker) is never
-  // one unbounded wait but a bounded one repeated while the scheduler answers.
-  static constexpr int kTaskAskAgain = -2;
+  // A task request held for TaskKeepMs() is answered TaskPool::kAskAgain, so that a worker's
+  // wait for a task (a stream's next part, a task out with a slow worker) is never one
+  // unbounded wait but a bounded one repeated while the scheduler answers.
   int64_t TaskKeepMs() const { return std::max<int64_t>(200, cfg.barrier_timeout_ms / 4); }
   // The most data one task carries (a part of a stream).
   static constexpr size_t kMaxTaskData = 64u << 20;
@@ -374,10 +371,10 @@ struct Node::Impl {
     std::string data;
   };
   using TaskAnswers = std::vector<TaskAnswer>;
-  TaskAnswer AnswerTask(int to, int task) const;  // with the task's data; mu_ held
+  // The pool's replies with their tasks' data, appended to *answers. mu_ held.
+  void AnswerTasks(const std::vector<TaskPool::Reply>& replies, TaskAnswers* answers) const;
+  // The held requests the pool can answer now (nothing after an abort). mu_ held.
   void ServeTaskWaiters(TaskAnswers* answers);
-  // Waiters held since before now - keep_ms get "ask again" (-2). mu_ held.
-  void AskWaitersAgain(int64_t now, int64_t keep_ms, TaskAnswers* answers);
   void SendTaskAnswers(const TaskAnswers& answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)

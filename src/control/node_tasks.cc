@@ -34,42 +34,20 @@ void Node::CloseTasks(const std::string& group) {
   impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "CloseTasks")), add);
 }
 
-Node::Impl::TaskAnswer Node::Impl::AnswerTask(int to, int task) const {
-  TaskAnswer a{to, task, {}};
-  if (task >= 0) {
-    if (const std::string* d = tasks_.Data(task)) a.data = *d;
+void Node::Impl::AnswerTasks(const std::vector<TaskPool::Reply>& replies,
+                             TaskAnswers* answers) const {
+  for (const TaskPool::Reply& r : replies) {
+    TaskAnswer a{r.worker, r.task, {}};
+    if (r.task >= 0) {
+      if (const std::string* d = tasks_.Data(r.task)) a.data = *d;
+    }
+    answers->push_back(std::move(a));
   }
-  return a;
 }
 
 void Node::Impl::ServeTaskWaiters(TaskAnswers* answers) {
   if (!fatal_.empty()) return;  // an aborted job hands out nothing
-  // In the order they asked; a worker whose group has nothing for it yet keeps waiting
-  // without holding up the others.
-  for (auto it = task_waiters_.begin(); it != task_waiters_.end();) {
-    int task = -1;
-    auto a = tasks_.Take(*it, WorkerGroupLocked(*it), NowMs(), &task);
-    if (a == TaskPool::Answer::kWait) {
-      ++it;
-      continue;
-    }
-    answers->push_back(AnswerTask(*it, a == TaskPool::Answer::kTask ? task : -1));
-    waiting_since_ms_.erase(*it);
-    it = task_waiters_.erase(it);
-  }
-}
-
-void Node::Impl::AskWaitersAgain(int64_t now, int64_t keep_ms, TaskAnswers* answers) {
-  for (auto it = task_waiters_.begin(); it != task_waiters_.end();) {
-    auto since = waiting_since_ms_.find(*it);
-    if (since != waiting_since_ms_.end() && now - since->second < keep_ms) {
-      ++it;
-      continue;
-    }
-    answers->push_back(TaskAnswer{*it, kTaskAskAgain, {}});
-    waiting_since_ms_.erase(*it);
-    it = task_waiters_.erase(it);
-  }
+  AnswerTasks(tasks_.Serve(NowMs()), answers);
 }
 
 void Node::Impl::SendTaskAnswers(const TaskAnswers& answers) {
@@ -148,7 +126,7 @@ int Node::Impl::NextTask(bool wait, std::string* data) {
     if (!fatal_.empty()) throw Error(fatal_code_, "NextTask: " + fatal_);
     // The scheduler held the request long and says to ask again: tasks are still out with
     // other workers, or the pool is open for more.
-    if (task_answer_ == kTaskAskAgain) continue;
+    if (task_answer_ == TaskPool::kAskAgain) continue;
     if (data) data->swap(task_data_);
     task_data_.clear();
     return task_answer_;

@@ -1,5 +1,7 @@
 #include "control/task_pool.h"
 
+#include <algorithm>
+
 namespace ps {
 
 int TaskPool::AddData(std::string data, int group) {
@@ -54,6 +56,50 @@ TaskPool::Answer TaskPool::Take(int worker, int group, int64_t now_ms, int* task
   return p.out == 0 && !p.open ? Answer::kNone : Answer::kWait;
 }
 
+bool TaskPool::Request(int worker, int group, bool wait, int64_t now_ms, Reply* reply) {
+  int task = -1;
+  const Answer a = Take(worker, group, now_ms, &task);
+  if (a != Answer::kWait || !wait) {
+    *reply = Reply{worker, a == Answer::kTask ? task : -1};
+    return true;
+  }
+  for (const Held& h : held_) {
+    if (h.worker == worker) return false;  // already held: one answer will come
+  }
+  held_.push_back(Held{worker, group, now_ms});
+  return false;
+}
+
+std::vector<TaskPool::Reply> TaskPool::Serve(int64_t now_ms) {
+  std::vector<Reply> out;
+  // In the order they asked; a worker whose group has nothing for it yet keeps waiting
+  // without holding up the others.
+  for (auto it = held_.begin(); it != held_.end();) {
+    int task = -1;
+    const Answer a = Take(it->worker, it->group, now_ms, &task);
+    if (a == Answer::kWait) {
+      ++it;
+      continue;
+    }
+    out.push_back(Reply{it->worker, a == Answer::kTask ? task : -1});
+    it = held_.erase(it);
+  }
+  return out;
+}
+
+std::vector<TaskPool::Reply> TaskPool::AskAgain(int64_t now_ms, int64_t keep_ms) {
+  std::vector<Reply> out;
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (now_ms - it->since_ms < keep_ms) {
+      ++it;
+      continue;
+    }
+    out.push_back(Reply{it->worker, kAskAgain});
+    it = held_.erase(it);
+  }
+  return out;
+}
+
 bool TaskPool::Done(int worker, int task) {
   auto it = out_.find(task);
   if (it == out_.end() || it->second.worker != worker) return false;
@@ -84,6 +130,9 @@ std::vector<int> TaskPool::WorkerDead(int worker) {
     }
   }
   Return(back);
+  held_.erase(std::remove_if(held_.begin(), held_.end(),
+                             [worker](const Held& h) { return h.worker == worker; }),
+              held_.end());
   return back;
 }
 

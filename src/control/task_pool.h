@@ -42,11 +42,31 @@ class TaskPool {
   /// empty but tasks of the group are out with other workers and may come back), or kNone
   /// (every task of the group is done).
   Answer Take(int worker, int group, int64_t now_ms, int* task);
+  /// A worker's request for a task, answered now or held: what is sent back, task being an id,
+  /// -1 (every task of the group is done, or none waiting for a request that does not wait),
+  /// or kAskAgain.
+  struct Reply {
+    int worker, task;
+  };
+  /// "None yet, ask again": the answer to a request held for keep_ms (AskAgain), so that a
+  /// worker's wait for a task is a series of bounded waits while the scheduler answers.
+  static constexpr int kAskAgain = -2;
+  /// Worker of `group` asks at now_ms. Returns true with *reply when it is answered now (Take
+  /// gave kTask or kNone, or kWait to a request that does not wait); false when the request
+  /// is held until Serve or AskAgain answers it (one held request per worker).
+  bool Request(int worker, int group, bool wait, int64_t now_ms, Reply* reply);
+  /// Answers the held requests that can be answered now, in the order they came (after adds,
+  /// a close, a death, an expiry); the others stay held.
+  std::vector<Reply> Serve(int64_t now_ms);
+  /// Answers kAskAgain to the requests held since before now_ms - keep_ms.
+  std::vector<Reply> AskAgain(int64_t now_ms, int64_t keep_ms);
+  size_t held() const { return held_.size(); }
+
   /// Worker finished task. Returns false if the task was not out with this worker (it timed
   /// out and went to someone else, or was never handed out): the report is ignored.
   bool Done(int worker, int task);
-  /// The worker died: its unfinished tasks go back to the front of their group's pool.
-  /// Returns them.
+  /// The worker died: its unfinished tasks go back to the front of their group's pool, and its
+  /// held request is dropped. Returns the tasks.
   std::vector<int> WorkerDead(int worker);
   /// Tasks out for longer than timeout_ms at now_ms go back to the pool. Returns them.
   std::vector<int> Expire(int64_t now_ms, int64_t timeout_ms);
@@ -76,6 +96,11 @@ class TaskPool {
   std::map<int, Out> out_;
   std::set<int> done_;
   std::map<int, std::string> data_;  // tasks that carry data, until done
+  struct Held {
+    int worker, group;
+    int64_t since_ms;
+  };
+  std::vector<Held> held_;  // requests not answered yet, in order
   std::map<int, int> handouts_;
 };
 

@@ -136,4 +136,36 @@ TEST(TaskPoolTest, AnOpenPoolKeepsItsWorkersWaitingAndTasksKeepTheirDataUntilDon
   EXPECT_EQ(p.pending(), 4u);
 }
 
+TEST(TaskPoolTest, HeldRequestsAreAnsweredInOrderOrToldToAskAgainAndDieWithTheirWorker) {
+  TaskPool p;
+  TaskPool::Reply r{};
+  // Nothing added yet: a request that waits is held, one that does not gets -1 at once.
+  EXPECT_FALSE(p.Request(10, 0, true, 0, &r));
+  EXPECT_FALSE(p.Request(11, 0, true, 5, &r));
+  EXPECT_FALSE(p.Request(10, 0, true, 6, &r));  // asked again while held: still one request
+  EXPECT_FALSE(p.Request(20, 1, true, 7, &r));
+  ASSERT_TRUE(p.Request(12, 0, false, 8, &r));
+  EXPECT_EQ(r.task, -1);
+  EXPECT_EQ(p.held(), 3u);
+  EXPECT_TRUE(p.Serve(9).empty());
+  // One task for group 0: the first to ask gets it; the other two stay held.
+  p.Add(1, 0);
+  auto got = p.Serve(10);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].worker, 10);
+  EXPECT_EQ(got[0].task, 0);
+  // Held 100 ms or more at 105: worker 11 (since 5) is told to ask again, worker 20 (7) not.
+  got = p.AskAgain(105, 100);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].worker, 11);
+  EXPECT_EQ(got[0].task, TaskPool::kAskAgain);
+  // A dead worker's request goes with it.
+  p.WorkerDead(20);
+  EXPECT_EQ(p.held(), 0u);
+  // Worker 10 is done: group 0 has nothing left, so a new request gets -1 at once.
+  EXPECT_TRUE(p.Done(10, 0));
+  ASSERT_TRUE(p.Request(11, 0, true, 200, &r));
+  EXPECT_EQ(r.task, -1);
+}
+
 }  // namespace ps
