@@ -144,7 +144,7 @@ class TableRules {
   }
   /// Adds every rule of other (a server program that serves several applications).
   TableRules& Add(const TableRules& other);
-  /// The names added, in order.
+  /// The names added, sorted.
   std::vector<std::string> names() const;
 
  private:

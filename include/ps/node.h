@@ -156,6 +156,7 @@ class Node {
   /// with the same n before its first NextTask, and the first call adds, so the group has its
   /// work even when the job's scheduler runs a program that knows nothing of it, and whichever
   /// of its workers dies. Task ids count across groups: a group's part i is task first + i.
+  /// Adds nothing to a pool opened by OpenTasks (a stream), and returns -1 while it has none.
   int AddTasksOnce(int n, const std::string& group);
   /// One task that carries its own input (at most 64 MB: a part of a stream that only one node
   /// can read, a file name, a byte range): the worker that takes it gets the data with
