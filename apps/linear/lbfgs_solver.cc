@@ -269,11 +269,19 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       fresh = false;
       if (!done) {
         const VectorFreeLbfgs::Direction dir = lb.Compute();
-        d.assign(keys.size(), 0.0);
-        for (size_t j = 0; j < keys.size(); ++j) {
-          double r = dir.cv * v[j];
-          for (size_t i = 0; i < hs.size(); ++i) r += dir.cs[i] * hs[i][j] + dir.cy[i] * hy[i][j];
-          d[j] = -r;
+        // Pair by pair over all keys (each key's sum in the same order as key by key, so the
+        // same bits), which vectorizes where a key's own loop over the pairs did not.
+        const size_t nk = keys.size();
+        d.resize(nk);
+        for (size_t j = 0; j < nk; ++j) d[j] = dir.cv * v[j];
+        for (size_t i = 0; i < hs.size(); ++i) {
+          const double a = dir.cs[i], b = dir.cy[i];
+          const double* si = hs[i].data();
+          const double* yi = hy[i].data();
+          for (size_t j = 0; j < nk; ++j) d[j] += a * si[j] + b * yi[j];
+        }
+        for (size_t j = 0; j < nk; ++j) {
+          d[j] = -d[j];
           // OWL-QN: a coordinate moves only where it descends along the pseudo-gradient.
           if (l1 > 0 && d[j] * v[j] >= 0) d[j] = 0;
         }
