@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -288,6 +289,12 @@ int RunWorker(ps::Node* node, const Options& o) {
   }
   Shard s;
   const Team& team = o.team;
+  // The reporting rank reads the test set while it reads its training parts (both are on the
+  // way to the first step; the other core is idle then).
+  std::future<Dataset> test;
+  if (team.rank == 0 && !o.test.empty()) {
+    test = std::async(std::launch::async, [&o] { return ReadFile(o.test, o.format); });
+  }
   TakeParts(node, o, &s);
   // Everyone holds its share before anyone looks for parts left by the dead (TryNextTask
   // would otherwise take a part meant for a worker still starting).
@@ -300,7 +307,12 @@ int RunWorker(ps::Node* node, const Options& o) {
     kv.SetFilters(f);
   }
   std::unique_ptr<Reporter> rep;
-  if (team.rank == 0) rep.reset(new Reporter(node, o, &kv));
+  if (team.rank == 0) {
+    Dataset t;
+    const bool read = test.valid();
+    if (read) t = test.get();
+    rep.reset(new Reporter(node, o, &kv, read ? &t : nullptr));
+  }
   int rc = o.solver == "ftrl"    ? RunFtrl(node, o, &s, &kv, &stats, rep.get())
            : o.solver == "lbfgs" ? RunLbfgs(node, o, &s, &kv, &stats, rep.get())
                                  : RunDbpg(node, o, &s, &kv, &stats, rep.get());

@@ -81,9 +81,14 @@ struct Shard {
 // Progress of the job as rank 0 sees it: one line per iteration (or epoch) and a JSON log.
 class Reporter {
  public:
-  Reporter(ps::Node* node, const Options& o, ps::KVWorkerBase* kv)
+  // test: the test set when the caller read it already (else it is read here).
+  Reporter(ps::Node* node, const Options& o, ps::KVWorkerBase* kv, Dataset* test = nullptr)
       : node_(node), o_(o), kv_(kv), start_(Clock::now()) {
-    if (!o.test.empty()) test_ = ReadFile(o.test, o.format);
+    if (test) {
+      test_ = std::move(*test);
+    } else if (!o.test.empty()) {
+      test_ = ReadFile(o.test, o.format);
+    }
     if (!o.log_json.empty()) {
       log_.open(o.log_json);
       if (!log_) throw ps::Error("--log_json=" + o.log_json + ": cannot open for writing");
