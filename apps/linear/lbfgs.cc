@@ -18,7 +18,33 @@ void VectorFreeLbfgs::AddPartials(const double* s, const double* y, const double
   std::vector<double> acc(6 * m + 6, 0.0);
   for (size_t b = 0; b < n; b += kChunk) {
     const size_t e = std::min(n, b + kChunk);
-    for (size_t i = 0; i < m; ++i) {
+    size_t i = 0;
+    // Two pairs at a time: twelve chains keep both adders busy.
+    for (; i + 2 <= m; i += 2) {
+      const double *hs = held[i].first, *hy = held[i].second;
+      const double *gs = held[i + 1].first, *gy = held[i + 1].second;
+      double* a = &acc[6 * i];
+      double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
+      double b0 = a[6], b1 = a[7], b2 = a[8], b3 = a[9], b4 = a[10], b5 = a[11];
+      for (size_t j = b; j < e; ++j) {
+        const double sj = s[j], yj = y[j], vj = v[j];
+        a0 += sj * hs[j];
+        a1 += sj * hy[j];
+        a2 += yj * hs[j];
+        a3 += yj * hy[j];
+        a4 += vj * hs[j];
+        a5 += vj * hy[j];
+        b0 += sj * gs[j];
+        b1 += sj * gy[j];
+        b2 += yj * gs[j];
+        b3 += yj * gy[j];
+        b4 += vj * gs[j];
+        b5 += vj * gy[j];
+      }
+      a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3, a[4] = a4, a[5] = a5;
+      a[6] = b0, a[7] = b1, a[8] = b2, a[9] = b3, a[10] = b4, a[11] = b5;
+    }
+    for (; i < m; ++i) {
       const double* hs = held[i].first;
       const double* hy = held[i].second;
       double* a = &acc[6 * i];
