@@ -85,10 +85,12 @@ def exact(a, d):
           "32-bit cells) = the local count of %d items, on the same 2 servers" % n, flush=True)
 
 
-def kill_server(a, d):
+def inputs(a, d, items):
+    """The LDA corpus and a u64 stream of `items` ids counted in one process: (the corpus's
+    tokens, the stream's flags, the local cells' file)."""
     tokens = run_lda.make_data(d, a.seed)
     ids = os.path.join(d, "ids.bin")
-    rc, out = run([a.countmin, "--zipf_out", ids, "--zipf_items", "600000", "--zipf_distinct",
+    rc, out = run([a.countmin, "--zipf_out", ids, "--zipf_items", str(items), "--zipf_distinct",
                    "50000", "--seed", str(a.seed)])
     if rc != 0:
         fail("--zipf_out exited %d" % rc, out)
@@ -98,6 +100,11 @@ def kill_server(a, d):
     rc, out = run([a.countmin, "--local", "--sketch_out", ref] + u64)
     if rc != 0:
         fail("the local count failed (exit %d)" % rc, out)
+    return tokens, u64, ref
+
+
+def kill_server(a, d):
+    tokens, u64, ref = inputs(a, d, 600000)
     state = {"pids": {}, "killed": None, "cm_done": False}
 
     # Worker 0 is the LDA group's first (groups take ranks in order); the cm group's workers
@@ -141,18 +148,7 @@ def kill_server(a, d):
 
 
 def kill_worker(a, d):
-    tokens = run_lda.make_data(d, a.seed)
-    ids = os.path.join(d, "ids.bin")
-    rc, out = run([a.countmin, "--zipf_out", ids, "--zipf_items", "900000", "--zipf_distinct",
-                   "50000", "--seed", str(a.seed)])
-    if rc != 0:
-        fail("--zipf_out exited %d" % rc, out)
-    u64 = ["--input", ids, "--format", "u64", "--width", str(run_countmin.WIDTH), "--depth",
-           str(run_countmin.DEPTH)]
-    ref = os.path.join(d, "local.bin")
-    rc, out = run([a.countmin, "--local", "--sketch_out", ref] + u64)
-    if rc != 0:
-        fail("the local count failed (exit %d)" % rc, out)
+    tokens, u64, ref = inputs(a, d, 900000)
     # Groups take ranks in order: lda's workers are 0 and 1, cm's 2, 3 and 4 (its rank 1 is
     # the job's worker 3).
     state = {"pids": {}, "killed": None, "progress": 0, "lda": 0}
