@@ -98,7 +98,7 @@ struct KVWorkerBase::Impl : public Customer {
   }
   void OnConsistency(int changed, const std::string&, bool set_delay, int max_delay) override {
     // The job's delay, or that of this worker's own group.
-    if (!set_delay || (group >= 0 && group != rt->WorkerGroupOf(rt->id()))) {
+    if (!set_delay || (changed >= 0 && changed != group)) {
       return;
     }
     std::lock_guard<std::mutex> lk(mu);

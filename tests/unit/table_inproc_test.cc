@@ -152,6 +152,7 @@ TEST(TableInprocTest, AGroupsPolicySetAtRunTimeReachesEveryNodeAndLeavesTheOther
       [](Node* node, int rank) {
         EXPECT_EQ(node->group(), rank == 0 ? "a" : "b");
         EXPECT_EQ(node->group_rank(), 0);
+        KVWorker<int64_t> kv(node);  // its bounded delay is its own group's
         if (rank == 0) node->SetConsistency("ssp:3", 2, "a");
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         while (node->consistency_policy("a") != "ssp:3" &&
@@ -174,6 +175,9 @@ TEST(TableInprocTest, AGroupsPolicySetAtRunTimeReachesEveryNodeAndLeavesTheOther
         }
         EXPECT_EQ(node->consistency_policy("a"), "bsp");
         EXPECT_EQ(node->max_delay("a"), 2);  // the job's call kept the delay
+        // Group a's delay reached a's worker only (checked after the later change, which the
+        // node handled after every effect of the first).
+        EXPECT_EQ(kv.max_delay(), rank == 0 ? 2 : 3) << "rank " << rank;
       },
       static_cast<int64_t*>(nullptr),
       [](Config* c) {
