@@ -19,19 +19,22 @@ struct Team {
   int rank = -1;
 };
 
+/// The size of worker group `group` ("": every worker of a job without groups), 0 when the job
+/// has no such group.
+inline int GroupSize(const ps::Node& node, const std::string& group) {
+  if (group.empty()) return node.num_workers();
+  for (const auto& g : node.worker_groups()) {
+    if (g.first == group) return g.second;
+  }
+  return 0;
+}
+
 /// The team of a worker node: its group, that group's size and its rank in it.
 inline Team OwnTeam(const ps::Node& node) {
   Team t;
   t.group = node.group();
-  if (t.group.empty()) {
-    t.size = node.num_workers();
-    t.rank = node.rank();
-    return t;
-  }
-  for (const auto& g : node.worker_groups()) {
-    if (g.first == t.group) t.size = g.second;
-  }
-  t.rank = node.group_rank();
+  t.size = GroupSize(node, t.group);
+  t.rank = t.group.empty() ? node.rank() : node.group_rank();
   return t;
 }
 

@@ -7,15 +7,14 @@
 
 #include "linear/data.h"
 #include "ps/ps.h"
+#include "team.h"
 
 namespace linear {
 
 /// The workers that train: every worker of the job, or its training group when it has worker
 /// groups (their ranks in it; Node::rank() counts every group's workers).
-struct Team {
-  std::string group;  // "" without groups (Node::Barrier("") is every worker's)
-  int size = 0, rank = -1;
-  bool evaluator = false;  // this worker is in the evaluation group instead
+struct Team : apps::Team {
+  bool evaluator = false;  // this worker is in the evaluation group instead (rank -1)
 };
 struct Options {
   std::string train, test;

@@ -344,16 +344,14 @@ Team TeamOf(const ps::Node& node, const Options& o) {
     t.rank = node.rank();
     return t;
   }
-  std::string names;
-  for (const auto& g : groups) {
-    names += (names.empty() ? "" : ", ") + g.first;
-    if (g.first == o.train_group) t.size = g.second;
-  }
+  t.group = o.train_group;
+  t.size = apps::GroupSize(node, t.group);
   if (t.size == 0) {
+    std::string names;
+    for (const auto& g : groups) names += (names.empty() ? "" : ", ") + g.first;
     throw ps::Error("the job's worker groups (" + names + ") have none named '" + o.train_group +
                     "' (--train_group)");
   }
-  t.group = o.train_group;
   if (node.role() == ps::Role::kWorker) {
     if (node.group() == o.train_group) {
       t.rank = node.group_rank();
@@ -381,6 +379,10 @@ int RunEvaluator(ps::Node* node, const Options& o) {
     const Quality q = rep.TestQuality(&kv);
     const Model m = ReduceModel(&kv);
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    // The loop ends with the training: its end, or the death of every trainer.
+    if (done[0] == 0 && apps::DeadRanks(*node, o.team).size() >= static_cast<size_t>(o.team.size)) {
+      throw ps::Error("every worker of group '" + o.team.group + "' died before training ended");
+    }
     if (done[0] > 0) {
       std::printf("RESULT solver %s test_logloss %.6f test_auc %.6f test_accuracy %.4f nnz %zu\n",
                   o.solver.c_str(), q.logloss, q.auc, q.accuracy, m.nnz);

@@ -427,6 +427,33 @@ def groups(a, d):
     if worst > 1e-9 or abs(float(m.group(1)) - ref["logloss"]) > 1e-6:
         fail("an evaluation group changed the trained model (weights differ by %.3g)" % worst)
 
+    # The only trainer killed mid-training: the evaluator, which waits for the training's end,
+    # stops with a message instead of evaluating until the launcher's timeout.
+    state = {"pid": None, "killed": False}
+    cmd = [sys.executable, a.launcher, "-s", "1", "-w", "train:1,eval:1", "--timeout", "60",
+           "--allow-dead-workers", "1", "--env", "PS_HEARTBEAT_INTERVAL_MS=100", "--env",
+           "PS_HEARTBEAT_TIMEOUT_MS=1000", "--", a.job, "--train", os.path.join(d, "train.libsvm"),
+           "--test", os.path.join(d, "test.libsvm"), "--eval_interval_ms", "0", "--solver",
+           "dbpg", "--iterations", "100000", "--quiet"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        m = re.search(r"started worker 0 pid (\d+)", line)
+        if m:
+            state["pid"] = int(m.group(1))
+        if line.startswith("[worker 1] eval ") and not state["killed"]:
+            os.kill(state["pid"], signal.SIGKILL)  # by PID, never by name
+            state["killed"] = True
+    p.wait()
+    out = "".join(lines)
+    if not state["killed"] or p.returncode in (0, 124) or \
+            "every worker of group 'train' died before training ended" not in out:
+        sys.stdout.write(out[-6000:])
+        fail("the evaluator after its training group died: killed %s, exit %d"
+             % (state["killed"], p.returncode))
+    print("groups: the only trainer killed: the evaluator stopped, naming the group", flush=True)
+
 
 def main():
     p = argparse.ArgumentParser()
