@@ -437,7 +437,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         AnswerTasks({reply}, &answers);
       }
       lk.unlock();
-      SendTaskAnswers(answers);
+      SendTaskAnswers(&answers);
     } else if (c.cmd() == pb::Control::LEAVE && !membership_->IsDead(from)) {
       std::vector<int> tell;
       pb::Control prepare, refuse;
@@ -475,7 +475,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       }
       ServeTaskWaiters(&answers);
       lk.unlock();
-      SendTaskAnswers(answers);
+      SendTaskAnswers(&answers);
     }
     return;
   }

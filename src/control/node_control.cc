@@ -433,7 +433,7 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     for (int to : prepare_to) SendControl(to, prepare, true);
     NotifyDead(id);
     if (fresh) NotifyRing(fresh);
-    SendTaskAnswers(task_answers);
+    SendTaskAnswers(&task_answers);
     for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
   }
 }
@@ -610,7 +610,7 @@ void Node::Impl::HeartbeatLoop() {
       c.set_want_metrics(cfg.metrics_port > 0);
       for (int id : live) SendControl(id, c, true);
       for (auto& r : barrier_reports) SendControl(r.first, r.second, true);
-      SendTaskAnswers(task_answers);
+      SendTaskAnswers(&task_answers);
       lk.lock();
     } else {
       lk.unlock();

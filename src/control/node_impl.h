@@ -375,7 +375,8 @@ struct Node::Impl {
   void AnswerTasks(const std::vector<TaskPool::Reply>& replies, TaskAnswers* answers) const;
   // The held requests the pool can answer now (nothing after an abort). mu_ held.
   void ServeTaskWaiters(TaskAnswers* answers);
-  void SendTaskAnswers(const TaskAnswers& answers);
+  // Sends the answers; their data move into the messages (a part of a stream can be MBs).
+  void SendTaskAnswers(TaskAnswers* answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
   std::string fatal_;  // why this node cannot go on (lost the scheduler, fenced, data lost)

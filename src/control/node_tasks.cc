@@ -50,12 +50,12 @@ void Node::Impl::ServeTaskWaiters(TaskAnswers* answers) {
   AnswerTasks(tasks_.Serve(NowMs()), answers);
 }
 
-void Node::Impl::SendTaskAnswers(const TaskAnswers& answers) {
-  for (const auto& a : answers) {
+void Node::Impl::SendTaskAnswers(TaskAnswers* answers) {
+  for (auto& a : *answers) {
     pb::Control c;
     c.set_cmd(pb::Control::TASK_GIVE);
     c.set_task(a.task);
-    if (!a.data.empty()) c.set_task_data(a.data);
+    if (!a.data.empty()) c.set_task_data(std::move(a.data));
     SendControl(a.to, c);
   }
 }
@@ -100,7 +100,7 @@ int Node::Impl::AddToPool(int group, const TaskAdd& add) {
     }
     ServeTaskWaiters(&answers);
   }
-  SendTaskAnswers(answers);
+  SendTaskAnswers(&answers);
   return first;
 }
 
