@@ -299,7 +299,8 @@ void Node::Impl::HandleControl(const Message& msg) {
   const bool scheduler = cfg.role == Role::kScheduler;
   if (scheduler) {
     std::unique_lock<std::mutex> lk(mu_);
-    if (left_.count(from)) return;  // it left the job: its last heartbeats mean nothing
+    if (ring_core_ && ring_core_->HasLeft(from))
+      return;  // it left the job: its last heartbeats mean nothing
     if (from > 0 && membership_->IsDead(from) && c.cmd() != pb::Control::REGISTER) {
       // Fencing: a node declared dead that speaks again (a hang that ended) has been replaced;
       // it must not serve anything with its old view. Tell it to stop.
@@ -398,7 +399,8 @@ void Node::Impl::HandleControl(const Message& msg) {
         nodes_ = membership_->nodes();
         SetRing(std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
                                        cfg.EffectiveReplicas(), membership_->epoch()));
-        copies_.Reset(*ring_);
+        ring_core_ = std::make_unique<RingCore>(membership_->ServerIds(), cfg.vnodes,
+                                                cfg.EffectiveReplicas(), membership_->epoch());
         for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
         lk.unlock();
         BroadcastTable();
@@ -439,34 +441,16 @@ void Node::Impl::HandleControl(const Message& msg) {
       lk.unlock();
       SendTaskAnswers(&answers);
     } else if (c.cmd() == pb::Control::LEAVE && !membership_->IsDead(from)) {
-      std::vector<int> tell;
-      pb::Control prepare, refuse;
-      const auto& srv = ring_->servers();
-      if (std::find(srv.begin(), srv.end(), from) == srv.end() ||
-          srv.size() - leaving_.size() <= 1) {
-        refuse.set_cmd(pb::Control::RING);
-        refuse.set_error("server node " + std::to_string(from) +
-                         " cannot leave: it is not in the ring, or it is the last server");
-      } else {
-        leaving_.insert(from);
-        LOG(WARNING) << "server node " << from << " leaves the job";
-        PrepareJoin(&tell, &prepare);
-      }
+      const RingCore::Decision d = ring_core_->Leave(from, NowMs());
+      RingMessages out;
+      ActOnRing(d, &out);
       lk.unlock();
-      if (!refuse.error().empty()) SendControl(from, refuse);
-      for (int to : tell) SendControl(to, prepare);
+      SendRingMessages(&out);
     } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
-      refill_[{from, c.app()}] = {c.epoch(), c.pending()};
-      server_apps_.insert(c.app());
-      // A server that holds every range of its chains under the current ring (for every app)
-      // is a copy again, before the refill of the others ends.
-      // (Not while a ring is prepared: a report may then be for that ring's ranges.)
-      if (ring_ && !next_ring_ && c.epoch() == ring_->epoch() && CaughtUp(from, c.epoch())) {
-        copies_.Holds(from, *ring_);
-      }
-      auto cut = CheckRefill();
+      RingMessages out;
+      ActOnRing(ring_core_->Refill(from, c.app(), c.epoch(), c.pending(), NowMs()), &out);
       lk.unlock();
-      if (cut) CutOver(cut);
+      SendRingMessages(&out);
     } else if (c.cmd() == pb::Control::TASK_DONE) {
       TaskAnswers answers;
       if (!tasks_.Done(from, c.task())) {

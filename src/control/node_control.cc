@@ -95,13 +95,12 @@ void Node::Impl::Joined(const NodeInfo& n) {
   for (int to : tell) SendControl(to, j);
   NotifyJoined(n);
   if (n.role == Role::kServer) {
-    std::vector<int> servers;
-    pb::Control prepare;
+    RingMessages out;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      PrepareJoin(&servers, &prepare);
+      ActOnRing(ring_core_->ServerJoined(n.id, NowMs()), &out);
     }
-    for (int to : servers) SendControl(to, prepare);
+    SendRingMessages(&out);
   }
 }
 
@@ -117,131 +116,59 @@ std::shared_ptr<const Ring> Node::Impl::RingOf(const pb::RingInfo& r) {
   return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch());
 }
 
-void Node::Impl::PrepareJoin(std::vector<int>* tell, pb::Control* prepare) {
-  // Every live server registered after the current ring was built joins at the cut-over, and
-  // every server that asked to leave is left out.
-  std::vector<int> servers;
-  for (int s : ring_->servers()) {
-    if (!leaving_.count(s)) servers.push_back(s);
+void Node::Impl::ActOnRing(const RingCore::Decision& d, RingMessages* out) {
+  std::vector<int> live, servers;
+  for (const auto& n : nodes_) {
+    if (n.id == 0 || membership_->IsDead(n.id)) continue;
+    live.push_back(n.id);
+    if (n.role == Role::kServer) servers.push_back(n.id);
   }
-  for (const auto& m : nodes_) {
-    if (m.role == Role::kServer && !membership_->IsDead(m.id) && !left_.count(m.id) &&
-        std::find(ring_->servers().begin(), ring_->servers().end(), m.id) ==
-            ring_->servers().end()) {
-      servers.push_back(m.id);
-    }
+  for (const auto& e : d.events) out->events.push_back(e);
+  if (!d.abort.empty()) {
+    out->abort = d.abort;
+    return;
   }
-  // Never an epoch issued before (DESIGN §8, invariant 1), also not one of a preparation that
-  // was cancelled: nodes that saw it prepared must not take a different ring for it.
-  const uint64_t epoch = NextEpoch();
-  // Nothing changes (a joiner died, a leaver is gone): the current ring again, which cancels
-  // the preparation.
-  next_ring_ = servers == ring_->servers()
-                   ? nullptr
-                   : std::make_shared<Ring>(servers, ring_->vnodes(), ring_->replicas(), epoch);
-  prepare->set_cmd(pb::Control::RING_PREPARE);
-  FillRing(next_ring_ ? *next_ring_ : *ring_, prepare->mutable_ring());
-  if (next_ring_) {
-    JobEvent("preparing ring epoch " + std::to_string(epoch) + " with " +
-             std::to_string(servers.size()) +
-             " servers: the servers copy the ranges they will hold before the cut-over");
+  if (d.failover) {
+    SetRing(d.failover);
+    out->fresh = ring_;
   }
-  tell->clear();
-  for (const auto& m : nodes_) {
-    if (m.role == Role::kServer && !membership_->IsDead(m.id)) tell->push_back(m.id);
+  for (int s : d.refused_leaves) {
+    pb::Control refuse;
+    refuse.set_cmd(pb::Control::RING);
+    refuse.set_error("server node " + std::to_string(s) + " " + d.refused);
+    out->sends.emplace_back(s, refuse);
   }
-  prepare_started_ms_ = NowMs();
-  prepare_warned_ms_ = 0;
-}
-
-std::string Node::Impl::PendingRefills() const {
-  const auto& target = next_ring_ ? next_ring_ : ring_;
-  std::string out;
-  for (int s : target->servers()) {
-    for (int app : server_apps_) {
-      auto it = refill_.find({s, app});
-      if (it != refill_.end() && it->second.first >= target->epoch() && it->second.second == 0) {
-        continue;
-      }
-      out +=
-          (out.empty() ? "" : ", ") + std::string("server node ") + std::to_string(s) + " app " +
-          std::to_string(app) +
-          (it == refill_.end() ? " (no report yet)"
-                               : " (" + std::to_string(it->second.second) + " range(s) at epoch " +
-                                     std::to_string(it->second.first) + ")");
-    }
+  if (d.prepare) {
+    pb::Control c;
+    c.set_cmd(pb::Control::RING_PREPARE);
+    FillRing(*d.prepare, c.mutable_ring());
+    for (int to : servers) out->sends.emplace_back(to, c);
   }
-  return out.empty() ? "nothing" : out;
-}
-
-void Node::Impl::WarnSlowPreparation(int64_t now) {
-  if (!next_ring_ || now - prepare_started_ms_ <= prepare_warned_ms_ + 10000) return;
-  prepare_warned_ms_ = now - prepare_started_ms_;
-  LOG(WARNING) << "ring epoch " << next_ring_->epoch() << " has been prepared for "
-               << prepare_warned_ms_ / 1000 << " s; still copying: " << PendingRefills();
-}
-
-bool Node::Impl::CaughtUp(int server, uint64_t epoch) const {
-  for (int app : server_apps_) {
-    auto it = refill_.find({server, app});
-    if (it == refill_.end() || it->second.first < epoch || it->second.second > 0) return false;
-  }
-  return true;
-}
-
-std::shared_ptr<const Ring> Node::Impl::CheckRefill() {
-  const auto& target = next_ring_ ? next_ring_ : ring_;
-  if (!target) return nullptr;
-  for (int s : target->servers()) {
-    if (!CaughtUp(s, target->epoch())) return nullptr;
-  }
-  if (next_ring_) {
-    JobEvent("cut-over to ring epoch " + std::to_string(next_ring_->epoch()) + " with " +
-             std::to_string(next_ring_->servers().size()) + " servers: the pre-copy took " +
-             std::to_string(NowMs() - prepare_started_ms_) + " ms");
-    auto cut = next_ring_;
-    next_ring_ = nullptr;
-    SetRing(cut);
-    copies_.Reset(*cut);
-    return cut;
-  }
-  copies_.Reset(*ring_);
-  if (failures_since_full_ > 0) {
-    JobEvent("refill done: every key range has its copies again under ring epoch " +
-             std::to_string(ring_->epoch()) + " (" + std::to_string(NowMs() - degraded_since_ms_) +
-             " ms after the first of " + std::to_string(failures_since_full_) + " failure(s))");
-    failures_since_full_ = 0;
-  }
-  return nullptr;
-}
-
-void Node::Impl::CutOver(std::shared_ptr<const Ring> ring) {
-  pb::Control c;
-  c.set_cmd(pb::Control::RING);
-  FillRing(*ring, c.mutable_ring());
-  std::vector<int> tell;
-  std::vector<Membership::Release> releases;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (const auto& n : nodes_) {
-      if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
-    }
-    // Servers that left are gone from the ring now: barriers stop waiting for them, and their
-    // last messages are ignored (not fenced: they did nothing wrong).
-    for (int s : leaving_) {
-      if (std::find(ring->servers().begin(), ring->servers().end(), s) != ring->servers().end()) {
-        continue;
-      }
-      left_.insert(s);
-      for (auto& r : membership_->MarkDead(s)) releases.push_back(r);
+  if (d.cut) {
+    SetRing(d.cut);
+    out->fresh = ring_;
+    pb::Control c;
+    c.set_cmd(pb::Control::RING);
+    FillRing(*d.cut, c.mutable_ring());
+    // The servers that left get the ring too (it tells them they are out), then are marked
+    // gone: barriers stop waiting for them.
+    for (int to : live) out->sends.emplace_back(to, c);
+    for (int s : d.left) {
+      for (auto& r : membership_->MarkDead(s)) out->releases.push_back(r);
       dead_.push_back(s);
-      JobEvent("server node " + std::to_string(s) + " left the job");
     }
-    for (int s : left_) leaving_.erase(s);
   }
-  for (int to : tell) SendControl(to, c, true);
-  NotifyRing(ring);
-  for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
+}
+
+void Node::Impl::SendRingMessages(RingMessages* out) {
+  for (const auto& e : out->events) JobEvent(e);
+  if (!out->abort.empty()) {
+    AbortJob(out->abort, ErrorCode::kDataLost);
+    return;
+  }
+  for (auto& m : out->sends) SendControl(m.first, m.second, true);
+  if (out->fresh) NotifyRing(out->fresh);
+  for (const auto& r : out->releases) ReleaseBarrier(r.ids, r.groups, r.seq);
 }
 
 void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
@@ -356,16 +283,12 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
     TaskAnswers task_answers;
     std::vector<Membership::Release> releases;
     std::vector<int> tell;
-    std::shared_ptr<const Ring> fresh;
-    std::string abort;
-    std::vector<int> prepare_to;
-    pb::Control prepare;
+    RingMessages ring;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (final_released_) return;  // the job is over: everyone is leaving
       releases = membership_->MarkDead(id);
       if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
-      leaving_.erase(id);  // died while leaving: a failure like any other
       auto back = tasks_.WorkerDead(id);
       if (!back.empty()) {
         LOG(WARNING) << back.size() << " unfinished task(s) of node " << id
@@ -377,62 +300,21 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       for (const auto& n : nodes_) {
         if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
       }
-      const auto& servers = ring_->servers();
-      const bool member = std::find(servers.begin(), servers.end(), id) != servers.end();
-      if (member) {
-        // A server left: its segments go to the first replica of each chain, which holds
-        // every acknowledged update of them, and the chains are refilled in the background.
-        // More than k losses before the refill ends may have taken every copy of some range:
-        // stop rather than serve zeros (DESIGN §8, no silent loss).
-        if (failures_since_full_++ == 0) degraded_since_ms_ = NowMs();
-        std::vector<int> left;
-        for (int s : servers) {
-          if (s != id) left.push_back(s);
-        }
-        // Only a range none of whose copies is left is lost (failures in other chains are
-        // not): the tracker knows who holds what since the last refill (DESIGN §8, 6).
-        const std::vector<Range> orphans = copies_.Lost(id);
-        if (left.empty() || !orphans.empty()) {
-          abort = "server node " + std::to_string(id) + " died (" +
-                  std::to_string(failures_since_full_) +
-                  " server failure(s) since every key range last had all its copies, "
-                  "PS_REPLICAS=" +
-                  std::to_string(ring_->replicas()) + "): " +
-                  (left.empty()
-                       ? std::string("no server is left")
-                       : std::to_string(orphans.size()) +
-                             " key range(s) have no copy left: " + CopyTracker::Describe(orphans));
-        } else {
-          const uint64_t epoch = NextEpoch();
-          SetRing(std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), epoch));
-          fresh = ring_;
-        }
-      }
-      if (abort.empty() && next_ring_) {
-        // A join was being prepared: prepare it again over the servers that are left.
-        const auto& nx = next_ring_->servers();
-        if (member || std::find(nx.begin(), nx.end(), id) != nx.end()) {
-          PrepareJoin(&prepare_to, &prepare);
-        }
-      }
+      ActOnRing(ring_core_->NodeDead(id, NowMs()), &ring);
     }
     JobEvent("node " + std::to_string(id) + " declared dead: " + how);
-    if (!abort.empty()) {
-      AbortJob(abort, ErrorCode::kDataLost);
+    if (!ring.abort.empty()) {
+      SendRingMessages(&ring);  // the events, then the abort
       return;
     }
     pb::Control c;
     c.set_cmd(pb::Control::NODE_DEAD);
     c.set_dead_id(id);
-    if (fresh) {
-      JobEvent("ring epoch " + std::to_string(fresh->epoch()) + ": " +
-               std::to_string(fresh->servers().size()) + " servers");
-      FillRing(*fresh, c.mutable_ring());
-    }
+    // A new ring after a member's death travels with the news (a prepared ring after it).
+    if (ring.fresh) FillRing(*ring.fresh, c.mutable_ring());
     for (int to : tell) SendControl(to, c, true);
-    for (int to : prepare_to) SendControl(to, prepare, true);
     NotifyDead(id);
-    if (fresh) NotifyRing(fresh);
+    SendRingMessages(&ring);
     SendTaskAnswers(&task_answers);
     for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
   }
@@ -587,7 +469,8 @@ void Node::Impl::HeartbeatLoop() {
     if (cfg.role == Role::kScheduler) {
       const int64_t now = NowMs();
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
-      WarnSlowPreparation(now);
+      const std::string slow = ring_core_ ? ring_core_->SlowPreparation(now) : "";
+      if (!slow.empty()) LOG(WARNING) << slow;
       std::vector<std::pair<int, pb::Control>> barrier_reports = ReportOpenBarriers(now);
       TaskAnswers task_answers;
       if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);

@@ -20,6 +20,7 @@
 #include "control/membership.h"
 #include "control/metrics.h"
 #include "control/metrics_http.h"
+#include "control/ring_core.h"
 #include "control/table_registry.h"
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
@@ -217,16 +218,17 @@ struct Node::Impl {
   // A node table entry on the wire and back.
   static void FillEntry(const NodeInfo& n, pb::NodeEntry* e);
   static NodeInfo EntryInfo(const pb::NodeEntry& e);
-  // Scheduler: a server joins; prepares the ring with it (and any other joiner) and tells every
-  // server to pre-copy (mu_ held; returns the servers to tell and the message).
-  void PrepareJoin(std::vector<int>* tell, pb::Control* prepare);
-  // Scheduler (mu_ held): the refill progress changed; returns the ring to cut over to when
-  // every server of the prepared ring holds its ranges, else null.
-  std::shared_ptr<const Ring> CheckRefill();
-  // Scheduler (mu_ held): the server reported, for every app, that it holds every range its
-  // chains give it under the ring of `epoch` or a later one.
-  bool CaughtUp(int server, uint64_t epoch) const;
-  void CutOver(std::shared_ptr<const Ring> ring);
+  // Scheduler (mu_ held): the ring's decision for an event, acted on; the messages it asks for
+  // are added to *out (sent by SendRingMessages once mu_ is released).
+  struct RingMessages {
+    std::vector<std::pair<int, pb::Control>> sends;
+    std::vector<std::string> events;
+    std::vector<Membership::Release> releases;
+    std::shared_ptr<const Ring> fresh;  // a ring this node now uses
+    std::string abort;
+  };
+  void ActOnRing(const RingCore::Decision& d, RingMessages* out);
+  void SendRingMessages(RingMessages* out);
   // A data message routed under the prepared ring: the cut-over reached its sender first.
   void AdoptNextRing(uint64_t epoch);
   // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
@@ -274,37 +276,15 @@ struct Node::Impl {
   std::atomic<uint32_t> dead_workers_{0};
   void CountDeadWorkers();
   bool IsWorkerLocked(int id) const;  // mu_ held
-  // Elasticity. Scheduler: the ring being prepared for joining servers, the apps servers run,
-  // each (server, app)'s last refill report (epoch, pending), and the server failures since
-  // every range last had all its copies. Servers: the prepared ring.
+  // Elasticity. Servers: the ring prepared for a join or leave. Scheduler: the ring's decisions
+  // (from the job's start).
   std::shared_ptr<const Ring> next_ring_;
-  std::set<int> server_apps_;
-  std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> refill_;
-  int failures_since_full_ = 0;
-  // Scheduler: the largest ring epoch ever issued (published or prepared); the next is one more.
-  uint64_t epochs_issued_ = 0;
-  uint64_t NextEpoch() {
-    epochs_issued_ = std::max({epochs_issued_, ring_ ? ring_->epoch() : 0,
-                               next_ring_ ? next_ring_->epoch() : 0}) +
-                     1;
-    return epochs_issued_;
-  }
-  CopyTracker copies_;  // scheduler: who holds a complete copy of each key range
-  int64_t degraded_since_ms_ = 0;
-  int64_t prepare_started_ms_ = 0;
-  int64_t prepare_warned_ms_ = 0;  // how long the preparation had run at the last warning
-  // Scheduler (mu_ held): the servers of the target ring that have not reported their ranges
-  // held, for the log.
-  std::string PendingRefills() const;
-  // Scheduler (mu_ held): a join or leave whose copies do not complete must not go unnoticed;
-  // every 10 s it logs who is still copying.
-  void WarnSlowPreparation(int64_t now_ms);
+  std::unique_ptr<RingCore> ring_core_;
   // Scheduler, mu_ held: every few seconds, logs each barrier held for long with the nodes it
   // waits for, and tells the nodes in it (BARRIER_WAIT). Returns the messages to send.
   std::vector<std::pair<int, pb::Control>> ReportOpenBarriers(int64_t now_ms);
   // How long a barrier is open before it is reported, and between reports.
   int64_t BarrierReportMs() const;
-  std::set<int> leaving_, left_;  // scheduler: servers leaving, and gone after the cut-over
   std::map<int, int64_t> late_warned_ms_;  // scheduler: when a node's late beat was last logged
   std::string leave_error_;                // server: why the scheduler refused Leave
   bool final_released_ = false;            // scheduler: the last barrier is released

@@ -79,7 +79,8 @@ MetricSet Node::Impl::JobMetrics() {
   MetricSet job;
   std::map<std::string, int> by_role = {{"server", 0}, {"worker", 0}};
   for (const auto& n : nodes_) {
-    if (n.id != 0 && !membership_->IsDead(n.id) && !left_.count(n.id)) by_role[RoleName(n.role)]++;
+    if (n.id != 0 && !membership_->IsDead(n.id) && !(ring_core_ && ring_core_->HasLeft(n.id)))
+      by_role[RoleName(n.role)]++;
   }
   for (const auto& r : by_role) job.Gauge("ps_job_nodes", r.second, {{"role", r.first}});
   job.Gauge("ps_job_dead_nodes", static_cast<double>(dead_.size()));

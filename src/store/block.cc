@@ -39,12 +39,17 @@ typename Block<V>::Found Block<V>::Find(Key k, size_t* cursor) {
     *cursor = i + 1;
     return f;
   }
-  if (!side_.empty()) {
-    auto it = side_.find(k);
-    if (it != side_.end()) {
-      f.slot = it->second.data();
-      f.len = SlotLen(it->second.size());
-    }
+  return FindSide(k);
+}
+
+template <typename V>
+typename Block<V>::Found Block<V>::FindSide(Key k) {
+  Found f;
+  if (side_.empty()) return f;
+  auto it = side_.find(k);
+  if (it != side_.end()) {
+    f.slot = it->second.data();
+    f.len = SlotLen(it->second.size());
   }
   return f;
 }
@@ -71,6 +76,8 @@ std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w,
         continue;
       }
       if (m == 1) {
+        // Recorded too: for scattered keys (counts that move) Apply would else seek each again.
+        spans->push_back(Span{i, cur, 1});
         ++cur;
         ++i;
         continue;
@@ -78,6 +85,7 @@ std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w,
       // Not where the cursor is: find it, and take a stretch from there when it is stored.
       Seek(keys[i], &cur);
       if (cur < keys_.size() && keys_[cur] == keys[i]) continue;
+      // Not in the main arrays: Apply looks in the side table only.
     } else {
       Found f = Find(keys[i], &cur);
       const int want = lens ? lens[i] : w;
@@ -93,6 +101,8 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
                      const std::vector<Span>& spans) {
   Fresh fresh;
   size_t cur = 0, pos = 0, s = 0;
+  // Check located every key of the main arrays in spans (see Check): the others are not there.
+  const bool located = contiguous() && !lens && uniform_ == w;
   for (size_t i = 0; i < n;) {
     if (s < spans.size() && spans[s].i == i) {
       // Consecutive keys that are consecutive in the main arrays have adjacent slots: one
@@ -109,7 +119,7 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
       continue;
     }
     const int len = lens ? lens[i] : w;
-    Found f = Find(keys[i], &cur);
+    Found f = located ? FindSide(keys[i]) : Find(keys[i], &cur);
     if (f.slot) {
       rule_->Apply(keys[i], vals + pos, f.slot, f.slot + len, len);
       zeros_ += Dropped(f.slot, static_cast<size_t>(len) * (1 + sw_));
@@ -125,8 +135,8 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
   }
   if (!fresh.keys.empty()) {
     Insert(&fresh);
-  } else if (zeros_ > 0 && zeros_ * 4 > size() + 64) {
-    MergeSide(&fresh);  // drops the zero slots
+  } else if (TooManyZeros()) {
+    MergeSide(&fresh);
   }
 }
 
@@ -164,6 +174,9 @@ void Block<V>::MergeSide(Fresh* fresh) {
   // The side table joins the fresh slots (both small next to the arrays), then they are
   // merged into the arrays in place, from the back: no second copy of the block and no freshly
   // faulted pages for it (a push of many new keys merges every time).
+  // Zero slots stay until they pass a quarter of the keys: counts that return to zero often
+  // come back (LDA's word-topic counts do), and a kept slot takes them without a merge.
+  const bool drop = TooManyZeros();
   Fresh add;
   if (side_.empty()) {
     add = std::move(*fresh);
@@ -184,7 +197,7 @@ void Block<V>::MergeSide(Fresh* fresh) {
     }
     side_.clear();
   }
-  zeros_ = 0;
+  zeros_ = 0;  // counted again below: the zero slots kept
   // Slots of the block's one size keep the offsets implicit through the merge (a slot's
   // position is then its index times the size, before and after); others need them written.
   bool strided = stride_ > 0;
@@ -209,8 +222,11 @@ void Block<V>::MergeSide(Fresh* fresh) {
       // A run of kept main slots above the next fresh key moves as one block.
       const Key above = j > 0 ? add.keys[j - 1] : 0;
       size_t m = 0;
-      while (m < i && (j == 0 || keys_[i - 1 - m] > above) &&
-             !Dropped(data_.data() + Off(i - 1 - m), Off(i - m) - Off(i - 1 - m))) {
+      while (m < i && (j == 0 || keys_[i - 1 - m] > above)) {
+        if (Dropped(data_.data() + Off(i - 1 - m), Off(i - m) - Off(i - 1 - m))) {
+          if (drop) break;
+          ++zeros_;
+        }
         ++m;
       }
       if (m == 0) {  // a dropped slot

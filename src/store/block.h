@@ -111,6 +111,8 @@ class Block {
       data.resize(off.back());
     }
   };
+  // k in the side table only (Check showed it is not in the main arrays).
+  Found FindSide(Key k);
   void Insert(Fresh* fresh);
   void MergeSide(Fresh* fresh);
   void Rebuild();  // uniform_, the offsets' form and bytes_ from the arrays
@@ -160,9 +162,10 @@ class Block {
   const UpdateRule<V>* rule_;
   int sw_;
   bool drops_;
-  // Slots an Apply left at zero since the last merge (an upper bound on the zero slots held):
-  // past a quarter of the keys the block is merged without them.
+  // Zero slots held: counted at each merge, plus the slots an Apply left at zero since (an upper
+  // bound). Past a quarter of the keys the block is merged without them.
   size_t zeros_ = 0;
+  bool TooManyZeros() const { return zeros_ > 0 && zeros_ * 4 > size() + 64; }
   std::vector<Key> keys_;
   // Slot i is data_[Off(i), Off(i + 1)): i * stride_ when stride_ > 0 (off_ then empty), else
   // off_[i].

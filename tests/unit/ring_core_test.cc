@@ -1,0 +1,239 @@
+// The scheduler's ring decisions as a pure state machine (issue 21, item 1): joins, leaves,
+// failures and refills in, rings to prepare, publish and cut over to out. Each test names the
+// DESIGN §8 property it checks; the last walks seeded random events and checks them all.
+#include "control/ring_core.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "util/rng.h"
+
+namespace ps {
+namespace {
+
+constexpr int kVnodes = 16;
+
+// Every server of `ring` reports for app 0 that it holds its ranges of the ring's epoch.
+RingCore::Decision ReportAll(RingCore* core, const Ring& ring, int64_t now = 0) {
+  RingCore::Decision last;
+  for (int s : ring.servers()) last = core->Refill(s, 0, ring.epoch(), 0, now);
+  return last;
+}
+
+TEST(RingCoreTest, AJoinCutsOverOnlyWhenEveryServerOfTheNewRingHoldsItsRanges) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 1);
+  ReportAll(&core, *core.ring());
+  const RingCore::Decision d = core.ServerJoined(4, 100);
+  ASSERT_TRUE(d.prepare);
+  EXPECT_EQ(d.prepare->servers(), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(d.prepare->epoch(), 2u);
+  EXPECT_EQ(core.ring()->epoch(), 1u) << "the old ring serves until the cut-over";
+  for (int s : {1, 2, 3}) EXPECT_FALSE(core.Refill(s, 0, 2, 0, 150).cut);
+  EXPECT_FALSE(core.Refill(4, 0, 2, 3, 160).cut) << "the joiner still copies 3 ranges";
+  EXPECT_NE(core.PendingRefills().find("server node 4 app 0 (3 range(s) at epoch 2)"),
+            std::string::npos)
+      << core.PendingRefills();
+  const RingCore::Decision cut = core.Refill(4, 0, 2, 0, 400);
+  ASSERT_TRUE(cut.cut);
+  EXPECT_EQ(cut.cut->epoch(), 2u);
+  EXPECT_EQ(core.ring(), cut.cut);
+  EXPECT_FALSE(core.next_ring());
+  ASSERT_FALSE(cut.events.empty());
+  EXPECT_NE(cut.events[0].find("the pre-copy took 300 ms"), std::string::npos) << cut.events[0];
+}
+
+// The joiner-death stall (found in real jobs): a joiner that dies during its pre-copy never
+// reports, so a preparation that kept it would never cut over, and every later join waited
+// behind it.
+TEST(RingCoreTest, AJoinerThatDiesDuringThePreCopyCancelsThePreparation) {
+  RingCore core({1, 2}, kVnodes, 1, 1);
+  const uint64_t prepared = core.ServerJoined(3, 0).prepare->epoch();
+  for (int s : {1, 2}) core.Refill(s, 0, prepared, 0, 10);
+  const RingCore::Decision d = core.NodeDead(3, 20);
+  EXPECT_FALSE(d.failover) << "the joiner was not in the ring";
+  ASSERT_TRUE(d.prepare) << "the servers must hear that the preparation is off";
+  EXPECT_EQ(d.prepare, core.ring()) << "the current ring again cancels it";
+  EXPECT_FALSE(core.next_ring());
+  // A later join is prepared and cuts over on its own reports.
+  const RingCore::Decision j = core.ServerJoined(4, 30);
+  ASSERT_TRUE(j.prepare);
+  EXPECT_EQ(j.prepare->servers(), (std::vector<int>{1, 2, 4}));
+  EXPECT_GT(j.prepare->epoch(), prepared) << "a cancelled epoch is never issued again";
+  EXPECT_TRUE(ReportAll(&core, *j.prepare, 40).cut);
+}
+
+// DESIGN §8, invariant 1: epochs only grow and are never issued twice, also when a member dies
+// while a join is prepared (the failover ring and the new preparation each take a fresh one).
+TEST(RingCoreTest, AMemberDyingDuringAJoinTakesFreshEpochsForTheFailoverAndThePreparation) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 5);
+  const uint64_t first = core.ServerJoined(4, 0).prepare->epoch();
+  EXPECT_EQ(first, 6u);
+  const RingCore::Decision d = core.NodeDead(2, 10);
+  ASSERT_TRUE(d.failover);
+  ASSERT_TRUE(d.prepare);
+  EXPECT_EQ(d.failover->servers(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(d.prepare->servers(), (std::vector<int>{1, 3, 4}));
+  EXPECT_EQ(d.failover->epoch(), 7u);
+  EXPECT_EQ(d.prepare->epoch(), 8u);
+  EXPECT_EQ(core.epochs_issued(), 8u);
+  EXPECT_TRUE(core.NodeDead(2, 20).events.empty()) << "a second report of a death is no news";
+}
+
+// DESIGN §8, invariant 6 (no silent loss): with k = 1 two failures before the refill ends lose
+// the ranges the two servers shared, and the abort names them; after the refill the same second
+// failure loses nothing.
+TEST(RingCoreTest, TwoFailuresBeforeTheRefillAbortNamingTheRangesWithNoCopy) {
+  RingCore lossy({1, 2, 3}, kVnodes, 1, 1);
+  EXPECT_TRUE(lossy.NodeDead(1, 0).abort.empty());
+  const RingCore::Decision d = lossy.NodeDead(2, 10);
+  EXPECT_NE(d.abort.find("server node 2 died (2 server failure(s)"), std::string::npos) << d.abort;
+  EXPECT_NE(d.abort.find("key range(s) have no copy left: ["), std::string::npos) << d.abort;
+  EXPECT_EQ(lossy.ring()->servers(), (std::vector<int>{2, 3})) << "no ring after an abort";
+
+  RingCore safe({1, 2, 3}, kVnodes, 1, 1);
+  const auto after = safe.NodeDead(1, 0).failover;
+  const RingCore::Decision refilled = ReportAll(&safe, *after, 50);
+  ASSERT_EQ(refilled.events.size(), 1u);
+  EXPECT_NE(refilled.events[0].find("refill done"), std::string::npos) << refilled.events[0];
+  const RingCore::Decision d2 = safe.NodeDead(2, 60);
+  EXPECT_TRUE(d2.abort.empty()) << d2.abort;
+  ASSERT_TRUE(d2.failover);
+  EXPECT_EQ(d2.failover->servers(), (std::vector<int>{3}));
+}
+
+TEST(RingCoreTest, ALeaverIsOutAfterTheCutOverAndTheLastServerCannotLeave) {
+  RingCore core({1, 2}, kVnodes, 1, 1);
+  EXPECT_NE(core.Leave(9, 0).refused.find("not in the ring"), std::string::npos);
+  const RingCore::Decision d = core.Leave(1, 0);
+  EXPECT_TRUE(d.refused.empty());
+  ASSERT_TRUE(d.prepare);
+  EXPECT_EQ(d.prepare->servers(), (std::vector<int>{2}));
+  EXPECT_FALSE(core.Leave(2, 0).refused.empty()) << "the last server of the ring";
+  EXPECT_FALSE(core.HasLeft(1)) << "it serves until the cut-over";
+  const RingCore::Decision cut = ReportAll(&core, *d.prepare, 5);
+  ASSERT_TRUE(cut.cut);
+  EXPECT_EQ(cut.left, (std::vector<int>{1}));
+  EXPECT_TRUE(core.HasLeft(1));
+  // A server that left is not a joiner of the next preparation.
+  EXPECT_EQ(core.ServerJoined(3, 10).prepare->servers(), (std::vector<int>{2, 3}));
+}
+
+// A leaver that dies is a failure like any other: the preparation without it turns into the
+// failover ring, and nothing waits for its reports.
+TEST(RingCoreTest, ALeaverThatDiesIsAFailure) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 1);
+  core.Leave(3, 0);
+  const RingCore::Decision d = core.NodeDead(3, 5);
+  ASSERT_TRUE(d.failover);
+  EXPECT_EQ(d.failover->servers(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(d.prepare, core.ring()) << "nothing is left to prepare: cancelled";
+  EXPECT_FALSE(core.next_ring());
+  EXPECT_FALSE(core.HasLeft(3));
+}
+
+// Found by the random walk below: servers 1 and 2 leave, then server 3, the one meant to take
+// over, dies. The preparation over "the servers left" was a ring of no server, which the next
+// refill report cut over to at once (no server had anything to copy): every range gone, and no
+// abort. The leaves are refused instead: the leavers keep the data, and their Leave() calls
+// fail with the reason.
+TEST(RingCoreTest, LeaversStayWhenEveryServerMeantToTakeOverDies) {
+  RingCore core({1, 2, 3}, kVnodes, 2, 1);
+  ASSERT_TRUE(core.Leave(1, 0).refused.empty());
+  ASSERT_TRUE(core.Leave(2, 0).refused.empty());
+  const RingCore::Decision d = core.NodeDead(3, 10);
+  ASSERT_TRUE(d.abort.empty()) << d.abort;
+  ASSERT_TRUE(d.failover);
+  EXPECT_EQ(d.failover->servers(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(d.prepare, core.ring()) << "nothing to prepare: cancelled";
+  EXPECT_EQ(d.refused_leaves, (std::vector<int>{1, 2}));
+  ASSERT_FALSE(d.refused.empty());
+  EXPECT_NE(d.refused.find("no other server is left"), std::string::npos) << d.refused;
+  // They may ask again once a server joins.
+  core.ServerJoined(4, 20);
+  EXPECT_TRUE(core.Leave(1, 30).refused.empty());
+}
+
+// Seeded random joins, leaves, deaths and refill reports. After every event: epochs only grow
+// and each one is issued once (a prepared or published ring never reuses one); the ring in
+// force never holds a dead server; and once every live server of the target ring reports its
+// ranges, no preparation is left pending (liveness: nothing stalls a join or leave).
+TEST(RingCoreTest, RandomEventsKeepEpochsFreshAndNeverStallAPreparation) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng rng(seed);
+    RingCore core({1, 2, 3}, kVnodes, 2, 1);
+    std::set<int> live = {1, 2, 3};
+    std::set<uint64_t> issued = {1};
+    uint64_t ring_epoch = 1;
+    int next_id = 4;
+    bool aborted = false;
+    for (int step = 0; step < 150 && !aborted; ++step) {
+      const int64_t now = step * 10;
+      RingCore::Decision d;
+      const uint64_t op = rng.Below(10);
+      std::string what;
+      if (op < 2) {
+        what = "join " + std::to_string(next_id);
+        live.insert(next_id);
+        d = core.ServerJoined(next_id++, now);
+      } else if (op < 4 && live.size() > 1) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng.Below(live.size())));
+        const int id = *it;
+        what = "death " + std::to_string(id);
+        live.erase(it);
+        d = core.NodeDead(id, now);
+      } else if (op < 5) {
+        const auto& srv = core.ring()->servers();
+        const int id = srv[rng.Below(srv.size())];
+        what = "leave " + std::to_string(id);
+        d = core.Leave(id, now);
+      } else {
+        // One live server of the target ring reports, caught up or not.
+        const auto& target = core.next_ring() ? core.next_ring() : core.ring();
+        const int id = target->servers()[rng.Below(target->servers().size())];
+        if (!live.count(id)) continue;
+        what = "refill " + std::to_string(id);
+        d = core.Refill(id, 0, target->epoch(), rng.Below(3) == 0 ? 1 : 0, now);
+      }
+      const std::string where =
+          "seed " + std::to_string(seed) + " step " + std::to_string(step) + " (" + what + ")";
+      if (!d.abort.empty()) {
+        aborted = true;  // k + 1 failures in one chain: a legitimate end of the run
+        break;
+      }
+      for (const auto& r : {d.failover, d.cut}) {
+        if (!r) continue;
+        ASSERT_GT(r->epoch(), ring_epoch) << where;
+        ring_epoch = r->epoch();
+      }
+      if (d.failover) {
+        ASSERT_TRUE(issued.insert(d.failover->epoch()).second) << where;
+      }
+      if (d.prepare && d.prepare != core.ring()) {
+        ASSERT_TRUE(issued.insert(d.prepare->epoch()).second) << where;
+      }
+      ASSERT_EQ(core.ring()->epoch(), ring_epoch) << where;
+      ASSERT_GE(core.epochs_issued(), *issued.rbegin()) << where;
+      for (int s : d.left) live.erase(s);
+      for (int s : core.ring()->servers()) {
+        ASSERT_TRUE(live.count(s)) << where << ": server " << s << " is dead or gone";
+      }
+    }
+    if (aborted) continue;
+    // Faults stop: every live server of the target ring reports; then nothing is pending.
+    for (int round = 0; round < 3 && core.next_ring(); ++round) {
+      const auto target = core.next_ring();
+      for (int s : target->servers()) {
+        ASSERT_TRUE(live.count(s)) << "seed " << seed << ": prepared with dead server " << s;
+        core.Refill(s, 0, target->epoch(), 0, 10000);
+      }
+    }
+    ASSERT_FALSE(core.next_ring())
+        << "seed " << seed << ": a preparation stalled: " << core.PendingRefills();
+  }
+}
+
+}  // namespace
+}  // namespace ps
