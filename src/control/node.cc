@@ -448,7 +448,14 @@ void Node::Impl::HandleControl(const Message& msg) {
       SendRingMessages(&out);
     } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
       RingMessages out;
-      ActOnRing(ring_core_->Refill(from, c.app(), c.epoch(), c.pending(), NowMs()), &out);
+      auto ranges = [](const google::protobuf::RepeatedField<uint64_t>& f) {
+        std::vector<Range> rs;
+        for (int i = 0; i + 1 < f.size(); i += 2) rs.emplace_back(f.Get(i), f.Get(i + 1));
+        return rs;
+      };
+      ActOnRing(
+          ring_core_->Refill(from, c.app(), c.epoch(), c.pending(), NowMs(), ranges(c.orphans())),
+          &out);
       lk.unlock();
       SendRingMessages(&out);
     } else if (c.cmd() == pb::Control::TASK_DONE) {

@@ -171,12 +171,16 @@ void Node::Impl::SendRingMessages(RingMessages* out) {
   for (const auto& r : out->releases) ReleaseBarrier(r.ids, r.groups, r.seq);
 }
 
-void Node::Impl::ReportRefill(int app, uint64_t epoch, uint64_t pending) {
+void Node::Impl::ReportRefill(int app, const RefillReport& r) {
   pb::Control c;
   c.set_cmd(pb::Control::REFILL);
   c.set_app(app);
-  c.set_epoch(epoch);
-  c.set_pending(pending);
+  c.set_epoch(r.epoch);
+  c.set_pending(r.pending);
+  for (const Range& x : r.orphans) {
+    c.add_orphans(x.begin);
+    c.add_orphans(x.end);
+  }
   SendControl(0, c);
 }
 

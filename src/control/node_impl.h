@@ -25,6 +25,7 @@
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
 #include "ps/node.h"
+#include "replication/refill.h"
 #include "ring/ring.h"
 #include "transport/van.h"
 
@@ -125,7 +126,7 @@ struct Node::Impl {
   std::vector<int> LiveWorkers() const;
   /// Server: tells the scheduler that app still has `pending` ranges to fetch under the ring of
   /// `epoch` (0: it holds everything its chains give it there).
-  void ReportRefill(int app, uint64_t epoch, uint64_t pending);
+  void ReportRefill(int app, const RefillReport& r);
   Role role() const { return cfg.role; }
 
   /// The receive token. Whoever holds it receives and handles messages; by default the

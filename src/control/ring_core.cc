@@ -130,9 +130,21 @@ bool RingCore::CaughtUp(int server, uint64_t epoch) const {
 }
 
 RingCore::Decision RingCore::Refill(int server, int app, uint64_t epoch, uint64_t pending,
-                                    int64_t now_ms) {
+                                    int64_t now_ms, const std::vector<Range>& orphans) {
   Decision d;
   if (dead_.count(server)) return d;
+  if (!orphans.empty()) {
+    // DESIGN §8, no silent loss: the server found ranges it must hold that no server holds
+    // completely, which the copy count here did not show (a server reports only how many
+    // ranges it fetches, not which).
+    d.abort = "server node " + std::to_string(server) + " should hold " +
+              std::to_string(orphans.size()) +
+              " key range(s) of which no server holds a complete copy (" +
+              std::to_string(failures_since_full_) +
+              " server failure(s) since every key range last had all its copies, PS_REPLICAS=" +
+              std::to_string(ring_->replicas()) + "): " + CopyTracker::Describe(orphans);
+    return d;
+  }
   refill_[{server, app}] = {epoch, pending};
   apps_.insert(app);
   // A server that holds every range of its chains under the current ring (for every app) is a

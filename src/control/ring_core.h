@@ -56,8 +56,10 @@ class RingCore {
   /// Server `id` asks to leave: a ring without it is prepared, or the request is refused.
   Decision Leave(int id, int64_t now_ms);
   /// Server `server` reports for `app` that `pending` ranges of the ring of `epoch` are still
-  /// to be copied to it (0: it holds all of them).
-  Decision Refill(int server, int app, uint64_t epoch, uint64_t pending, int64_t now_ms);
+  /// to be copied to it (0: it holds all of them); `orphans`: ranges it must hold of which no
+  /// server holds a complete copy (the job stops, naming them).
+  Decision Refill(int server, int app, uint64_t epoch, uint64_t pending, int64_t now_ms,
+                  const std::vector<Range>& orphans = {});
   /// Every 10 s of a preparation that has not finished: a warning naming who still copies.
   std::string SlowPreparation(int64_t now_ms);
 
@@ -71,6 +73,8 @@ class RingCore {
   uint64_t epochs_issued() const { return epochs_issued_; }
   /// The servers of the target ring that have not reported their ranges held, for the log.
   std::string PendingRefills() const;
+  /// Server failures since every range last had all its copies.
+  int failures_since_full() const { return failures_since_full_; }
   /// Who holds a complete copy of each range, as far as this core knows.
   const CopyTracker& copies() const { return copies_; }
 

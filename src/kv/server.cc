@@ -31,8 +31,7 @@ struct KVServerBase::Impl : public Customer {
                   .count();
             },
             n->id(), [rt = n->impl()] { return rt->ring(); }) {
-    core.SetReport(
-        [this](uint64_t epoch, uint64_t pending) { rt->ReportRefill(app, epoch, pending); });
+    core.SetReport([this](const ServerCore::RefillReport& r) { rt->ReportRefill(app, r); });
     for (int id : n->dead_nodes()) core.Tombstone(id, rt->IsWorker(id));
     for (int id : rt->LiveWorkers()) core.SetWorkerGroup(id, rt->WorkerGroupOf(id));
     // A thread of its own for timers (not the node's heartbeat thread: a tick waits for the

@@ -368,6 +368,7 @@ void ServerCore::WorkerDead(int id, bool worker) {
   gate.RemoveWorker(id, &released);
   held_ids.erase(id);
   Bury(id, worker);
+  if (!worker) chain_.DropGone();  // a joiner of the prepared ring, say
   AnswerReleased(released);
 }
 

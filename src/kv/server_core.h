@@ -38,9 +38,8 @@ class ServerCore : private ChainReplicator::Host {
   using NowFn = std::function<int64_t()>;
 
   using RingFn = std::function<std::shared_ptr<const Ring>()>;
-  /// Tells the scheduler how many ranges this server still has to fetch under the ring of
-  /// `epoch` (0: it holds every range its chains give it).
-  using ReportFn = std::function<void(uint64_t epoch, uint64_t pending)>;
+  using RefillReport = ps::RefillReport;
+  using ReportFn = std::function<void(const RefillReport&)>;
 
   /// self: this server's node id; ring: the current ring (its replicas say how many copies a
   /// push needs before it is acknowledged; null or 0 replicas = none).
@@ -242,9 +241,14 @@ class ServerCore : private ChainReplicator::Host {
   bool have_held_ = false;
   RangeSet held_;
   RangeSet unwanted_;  // neither held nor being fetched
+  // Ranges this server held completely and fetches afresh (its copy was not its master's
+  // history): its copy stays in the store meanwhile, and holds every update acknowledged
+  // there (a chain member acknowledges only what it applied).
+  RangeSet stale_;
   std::map<uint64_t, Fetch> fetches_;
   std::vector<Message> waiting_;  // refill requests this server cannot serve yet
   ReportFn report_;
+  RangeSet orphans_;  // of the last plan, for the report
   uint64_t next_fetch_ = 1;
   int64_t fetch_timeout_us_ = 1000000;
   uint64_t piece_bytes_ = 16 << 20;  // of a range copy (SetPieceBytes)

@@ -65,13 +65,22 @@ std::vector<std::pair<Range, uint64_t>> ServerCore::ChainDigests() const {
 }
 
 void ServerCore::Report() {
-  if (report_) report_(planned_epoch_, fetches_.size());
+  if (!report_) return;
+  RefillReport r;
+  r.epoch = planned_epoch_;
+  r.pending = fetches_.size();
+  r.orphans = orphans_;
+  report_(r);
 }
 
 void ServerCore::Prepare(std::shared_ptr<const Ring> next) {
   std::lock_guard<std::mutex> lk(mu);
   next_ = std::move(next);
   Plan();
+  // A preparation dropped or made again without some joiner: no update waits for it any more
+  // (found by ps_sim --cluster, seed 918: a joiner declared dead during its pre-copy kept every
+  // push that had been copied to it unacknowledged for ever).
+  chain_.DropGone();
 }
 
 void ServerCore::Plan() {
@@ -89,10 +98,25 @@ void ServerCore::Plan() {
   chain_.FirstRing(cur);
   const uint64_t target = next_ ? next_->epoch() : cur->epoch();
   RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);
+  // A range fetched afresh whose source is gone (it died or left before the copy came) and
+  // that no other server holds: this server's own copy is the best one left, and it holds every
+  // acknowledged update. It is kept rather than lost (found by the whole-cluster simulation,
+  // seeds 18 and 67 of ps_sim --cluster: the data of two replicas that were fetching afresh
+  // when their master died or left was given up, and the scheduler was told nothing).
+  const RangeSet adopt = Intersect(plan.orphans, stale_);
+  if (!adopt.empty()) {
+    LOG(WARNING) << "server " << self_ << " keeps its own copy of " << adopt.size()
+                 << " range(s) it was fetching afresh: no other server holds them now";
+    held_ = Union(held_, adopt);
+    chain_.Adopt(adopt, cur->epoch());
+    plan = PlanRefill(*cur, next_.get(), self_, held_);
+  }
+  stale_ = Intersect(stale_, plan.missing);  // fetched since, or no longer this server's
   // One pass over the store for all of them (a range at a time would copy it per range).
   if (!plan.drop.empty()) store->ImportRanges(plan.drop, {}, {}, {});
   held_ = Subtract(held_, plan.drop);
   unwanted_ = Subtract({Range::All()}, Union(held_, plan.missing));
+  orphans_ = plan.orphans;
   for (const Range& r : plan.orphans) {
     LOG(ERROR) << "server " << self_ << " should hold [" << r.begin << ", " << r.end
                << ") under ring epoch " << target << " but no server holds a complete copy";

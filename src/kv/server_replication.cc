@@ -81,6 +81,7 @@ RangeSet ServerCore::AskedBefore(uint64_t mark) const {
 }
 
 void ServerCore::Refetch(const RangeSet& rs) {
+  stale_ = Union(stale_, Intersect(held_, rs));
   held_ = Subtract(held_, rs);
   Plan();
 }

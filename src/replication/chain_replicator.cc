@@ -324,6 +324,20 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
                                       return !alive(m) && !awaiting_.count(m);
                                     }),
                      held_copies_.end());
+  Reroute(*ring, alive);
+}
+
+void ChainReplicator::DropGone() {
+  auto ring = CurrentRing();
+  if (!ring) return;
+  const auto next = host_->Prepared();
+  auto in = [](const Ring* r, int id) {
+    return r && std::find(r->servers().begin(), r->servers().end(), id) != r->servers().end();
+  };
+  Reroute(*ring, [&](int id) { return in(ring.get(), id) || in(next.get(), id); });
+}
+
+void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& alive) {
   std::vector<uint64_t> lost;
   for (const auto& h : hops_) {
     bool ok = alive(h.second.msg.meta.receiver());
@@ -337,8 +351,8 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
     hops_.erase(id);
     for (uint64_t e : hop.entries) entries_[e].open--;
     // Send the copy along the chains of the new ring (the heirs of the server that left).
-    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, *ring, esize_)
-                                           : SplitByChain(hop.msg, *ring, esize_);
+    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, ring, esize_)
+                                           : SplitByChain(hop.msg, ring, esize_);
     for (auto& p : pieces) {
       RestrictSeq(hop.msg, &p.msg);
       SendHop(hop.entries, std::move(p));

@@ -127,6 +127,16 @@ class ChainReplicator {
   /// owner has planned its refill for the ring.
   void RingChanged(const std::shared_ptr<const Ring>& ring, bool prepared);
   void AfterRing();
+  /// The prepared ring changed or was dropped, or a server died: copies on their way to a
+  /// server in neither the current nor the prepared ring (a joiner that died, a preparation
+  /// cancelled) go along the current chains instead, so no acknowledgement waits for them.
+  void DropGone();
+  /// This server keeps its own copy of rs as the master's (the server it fetched them afresh
+  /// from is gone): its next updates there jump past every point of the old histories, so
+  /// replicas that followed another history fetch the ranges from it.
+  void Adopt(const RangeSet& rs, uint64_t epoch) {
+    for (const Range& r : rs) seq_.Jump(r, SeqMap::Base(epoch));
+  }
   /// The first ring this server sees (the one hand-overs start from).
   void FirstRing(const std::shared_ptr<const Ring>& ring) {
     if (!last_ring_) last_ring_ = ring;
@@ -218,6 +228,8 @@ class ChainReplicator {
   // least kHopResendUs), doubling per timer resend, 16x at most.
   int64_t HopInterval(const Hop& h) const;
   std::shared_ptr<const Ring> CurrentRing() const { return ring_ ? ring_() : nullptr; }
+  // Re-routes along ring's chains every copy on its way to a server for which alive is false.
+  void Reroute(const Ring& ring, const std::function<bool(int)>& alive);
   uint64_t EntryOf(int worker, int64_t ts);
   void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
   void Flush(uint64_t entry);

@@ -20,6 +20,15 @@ namespace ps {
 /// Sorted, disjoint, non-adjacent ranges.
 using RangeSet = std::vector<Range>;
 
+/// What a server tells the scheduler about the ranges its chains give it under the ring of
+/// `epoch`: how many it still has to fetch (0: it holds them all), and those that no server
+/// holds a complete copy of (lost: the job must stop, DESIGN §8).
+struct RefillReport {
+  uint64_t epoch = 0;
+  uint64_t pending = 0;
+  RangeSet orphans;
+};
+
 /// Sorts and merges overlapping or touching ranges.
 RangeSet Normalize(RangeSet s);
 RangeSet Union(const RangeSet& a, const RangeSet& b);

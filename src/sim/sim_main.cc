@@ -1,4 +1,5 @@
-// ps_sim: runs one deterministic simulation and prints JSON lines (docs/consistency.md).
+// ps_sim: runs one deterministic simulation and prints JSON lines (docs/consistency.md);
+// ps_sim --cluster runs the whole-cluster simulation (cluster_main.cc).
 //
 //   ps_sim [--workers P] [--servers S] [--policy bsp|ssp:S|asp|psp:B[:S]|backup:B[:S]]
 //          [--max-delay TAU] [--step-time exp:1|pareto:A:XM|bimodal:P:A:B|stragglers:K:N]
@@ -11,6 +12,10 @@
 
 #include "ps/base.h"
 #include "sim/simulator.h"
+
+namespace ps {
+int ClusterMain(int argc, char** argv);  // cluster_main.cc
+}  // namespace ps
 
 namespace {
 
@@ -39,12 +44,16 @@ const char kUsage[] =
     "  --snapshots T1,T2  times at which to print the workers' steps\n"
     "  --loss-every DT    print the loss every DT\n"
     "  --trace            print every event\n"
-    "  --help             this text\n";
+    "  --help             this text\n"
+    "\n"
+    "ps_sim --cluster ... simulates the whole cluster under a seeded adversary instead\n"
+    "(ps_sim --cluster --help).\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::string(argv[1]) == "--cluster") return ps::ClusterMain(argc, argv);
     ps::SimOptions o;
     for (int i = 1; i < argc; ++i) {
       std::string k = argv[i];

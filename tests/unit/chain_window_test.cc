@@ -37,7 +37,7 @@ class Pair {
             links_[{id, m.meta.receiver()}].push_back(m);
           },
           [this] { return now_us_; }, id, [this] { return ring_; });
-      servers_[id]->SetReport([](uint64_t, uint64_t) {});
+      servers_[id]->SetReport([](const ServerCore::RefillReport&) {});
     }
   }
 

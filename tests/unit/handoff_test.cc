@@ -89,7 +89,7 @@ class Net {
           links_[{id, m.meta.receiver()}].push_back(m);
         },
         [this] { return now_us_; }, id, [this, id] { return views_[id]; });
-    servers_[id]->SetReport([](uint64_t, uint64_t) {});
+    servers_[id]->SetReport([](const ServerCore::RefillReport&) {});
     if (faults_.piece_bytes > 0) servers_[id]->SetPieceBytes(faults_.piece_bytes);
     if (faults_.buffer_limit > 0) servers_[id]->SetRefillBufferLimit(faults_.buffer_limit);
     if (aggregate_) servers_[id]->SetAggregation(1000);

@@ -27,9 +27,9 @@ struct Held {
 // queue up in a van, then freed. Single-threaded and in a child process, so that every run
 // makes the same calls. The child inherits the parent's heap, whose dynamic thresholds earlier
 // tests in the same process may have raised (glibc raises them as large blocks are freed), so
-// the control run sets glibc's documented initial values (128 KB) explicitly. Page faults are not counted: with
-// transparent huge pages they depend on the heap's alignment; memory kept in the heap is what
-// saves them.
+// the control run sets glibc's documented initial values (128 KB) explicitly. Page faults are not
+// counted: with transparent huge pages they depend on the heap's alignment; memory kept in the heap
+// is what saves them.
 Held RunInChild(bool retain) {
   int fd[2];
   if (pipe(fd) != 0) return {-1, -1, 0};
@@ -37,8 +37,8 @@ Held RunInChild(bool retain) {
   if (pid == 0) {
     close(fd[0]);
     if (retain && !RetainFreedMemory(64)) _exit(2);
-    if (!retain && (mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1 ||
-                    mallopt(M_TRIM_THRESHOLD, 128 << 10) != 1)) {
+    if (!retain &&
+        (mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1 || mallopt(M_TRIM_THRESHOLD, 128 << 10) != 1)) {
       _exit(2);
     }
     Held h;

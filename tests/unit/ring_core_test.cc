@@ -155,10 +155,25 @@ TEST(RingCoreTest, LeaversStayWhenEveryServerMeantToTakeOverDies) {
   EXPECT_TRUE(core.Leave(1, 30).refused.empty());
 }
 
+// DESIGN §8, no silent loss: a server that finds ranges it must hold of which no server holds a
+// complete copy (which the scheduler's count of copies did not show) stops the job, naming them.
+TEST(RingCoreTest, ARefillReportOfRangesNoServerHoldsStopsTheJob) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 1);
+  const Range lost(100, 200);
+  const RingCore::Decision d = core.Refill(2, 0, 1, 0, 10, {lost});
+  EXPECT_NE(d.abort.find("server node 2 should hold 1 key range(s) of which no server holds a "
+                         "complete copy"),
+            std::string::npos)
+      << d.abort;
+  EXPECT_NE(d.abort.find(CopyTracker::Describe({lost})), std::string::npos) << d.abort;
+  EXPECT_TRUE(core.Refill(2, 0, 1, 0, 20).abort.empty()) << "a report without orphans";
+}
+
 // Seeded random joins, leaves, deaths and refill reports. After every event: epochs only grow
 // and each one is issued once (a prepared or published ring never reuses one); the ring in
 // force never holds a dead server; and once every live server of the target ring reports its
-// ranges, no preparation is left pending (liveness: nothing stalls a join or leave).
+// ranges, no preparation is left pending (liveness: nothing stalls a join or leave); and no
+// range is without a copy unless the job was aborted (no silent loss).
 TEST(RingCoreTest, RandomEventsKeepEpochsFreshAndNeverStallAPreparation) {
   for (uint64_t seed = 1; seed <= 200; ++seed) {
     Rng rng(seed);
@@ -216,6 +231,10 @@ TEST(RingCoreTest, RandomEventsKeepEpochsFreshAndNeverStallAPreparation) {
       }
       ASSERT_EQ(core.ring()->epoch(), ring_epoch) << where;
       ASSERT_GE(core.epochs_issued(), *issued.rbegin()) << where;
+      // No silent loss: without an abort every range has a copy somewhere.
+      ASSERT_TRUE(core.copies().Orphans().empty())
+          << where << ": " << CopyTracker::Describe(core.copies().Orphans());
+      ASSERT_FALSE(core.ring()->servers().empty()) << where;
       for (int s : d.left) live.erase(s);
       for (int s : core.ring()->servers()) {
         ASSERT_TRUE(live.count(s)) << where << ": server " << s << " is dead or gone";

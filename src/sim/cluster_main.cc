@@ -1,0 +1,154 @@
+// ps_sim --cluster: the whole-cluster simulation with its seeded adversary (src/sim/
+// cluster_sim.h). One JSON line per seed; a violated invariant prints its report, the command
+// that replays the run, and exits 1.
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "ps/base.h"
+#include "sim/cluster_sim.h"
+
+namespace ps {
+namespace {
+
+double Number(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw Error(name + ": not a number: '" + v + "'");
+  return x;
+}
+
+int64_t Us(const std::string& name, const std::string& v) {
+  return static_cast<int64_t>(Number(name, v) * 1e6);
+}
+
+const char kClusterUsage[] =
+    "ps_sim --cluster: the scheduler's ring logic, real server cores (chain replication,\n"
+    "refill, hand-off) and workers that push and resend, in one process on virtual time, with\n"
+    "a seeded adversary (docs/fault-tolerance.md, \"The whole-cluster simulation\").\n"
+    "\n"
+    "  --servers S --workers W --replicas K --vnodes V\n"
+    "  --seed S             the first seed (default 1)\n"
+    "  --seeds N            run N seeds from --seed on (default 1); stops at the first failure\n"
+    "  --fault-s T          seconds (virtual) of faults, then the run must settle\n"
+    "  --settle-s T         the bound on settling (default 60)\n"
+    "  --loss P --dup P     data messages lost and duplicated during the faults\n"
+    "  --latency-us L --jitter-us J\n"
+    "  --crash-every-s T --pause-every-s T --join-every-s T --leave-every-s T\n"
+    "                       mean time between faults of each kind (0: none)\n"
+    "  --pause-max-s T      the longest pause (past --timeout-s the server is declared dead)\n"
+    "  --timeout-s T --heartbeat-s T\n"
+    "  --max-degraded N     at most N server failures before every range has its copies again\n"
+    "                       (default k; more can end in the scheduler's abort, a legitimate end)\n"
+    "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
+    "  --trace              every event of the run on stdout\n";
+
+}  // namespace
+
+int ClusterMain(int argc, char** argv) {
+  ClusterSimOptions o;
+  int seeds = 1;
+  std::string replay;
+  for (int i = 2; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::cout << kClusterUsage;
+      return 0;
+    }
+    if (k == "--trace") {
+      o.trace = true;
+      continue;
+    }
+    if (i + 1 >= argc) throw Error(k + ": missing value");
+    const std::string v = argv[++i];
+    if (k != "--seed" && k != "--seeds") replay += " " + k + " " + v;
+    if (k == "--servers") {
+      o.servers = static_cast<int>(Number(k, v));
+    } else if (k == "--workers") {
+      o.workers = static_cast<int>(Number(k, v));
+    } else if (k == "--replicas") {
+      o.replicas = static_cast<int>(Number(k, v));
+    } else if (k == "--vnodes") {
+      o.vnodes = static_cast<int>(Number(k, v));
+    } else if (k == "--seed") {
+      o.seed = static_cast<uint64_t>(Number(k, v));
+    } else if (k == "--seeds") {
+      seeds = static_cast<int>(Number(k, v));
+    } else if (k == "--fault-s") {
+      o.fault_us = Us(k, v);
+    } else if (k == "--settle-s") {
+      o.settle_us = Us(k, v);
+    } else if (k == "--loss") {
+      o.loss = Number(k, v);
+    } else if (k == "--dup") {
+      o.dup = Number(k, v);
+    } else if (k == "--latency-us") {
+      o.latency_us = static_cast<int64_t>(Number(k, v));
+    } else if (k == "--jitter-us") {
+      o.jitter_us = static_cast<int64_t>(Number(k, v));
+    } else if (k == "--crash-every-s") {
+      o.crash_every_us = Us(k, v);
+    } else if (k == "--pause-every-s") {
+      o.pause_every_us = Us(k, v);
+    } else if (k == "--join-every-s") {
+      o.join_every_us = Us(k, v);
+    } else if (k == "--leave-every-s") {
+      o.leave_every_us = Us(k, v);
+    } else if (k == "--pause-max-s") {
+      o.pause_max_us = Us(k, v);
+    } else if (k == "--timeout-s") {
+      o.timeout_us = Us(k, v);
+    } else if (k == "--heartbeat-s") {
+      o.heartbeat_us = Us(k, v);
+    } else if (k == "--max-degraded") {
+      o.max_degraded = static_cast<int>(Number(k, v));
+    } else if (k == "--keys") {
+      o.keys = static_cast<int>(Number(k, v));
+    } else if (k == "--keys-per-push") {
+      o.keys_per_push = static_cast<int>(Number(k, v));
+    } else if (k == "--push-every-s") {
+      o.push_every_us = Us(k, v);
+    } else if (k == "--inflight") {
+      o.inflight = static_cast<int>(Number(k, v));
+    } else if (k == "--resend-s") {
+      o.resend_us = Us(k, v);
+    } else {
+      throw Error("unknown option " + k + " (ps_sim --cluster --help lists them)");
+    }
+  }
+  if (seeds < 1) throw Error("--seeds must be at least 1");
+  // The servers' own log lines (refills, take-overs) would drown the JSON lines: errors only.
+  FLAGS_minloglevel = 2;
+  const uint64_t first = o.seed;
+  for (int n = 0; n < seeds; ++n) {
+    o.seed = first + static_cast<uint64_t>(n);
+    ClusterSim sim(o);
+    const auto t0 = std::chrono::steady_clock::now();
+    const ClusterSimResult r = sim.Run(&std::cout);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "{\"bench\":\"cluster_sim\",\"seed\":" << o.seed
+              << ",\"ok\":" << (r.ok ? "true" : "false")
+              << ",\"aborted\":" << (r.aborted ? "true" : "false") << ",\"events\":" << r.events
+              << ",\"events_per_s\":" << static_cast<uint64_t>(r.events / std::max(sec, 1e-9))
+              << ",\"messages\":" << r.messages << ",\"dropped\":" << r.dropped
+              << ",\"duplicated\":" << r.duplicated << ",\"pushes\":" << r.pushes
+              << ",\"resends\":" << r.resends << ",\"redirects\":" << r.redirects
+              << ",\"crashes\":" << r.crashes << ",\"pauses\":" << r.pauses
+              << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins
+              << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
+              << ",\"epochs\":" << r.epochs << ",\"final_servers\":" << r.final_servers
+              << ",\"settle_ms\":" << r.settle_us / 1000 << ",\"virtual_s\":" << r.end_us / 1e6
+              << "}" << std::endl;
+    if (!r.ok) {
+      std::cerr << r.failure << "replay: ps_sim --cluster --seed " << o.seed << replay
+                << " --trace\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace ps

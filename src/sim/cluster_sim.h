@@ -1,0 +1,91 @@
+// A whole cluster in one process on virtual time, with a seeded adversary (issue 21): the
+// scheduler's ring decisions (RingCore), the servers' request, replication and hand-off logic
+// (ServerCore with its ChainReplicator and refill) and workers that push, resend and plan again
+// as the real ones do, over a simulated network that delays, reorders, drops and duplicates
+// data messages. The adversary crashes and pauses servers (a pause past the heartbeat timeout
+// gets the server declared dead and fenced), has servers join and leave, and stops at a set
+// time; then the run must settle. Invariants are checked as the run goes and at its end; a
+// violation names the invariant (DESIGN §8), the seed and the last events. Same options, same
+// seed: the same run, event for event.
+#ifndef PS_SIM_CLUSTER_SIM_H_
+#define PS_SIM_CLUSTER_SIM_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace ps {
+
+struct ClusterSimOptions {
+  int servers = 5;
+  int workers = 4;
+  int replicas = 2;  // k
+  int vnodes = 8;
+  uint64_t seed = 1;
+  // The faulty phase, then at most this long (virtual) for every request to complete and
+  // every range to have its copies (liveness).
+  int64_t fault_us = 10000000;
+  int64_t settle_us = 60000000;
+  // Network: one-way latency plus a uniform jitter (messages of one link overtake each other,
+  // as a delayed message does under the fault van); data messages are lost and duplicated at
+  // these rates during the faulty phase. Control messages (scheduler to node) arrive in order.
+  int64_t latency_us = 100;
+  int64_t jitter_us = 1000;
+  double loss = 0.02;
+  double dup = 0.02;
+  // Mean virtual time between faults of each kind (0: none).
+  int64_t crash_every_us = 3000000;
+  int64_t pause_every_us = 3000000;
+  int64_t join_every_us = 4000000;
+  int64_t leave_every_us = 5000000;
+  // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
+  int64_t pause_max_us = 2500000;
+  int64_t heartbeat_us = 100000;
+  int64_t timeout_us = 1000000;
+  // Workers: a push of keys_per_push keys out of `keys` every push_every_us, at most
+  // `inflight` unacknowledged at once; parts not acknowledged within resend_us are sent
+  // again under the worker's current ring.
+  int keys = 2000;
+  int keys_per_push = 16;
+  int64_t push_every_us = 5000;
+  int inflight = 4;
+  int64_t resend_us = 200000;
+  int64_t tick_us = 200000;  // servers' refill and copy timers
+  // At most this many server failures since every range last had all its copies (more may
+  // lose data: the run then ends in the abort the scheduler must raise). -1: k.
+  int max_degraded = -1;
+  bool trace = false;  // every event to the trace stream
+};
+
+struct ClusterSimResult {
+  bool ok = true;
+  std::string failure;  // the invariant violated, the seed, the last events
+  bool aborted = false;
+  std::string abort;  // the scheduler's abort (a legitimate end when data was lost)
+  uint64_t events = 0, messages = 0, dropped = 0, duplicated = 0;
+  uint64_t pushes = 0, resends = 0, redirects = 0;
+  uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
+  uint64_t epochs = 0;    // the last epoch issued
+  int64_t settle_us = 0;  // virtual time from the end of the faults until all settled
+  int64_t end_us = 0;     // virtual time at the end
+  int final_servers = 0;
+};
+
+class ClusterSim {
+ public:
+  /// Throws ps::Error for an unusable option (naming it).
+  explicit ClusterSim(const ClusterSimOptions& options);
+  ~ClusterSim();
+  /// Runs the simulation to its end; trace (when not null) gets one line per event if
+  /// options.trace.
+  ClusterSimResult Run(std::ostream* trace = nullptr);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SIM_CLUSTER_SIM_H_
