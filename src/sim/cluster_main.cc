@@ -3,10 +3,12 @@
 // that replays the run, and exits 1.
 #include <glog/logging.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include "ps/base.h"
 #include "sim/cluster_sim.h"
@@ -44,13 +46,16 @@ const char kClusterUsage[] =
     "  --max-degraded N     at most N server failures before every range has its copies again\n"
     "                       (default k; more can end in the scheduler's abort, a legitimate end)\n"
     "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
-    "  --trace              every event of the run on stdout\n";
+    "  --hang-s T           a seed that makes no event for T wall-clock seconds is a hang\n"
+    "                       (default 30)\n"
+    "  --trace              every event of the run on stdout\n"
+    "  --watch-key K        with --trace: every request that carries key K, and its value\n";
 
 }  // namespace
 
 int ClusterMain(int argc, char** argv) {
   ClusterSimOptions o;
-  int seeds = 1;
+  int seeds = 1, hang_s = 30;
   std::string replay;
   for (int i = 2; i < argc; ++i) {
     const std::string k = argv[i];
@@ -75,6 +80,8 @@ int ClusterMain(int argc, char** argv) {
       o.vnodes = static_cast<int>(Number(k, v));
     } else if (k == "--seed") {
       o.seed = static_cast<uint64_t>(Number(k, v));
+    } else if (k == "--hang-s") {
+      hang_s = static_cast<int>(Number(k, v));
     } else if (k == "--seeds") {
       seeds = static_cast<int>(Number(k, v));
     } else if (k == "--fault-s") {
@@ -113,6 +120,8 @@ int ClusterMain(int argc, char** argv) {
       o.push_every_us = Us(k, v);
     } else if (k == "--inflight") {
       o.inflight = static_cast<int>(Number(k, v));
+    } else if (k == "--watch-key") {
+      o.watch_key = std::strtoull(v.c_str(), nullptr, 10);
     } else if (k == "--resend-s") {
       o.resend_us = Us(k, v);
     } else {
@@ -120,14 +129,36 @@ int ClusterMain(int argc, char** argv) {
     }
   }
   if (seeds < 1) throw Error("--seeds must be at least 1");
-  // The servers' own log lines (refills, take-overs) would drown the JSON lines: errors only.
-  FLAGS_minloglevel = 2;
+  // The servers' own log lines (refills, take-overs) would drown the JSON lines: errors only,
+  // unless PS_SIM_LOG is set (to follow a replayed run).
+  if (!getenv("PS_SIM_LOG")) FLAGS_minloglevel = 2;
   const uint64_t first = o.seed;
+  // A watchdog: code under test that loops for ever inside one event would hang the hunt.
+  std::atomic<uint64_t> progress{0}, current{first};
+  std::thread([&progress, &current, hang_s, &replay] {
+    uint64_t last = ~uint64_t{0};
+    int still = 0;
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      const uint64_t p = progress.load(std::memory_order_relaxed);
+      still = p == last ? still + 1 : 0;
+      last = p;
+      if (still >= hang_s) {
+        std::cerr << "invariant violated: liveness: seed " << current.load() << " made no event in "
+                  << hang_s << " s after " << p
+                  << " events (an endless loop inside one event of the code under test)\n"
+                  << "replay: ps_sim --cluster --seed " << current.load() << replay << " --trace\n";
+        std::_Exit(1);
+      }
+    }
+  }).detach();
   for (int n = 0; n < seeds; ++n) {
     o.seed = first + static_cast<uint64_t>(n);
+    current = o.seed;
+    progress = 0;
     ClusterSim sim(o);
     const auto t0 = std::chrono::steady_clock::now();
-    const ClusterSimResult r = sim.Run(&std::cout);
+    const ClusterSimResult r = sim.Run(&std::cout, &progress);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "{\"bench\":\"cluster_sim\",\"seed\":" << o.seed
               << ",\"ok\":" << (r.ok ? "true" : "false")

@@ -117,6 +117,7 @@ struct ClusterSim::State {
   bool faults = true, done = false;
   ClusterSimResult res;
   std::ostream* trace_out = nullptr;
+  std::atomic<uint64_t>* progress = nullptr;
   std::deque<TraceLine> trace;
 
   std::unique_ptr<RingCore> sched;
@@ -358,6 +359,28 @@ struct ClusterSim::State {
         s.view->epoch() < m.meta.epoch()) {
       ServerView(s, s.prepared);
     }
+    if (o.watch_key && !m.data.empty() && m.data[0].size() % sizeof(Key) == 0 &&
+        m.meta.op() == pb::Meta::DATA) {
+      const SArray<Key> keys(m.data[0]);
+      const auto at = std::lower_bound(keys.begin(), keys.end(), o.watch_key);
+      if (at != keys.end() && *at == o.watch_key) {
+        const size_t i = static_cast<size_t>(at - keys.begin());
+        int64_t v = 0;
+        if (m.data.size() > 1 && m.data[1].size() >= (i + 1) * sizeof(int64_t)) {
+          v = reinterpret_cast<const int64_t*>(m.data[1].data())[i];
+        }
+        SArray<char> vals;
+        SArray<int> lens;
+        Key k = o.watch_key;
+        s.store->Pull(&k, 1, 1, &vals, &lens);
+        Note(kData, s.id, m.meta.sender(),
+             "watched key: " + std::string(m.meta.replica() ? "copy" : "push") + " from " +
+                 std::to_string(m.meta.sender()) + " ts " + std::to_string(m.meta.timestamp()) +
+                 " value " + std::to_string(v) + ", held before " +
+                 std::to_string(reinterpret_cast<const int64_t*>(vals.data())[0]) + ", view " +
+                 Str(s.view));
+      }
+    }
     s.core->Process(m);
     if (res.ok) {
       const std::string bad = s.core->CheckEntries();
@@ -483,9 +506,12 @@ struct ClusterSim::State {
 
   void Crash() {
     At(now + Exp(o.crash_every_us), kCrash, 0);
-    if (!MayFail()) return;
-    auto c = Candidates(true);
+    // Any server: a joiner that dies during its pre-copy too (its ranges have copies elsewhere,
+    // so only a member of the ring counts against the failures allowed).
+    auto c = Candidates(false);
+    if (c.empty()) return;
     Server& s = servers[c[rng.Below(c.size())]];
+    if (InRing(*sched->ring(), s.id) && !MayFail()) return;
     s.crashed = true;
     s.silent_since = now;
     res.crashes++;
@@ -497,8 +523,8 @@ struct ClusterSim::State {
     auto c = Candidates(false);
     if (c.empty()) return;
     const int64_t len = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.pause_max_us)));
-    if (len > o.timeout_us / 2 && !MayFail()) return;
     Server& s = servers[c[rng.Below(c.size())]];
+    if (len > o.timeout_us / 2 && InRing(*sched->ring(), s.id) && !MayFail()) return;
     s.paused = true;
     s.silent_since = now;
     s.lease_until = len > o.timeout_us / 2 ? -1 : 0;  // -1: the lease lapses (a long pause)
@@ -664,8 +690,13 @@ struct ClusterSim::State {
       q.pop();
       now = e.t;
       res.events++;
+      if (progress) progress->store(res.events, std::memory_order_relaxed);
       Step(e);
-      if (!faults && !done && Settled()) {
+      if (res.events > o.max_events && !done) {
+        Fail("liveness: once faults stop, every request completes in bounded time",
+             std::to_string(res.events) + " events by virtual time " + std::to_string(now) +
+                 " us without settling (messages that beget messages): " + Pending());
+      } else if (!faults && !done && Settled()) {
         res.settle_us = now - o.fault_us;
         CheckFinal();
         done = true;
@@ -681,7 +712,37 @@ struct ClusterSim::State {
     }
   }
 
+  // --watch-key: a trace line whenever a server's value of the key changes, naming the event.
+  std::map<int, int64_t> watched_;
+  void Watch(const Event& e) {
+    for (auto& sv : servers) {
+      SArray<char> vals;
+      SArray<int> lens;
+      Key k = o.watch_key;
+      sv.second.store->Pull(&k, 1, 1, &vals, &lens);
+      const int64_t v = reinterpret_cast<const int64_t*>(vals.data())[0];
+      int64_t& last = watched_[sv.first];
+      if (v == last) continue;
+      std::string what = "watched key at server " + std::to_string(sv.first) + ": " +
+                         std::to_string(last) + " -> " + std::to_string(v) + " after a " +
+                         KindName(e.kind) + " event at node " + std::to_string(e.node);
+      if (e.msg) {
+        what += " (" + std::string(e.msg->meta.request() ? "request" : "reply") + " from " +
+                std::to_string(e.msg->meta.sender()) + " op " + std::to_string(e.msg->meta.op()) +
+                (e.msg->meta.replica() ? " copy" : "") + ")";
+      }
+      if (e.ctl) what += " (control " + std::to_string(e.ctl->type) + " " + Str(e.ctl->ring) + ")";
+      Note(kData, sv.first, 0, what);
+      last = v;
+    }
+  }
+
   void Step(Event& e) {
+    StepOnce(e);
+    if (o.watch_key) Watch(e);
+  }
+
+  void StepOnce(Event& e) {
     switch (e.kind) {
       case kData:
       case kControl: {
@@ -789,8 +850,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
 
 ClusterSim::~ClusterSim() = default;
 
-ClusterSimResult ClusterSim::Run(std::ostream* trace) {
+ClusterSimResult ClusterSim::Run(std::ostream* trace, std::atomic<uint64_t>* progress) {
   s_->trace_out = trace;
+  s_->progress = progress;
   s_->Run();
   return s_->res;
 }

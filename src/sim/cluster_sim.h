@@ -10,6 +10,7 @@
 #ifndef PS_SIM_CLUSTER_SIM_H_
 #define PS_SIM_CLUSTER_SIM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -55,7 +56,11 @@ struct ClusterSimOptions {
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
-  bool trace = false;  // every event to the trace stream
+  // A run that makes more events than this without settling is a failure (a storm of
+  // messages can hold virtual time still; runs here take about 20 000 to 60 000 events).
+  uint64_t max_events = 5000000;
+  bool trace = false;      // every event to the trace stream
+  uint64_t watch_key = 0;  // when set: a trace line for every request that carries this key
 };
 
 struct ClusterSimResult {
@@ -78,8 +83,9 @@ class ClusterSim {
   explicit ClusterSim(const ClusterSimOptions& options);
   ~ClusterSim();
   /// Runs the simulation to its end; trace (when not null) gets one line per event if
-  /// options.trace.
-  ClusterSimResult Run(std::ostream* trace = nullptr);
+  /// options.trace. progress (when not null) counts the events, for a watchdog on another
+  /// thread: code under test that loops for ever inside one event stops the virtual clock.
+  ClusterSimResult Run(std::ostream* trace = nullptr, std::atomic<uint64_t>* progress = nullptr);
 
  private:
   struct State;
