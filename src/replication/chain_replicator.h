@@ -198,6 +198,10 @@ class ChainReplicator {
     int64_t ts = -1;
     size_t open = 0;
     std::vector<Message> replies;
+    // A copy of it was re-routed after a ring change that left some of its keys to another
+    // master: this server cannot tell that master has them, so its replies are never sent
+    // (the worker resends to that master, whose log decides).
+    bool abandoned = false;
   };
   struct Hop {
     std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
