@@ -49,7 +49,7 @@ const char kClusterUsage[] =
     "  --hang-s T           a seed that makes no event for T wall-clock seconds is a hang\n"
     "                       (default 30)\n"
     "  --trace              every event of the run on stdout\n"
-    "  --watch-key K        with --trace: every request that carries key K, and its value\n";
+    "  --watch-key K        with --trace: every change of key K's value on a server\n";
 
 }  // namespace
 

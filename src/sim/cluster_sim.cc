@@ -67,6 +67,14 @@ struct TraceLine {
   std::string what;
 };
 
+// The int64 value a store holds for k (0 when it holds none).
+int64_t ValueOf(StoreBase* store, Key k) {
+  SArray<char> vals;
+  SArray<int> lens;
+  store->Pull(&k, 1, 1, &vals, &lens);
+  return reinterpret_cast<const int64_t*>(vals.data())[0];
+}
+
 bool InRing(const Ring& r, int id) {
   return std::find(r.servers().begin(), r.servers().end(), id) != r.servers().end();
 }
@@ -360,28 +368,6 @@ struct ClusterSim::State {
         s.view->epoch() < m.meta.epoch()) {
       ServerView(s, s.prepared);
     }
-    if (o.watch_key && !m.data.empty() && m.data[0].size() % sizeof(Key) == 0 &&
-        m.meta.op() == pb::Meta::DATA) {
-      const SArray<Key> keys(m.data[0]);
-      const auto at = std::lower_bound(keys.begin(), keys.end(), o.watch_key);
-      if (at != keys.end() && *at == o.watch_key) {
-        const size_t i = static_cast<size_t>(at - keys.begin());
-        int64_t v = 0;
-        if (m.data.size() > 1 && m.data[1].size() >= (i + 1) * sizeof(int64_t)) {
-          v = reinterpret_cast<const int64_t*>(m.data[1].data())[i];
-        }
-        SArray<char> vals;
-        SArray<int> lens;
-        Key k = o.watch_key;
-        s.store->Pull(&k, 1, 1, &vals, &lens);
-        Note(kData, s.id, m.meta.sender(),
-             "watched key: " + std::string(m.meta.replica() ? "copy" : "push") + " from " +
-                 std::to_string(m.meta.sender()) + " ts " + std::to_string(m.meta.timestamp()) +
-                 " value " + std::to_string(v) + ", held before " +
-                 std::to_string(reinterpret_cast<const int64_t*>(vals.data())[0]) + ", view " +
-                 Str(s.view));
-      }
-    }
     s.core->Process(m);
     // The replicator's books (every waiting request counted by the copies it waits for) walk
     // all of its state: every 16th message, which keeps large clusters fast.
@@ -641,11 +627,7 @@ struct ClusterSim::State {
       servers[chain[0]].store->ExportRange(Range(k, k + 1), &mk, &master, &msz);
       for (size_t i = 0; i < chain.size(); ++i) {
         Server& s = servers[chain[i]];
-        SArray<char> vals;
-        SArray<int> lens;
-        Key key = k;
-        s.store->Pull(&key, 1, 1, &vals, &lens);
-        const int64_t got = reinterpret_cast<const int64_t*>(vals.data())[0];
+        const int64_t got = ValueOf(s.store.get(), k);
         if (got != kv.second) {
           Fail("no acknowledged update lost or applied twice",
                "server " + std::to_string(s.id) + " (member " + std::to_string(i) +
@@ -719,11 +701,7 @@ struct ClusterSim::State {
   std::map<int, int64_t> watched_;
   void Watch(const Event& e) {
     for (auto& sv : servers) {
-      SArray<char> vals;
-      SArray<int> lens;
-      Key k = o.watch_key;
-      sv.second.store->Pull(&k, 1, 1, &vals, &lens);
-      const int64_t v = reinterpret_cast<const int64_t*>(vals.data())[0];
+      const int64_t v = ValueOf(sv.second.store.get(), o.watch_key);
       int64_t& last = watched_[sv.first];
       if (v == last) continue;
       std::string what = "watched key at server " + std::to_string(sv.first) + ": " +

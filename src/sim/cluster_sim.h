@@ -60,7 +60,7 @@ struct ClusterSimOptions {
   // messages can hold virtual time still; runs here take about 20 000 to 60 000 events).
   uint64_t max_events = 5000000;
   bool trace = false;      // every event to the trace stream
-  uint64_t watch_key = 0;  // when set: a trace line for every request that carries this key
+  uint64_t watch_key = 0;  // when set: a trace line for every change of this key on a server
 };
 
 struct ClusterSimResult {
