@@ -351,7 +351,8 @@ void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& 
   // they moved to another master), whose new master would never get them, so their requests
   // are not acknowledged here (found by ps_sim --cluster, seed 548: a server that left at a
   // cut-over acknowledged pushes the new master lacked).
-  const RangeSet others = Subtract({Range::All()}, MasteredRanges(ring, self_));
+  const RangeSet others =
+      lost.empty() ? RangeSet{} : Subtract({Range::All()}, MasteredRanges(ring, self_));
   for (uint64_t id : lost) {
     Hop hop = std::move(hops_[id]);
     Land(id, hop);

@@ -208,7 +208,7 @@ struct ClusterSim::State {
         wids,
         [this, id](Message& m) {
           m.meta.set_sender(id);
-          OnServerSend(id, m);
+          SendData(m);
         },
         [this] { return now; }, id, [this, id] { return servers[id].view; });
     for (int d : declared) s.core->Tombstone(d, false);
@@ -220,8 +220,6 @@ struct ClusterSim::State {
     });
     At(now + o.tick_us, kTick, id);
   }
-
-  void OnServerSend(int, Message& m) { SendData(m); }
 
   // ---- the scheduler ----
   void CheckEpochs(const RingCore::Decision& d) {
