@@ -63,39 +63,64 @@ std::string ChainReplicator::DebugHeld() const {
     }
     d += "\n";
   }
+  for (const auto& e : entries_) {
+    d += "entry " + std::to_string(e.first) + ": worker " + std::to_string(e.second.worker) +
+         " ts " + std::to_string(e.second.ts) + " open " + std::to_string(e.second.open) +
+         (e.second.abandoned ? " abandoned" : "") + "\n";
+  }
+  for (const auto& h : hops_) {
+    d += "hop " + std::to_string(h.first) + " to " + std::to_string(h.second.msg.meta.receiver()) +
+         (h.second.queued ? " queued" : "") + (h.second.msg.meta.probe() ? " probe" : "") +
+         " tries " + std::to_string(h.second.tries) + " entries";
+    for (uint64_t e : h.second.entries) d += " " + std::to_string(e);
+    d += "\n";
+  }
   return d;
 }
 
 ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
+  // The ranges this copy is checked in, and those it moves the points of.
+  RangeSet held = host_->Held(), advance = {Range::All()};
   auto ring = CurrentRing();
   if (ring && host_->Epoch() > 0) {
     // A range this server masters (and waits for no old master's last updates in) takes no
     // new update from another server: it would land after updates this server already ordered
-    // and copied on. A copy of an update it holds is acknowledged (the old master's entry
-    // completes); one it lacks is not: its worker resends it here. Points alone cannot tell
-    // once they jumped past the old master's (a take-over), so the applied log decides too.
+    // and copied on. A copy of an update it lacks there is refused: its worker resends it
+    // here. One it holds (the points say so, or its log does: points alone cannot tell once
+    // they jumped past the old master's at a take-over) is done in those ranges; the rest of
+    // the copy goes on as usual, and this master's own points stay as they are (ps_sim
+    // --cluster seed 1596: an old master's copies of updates the new master held, refused for
+    // their points, kept the old master's requests unacknowledged for ever).
     RangeSet mine = MasteredRanges(*ring, self_);
     for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
-    if (!mine.empty() &&
-        (seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate ||
-         LacksIn(msg, mine))) {
-      VLOG(1) << "server " << self_ << " refuses a copy from node " << msg.meta.sender()
-              << " for ranges it masters";
-      return Delivery::kRejected;
+    if (!mine.empty() && Touches(msg, mine)) {
+      if (LacksIn(msg, mine)) {
+        VLOG(1) << "server " << self_ << " refuses a copy from node " << msg.meta.sender()
+                << " for ranges it masters";
+        return Delivery::kRejected;
+      }
+      if (seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate) {
+        held = Subtract(held, mine);
+        advance = Subtract(advance, mine);
+        if (!StripRanges(&msg, mine)) {
+          if (!replay) Ack(msg);
+          return Delivery::kApplied;
+        }
+      }
     }
   }
-  const auto verdict = seq_.Check(Entries(msg), Words(msg), host_->Held());
+  const auto verdict = seq_.Check(Entries(msg), Words(msg), held);
   if (msg.meta.probe() && verdict != SeqMap::Verdict::kGap) {
     // Caught up with the master's points: pass it on if the update is here, else this copy's
     // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
     // Ranges this server does not hold (it left their chain) are not its to answer for.
-    const RangeSet mine = Intersect(ProbeRanges(msg), host_->Held());
+    const RangeSet probed = Intersect(ProbeRanges(msg), held);
     if (!Intersect(ProbeRanges(msg), host_->Fetching()).empty()) return Hold(msg, replay);
-    if (!LacksIn(msg, mine)) {
+    if (!LacksIn(msg, probed)) {
       if (!replay) ForwardOrAck(msg);
       return Delivery::kApplied;
     }
-    Refetch(mine);
+    Refetch(probed);
     return Hold(msg, replay);
   }
   if (verdict == SeqMap::Verdict::kGap) {
@@ -115,13 +140,13 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     return Delivery::kHeld;
   }
   if (verdict == SeqMap::Verdict::kMismatch) {
-    Refetch(seq_.Behind(Entries(msg), Words(msg), host_->Held()));
-  } else if (verdict == SeqMap::Verdict::kDuplicate && LacksIn(msg, host_->Held())) {
+    Refetch(seq_.Behind(Entries(msg), Words(msg), held));
+  } else if (verdict == SeqMap::Verdict::kDuplicate && LacksIn(msg, held)) {
     // The points say this server holds the update, its log says it does not: its history of
     // these ranges is another one than the master's (two masters numbered from one base, say).
     // Fetched afresh, the ranges hold the update; the copy waits for that, then passes.
     order_.refetched++;
-    Refetch(Intersect(ProbeRanges(msg), host_->Held()));
+    Refetch(Intersect(ProbeRanges(msg), held));
     return Hold(msg, replay);
   }
   bool ok;
@@ -131,7 +156,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     ok = host_->ApplyCopy(msg);
   }
   if (!ok) return Delivery::kRejected;  // never acknowledged: the master keeps it
-  seq_.Advance(Entries(msg), Words(msg));
+  seq_.Advance(Entries(msg), Words(msg), advance);
   if (!replay) {
     // A copy of a range still being fetched: kept to apply again over it once it is imported
     // (copies of other ranges are complete already, and would only grow the buffer).
@@ -139,6 +164,28 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     ForwardOrAck(msg);
   }
   return Delivery::kApplied;
+}
+
+bool ChainReplicator::StripRanges(Message* msg, const RangeSet& rs) const {
+  // Only explicit keys can be cut; a dense range or a part of one key's value goes on whole
+  // (its entries in rs are duplicates or below the points there: the members after this one
+  // follow this server's copies in rs, which move their points past them).
+  if (msg->meta.op() == pb::Meta::DENSE_PUSH || msg->meta.val_total() > 0 || msg->data.empty() ||
+      msg->data[0].size() % sizeof(Key) != 0) {
+    return true;
+  }
+  const SArray<Key> keys(msg->data[0]);
+  std::vector<bool> keep(keys.size());
+  size_t r = 0;  // keys and ranges are sorted: one walk
+  for (size_t i = 0; i < keys.size(); ++i) {
+    while (r < rs.size() && rs[r].end <= keys[i]) ++r;
+    keep[i] = !(r < rs.size() && rs[r].Contains(keys[i]));
+  }
+  Message rest = KeySubset(*msg, keep, esize_);
+  if (rest.data.empty()) return false;
+  RestrictSeq(*msg, &rest);
+  *msg = std::move(rest);
+  return true;
 }
 
 ChainReplicator::Delivery ChainReplicator::Hold(const Message& msg, bool replay) {
@@ -468,7 +515,11 @@ void ChainReplicator::ForwardOrAck(const Message& msg) {
     send_(next);
     return;
   }
-  Message ack;  // the tail holds it: tell the master
+  Ack(msg);  // the tail holds it: tell the master
+}
+
+void ChainReplicator::Ack(const Message& msg) {
+  Message ack;
   ack.meta.set_receiver(msg.meta.master());
   ack.meta.set_app_id(app_);
   ack.meta.set_replica(true);

@@ -268,6 +268,10 @@ class ChainReplicator {
   void ReleaseHeld();
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);
+  // Tells the copy's master that its chain holds it.
+  void Ack(const Message& msg);
+  // Cuts the keys in rs (and their sequence entries) out of a copy; false when nothing is left.
+  bool StripRanges(Message* msg, const RangeSet& rs) const;
   void HandOver(const Ring& before, const Ring& after);
   void TakeOver(const Ring& before, const Ring& after, bool prepared);
   void AskHandover();

@@ -106,16 +106,18 @@ std::vector<Range> SeqMap::Behind(const uint64_t* entries, size_t words,
   return out;
 }
 
-void SeqMap::Advance(const uint64_t* entries, size_t words) {
+void SeqMap::Advance(const uint64_t* entries, size_t words, const std::vector<Range>& within) {
   for (size_t i = 0; i + kEntry <= words; i += kEntry) {
-    const Range r(entries[i], entries[i + 1]);
-    if (r.begin >= r.end) continue;
-    Split(r.begin);
-    Split(r.end);
-    for (auto it = map_.find(r.begin); it != map_.end() && it->first < r.end; ++it) {
-      it->second.point = std::max(it->second.point, Next(entries[i + 3]));
+    for (const Range& w : within) {
+      const Range r(std::max(entries[i], w.begin), std::min(entries[i + 1], w.end));
+      if (r.begin >= r.end) continue;
+      Split(r.begin);
+      Split(r.end);
+      for (auto it = map_.find(r.begin); it != map_.end() && it->first < r.end; ++it) {
+        it->second.point = std::max(it->second.point, Next(entries[i + 3]));
+      }
+      Coalesce(r.begin, r.end);
     }
-    Coalesce(r.begin, r.end);
   }
 }
 

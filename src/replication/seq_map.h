@@ -60,8 +60,9 @@ class SeqMap {
   /// Ranges of the entries where Check found a gap or a mismatch (restricted to held).
   std::vector<Range> Behind(const uint64_t* entries, size_t words,
                             const std::vector<Range>& held) const;
-  /// Replica: point = max(point, next) over each entry's range.
-  void Advance(const uint64_t* entries, size_t words);
+  /// Replica: point = max(point, next) over each entry's range within `within`.
+  void Advance(const uint64_t* entries, size_t words,
+               const std::vector<Range>& within = {Range::All()});
 
   /// Smallest point over r.
   uint64_t Min(Range r) const;

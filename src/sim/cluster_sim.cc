@@ -606,6 +606,7 @@ struct ClusterSim::State {
       if (!v.second.up() || declared.count(v.first)) continue;
       s << "; server " << v.first << " view " << Str(v.second.view) << " pending "
         << v.second.core->PendingRanges();
+      if (o.trace) s << "\n" << v.second.core->DebugHeld();
     }
     return s.str();
   }

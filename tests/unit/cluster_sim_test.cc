@@ -69,6 +69,14 @@ TEST(ClusterSimTest, Seed918CopiesToADeadJoinerDoNotHoldAcknowledgementsForEver)
 // no longer acknowledges a request with keys another server masters now).
 TEST(ClusterSimTest, Seed548ALeaverDoesNotAcknowledgePushesTheNewMasterLacks) { ExpectHolds(548); }
 
+// Seed 1596: after a take-over the new master held (in its applied log) updates whose copies
+// from the old master were still on their way to it, but its points did not say so, and it
+// refused the copies for ever: the old master never acknowledged those pushes (a copy is now
+// done in the ranges its receiver masters when that receiver's log holds it there).
+TEST(ClusterSimTest, Seed1596ANewMasterTakesTheOldMastersCopiesOfUpdatesItHolds) {
+  ExpectHolds(1596);
+}
+
 TEST(ClusterSimTest, ASeedReplaysItsRunEventForEvent) {
   std::string a, b;
   const ClusterSimResult ra = RunSeed(7, &a);

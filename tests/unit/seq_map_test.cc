@@ -62,6 +62,19 @@ TEST(SeqMapTest, CheckTellsApplyDuplicateGapAndMismatch) {
   EXPECT_EQ(r.Check(jump.data(), 4, {Range(50, 60)}), SeqMap::Verdict::kDuplicate);
 }
 
+// A new master that takes an old master's copy only outside the ranges it masters keeps its
+// own points there (its replicas follow those).
+TEST(SeqMapTest, AdvanceWithinRangesLeavesThePointsOutsideThem) {
+  SeqMap r;
+  const std::vector<uint64_t> e{0, 10, 0, 7};
+  r.Advance(e.data(), 4, {Range(0, 4), Range(6, 8)});
+  EXPECT_EQ(r.Min(Range(0, 4)), 7u);
+  EXPECT_EQ(r.Min(Range(6, 8)), 7u);
+  EXPECT_EQ(r.Min(Range(4, 6)), 0u);
+  EXPECT_EQ(r.Min(Range(8, 10)), 0u);
+  EXPECT_EQ(r.Min(Range(10, 20)), 0u);
+}
+
 TEST(SeqMapTest, AJumpGoesAboveEveryEarlierPoint) {
   SeqMap m;
   std::vector<uint64_t> e;
