@@ -1,85 +1,35 @@
+// ClusterSim: the scheduler (RingCore) and its failure detector, the servers (ServerCore) with
+// their pauses, leases and views of the ring, the adversary, and the run with its end checks.
+// The workers are in cluster_workers.cc.
 #include "sim/cluster_sim.h"
 
 #include <algorithm>
-#include <deque>
-#include <map>
-#include <queue>
-#include <set>
 #include <sstream>
-#include <vector>
 
 #include "consistency/barrier_policy.h"
-#include "control/ring_core.h"
-#include "kv/server_core.h"
-#include "message/message.h"
 #include "ps/base.h"
-#include "replication/refill.h"
-#include "store/store.h"
-#include "util/rng.h"
+#include "sim/cluster_state.h"
 
 namespace ps {
-namespace {
 
-constexpr int kWorker0 = 100000;  // worker ids; servers (joiners too) are below
-constexpr size_t kTraceKeep = 40;
-
-enum Kind {
-  kData,      // a data message reaches a node
-  kControl,   // a control message reaches a node (or the scheduler: node 0)
-  kTick,      // a server's timers
-  kPush,      // a worker issues a push
-  kResend,    // a worker resends what is overdue
-  kDetect,    // the scheduler looks for silent servers
-  kCrash,     // the adversary: a server dies
-  kPause,     // the adversary: a server stops for a while
-  kResume,    // the end of a pause
-  kLease,     // a resumed server's read lease is confirmed or it is fenced
-  kJoin,      // the adversary: a server joins
-  kLeave,     // the adversary: a server asks to leave
-  kFaultsEnd  // the faulty phase ends
-};
-const char* KindName(int k) {
+const char* ClusterSim::State::KindName(int k) {
   static const char* names[] = {"data",  "control", "tick",  "push", "resend", "detect",    "crash",
                                 "pause", "resume",  "lease", "join", "leave",  "faults-end"};
   return names[k];
 }
 
-// Scheduler to node (and node to scheduler: a refill report).
-struct Ctl {
-  enum Type { kNodeDead, kPrepare, kRing, kRefused, kRefill } type;
-  std::shared_ptr<const Ring> ring;
-  int dead = -1;
-  RefillReport report;
-};
-
-struct Event {
-  int64_t t;
-  uint64_t seq;
-  int kind, node, arg;
-  std::shared_ptr<Message> msg;
-  std::shared_ptr<Ctl> ctl;
-  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-};
-
-struct TraceLine {
-  int64_t t;
-  int kind, node, arg;
-  std::string what;
-};
-
-// The int64 value a store holds for k (0 when it holds none).
-int64_t ValueOf(StoreBase* store, Key k) {
+int64_t ClusterSim::State::ValueOf(StoreBase* store, Key k) {
   SArray<char> vals;
   SArray<int> lens;
   store->Pull(&k, 1, 1, &vals, &lens);
   return reinterpret_cast<const int64_t*>(vals.data())[0];
 }
 
-bool InRing(const Ring& r, int id) {
+bool ClusterSim::State::InRing(const Ring& r, int id) {
   return std::find(r.servers().begin(), r.servers().end(), id) != r.servers().end();
 }
 
-std::string Str(const std::shared_ptr<const Ring>& r) {
+std::string ClusterSim::State::Str(const std::shared_ptr<const Ring>& r) {
   if (!r) return "none";
   std::string s = "epoch " + std::to_string(r->epoch()) + " {";
   for (size_t i = 0; i < r->servers().size(); ++i) {
@@ -88,730 +38,582 @@ std::string Str(const std::shared_ptr<const Ring>& r) {
   return s + "}";
 }
 
-}  // namespace
+void ClusterSim::State::At(int64_t t, int kind, int node, int arg, std::shared_ptr<Message> m,
+                           std::shared_ptr<Ctl> c) {
+  q.push(Event{t, seq++, kind, node, arg, std::move(m), std::move(c)});
+}
 
-struct ClusterSim::State {
-  struct Server {
-    int id = 0;
-    std::shared_ptr<Store<int64_t>> store;
-    std::unique_ptr<ServerCore> core;
-    std::shared_ptr<const Ring> view, prepared;
-    bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
-    int64_t silent_since = 0;  // crashed or paused since (for the scheduler's detector)
-    int64_t lease_until = 0;   // requests are dropped until the lease is confirmed
-    uint64_t processed = 0;    // messages handled
-    std::deque<Event> inbox;   // what arrived during a pause, in order
-    bool up() const { return !crashed && !fenced && !gone; }
-  };
-  struct Request {
-    int64_t ts = 0;
-    int attempt = 0;
-    std::vector<Key> keys;
-    std::vector<int64_t> vals;
-    std::set<int> open;
-    int64_t sent_at = 0;
-  };
-  struct Worker {
-    int id = 0;
-    std::shared_ptr<const Ring> view;
-    std::map<int64_t, Request> inflight;  // by timestamp
-    int64_t next_ts = 0;
-  };
+void ClusterSim::State::Note(int kind, int node, int arg, const std::string& what) {
+  if (trace_out && o.trace) {
+    *trace_out << now << " " << KindName(kind) << " node " << node << " " << what << "\n";
+  }
+  trace.push_back(TraceLine{now, kind, node, arg, what});
+  if (trace.size() > kTraceKeep) trace.pop_front();
+}
 
-  ClusterSimOptions o;
-  Rng rng;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q;
-  uint64_t seq = 0;
-  int64_t now = 0;
-  bool faults = true, done = false;
-  ClusterSimResult res;
-  std::ostream* trace_out = nullptr;
-  std::atomic<uint64_t>* progress = nullptr;
-  std::deque<TraceLine> trace;
+void ClusterSim::State::Fail(const std::string& invariant, const std::string& what) {
+  if (!res.ok) return;
+  res.ok = false;
+  std::ostringstream s;
+  s << "invariant violated: " << invariant << ": " << what << " (seed " << o.seed << ", at " << now
+    << " us)\nlast events:\n";
+  for (const auto& l : trace) {
+    s << "  " << l.t << " " << KindName(l.kind) << " node " << l.node << " " << l.what << "\n";
+  }
+  res.failure = s.str();
+  done = true;
+}
 
-  std::unique_ptr<RingCore> sched;
-  std::set<int> declared;  // servers the scheduler declared dead
-  std::map<int, Server> servers;
-  std::map<int, Worker> workers;
-  std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
-  std::map<Key, int64_t> ref;                       // every push's values, summed
-  std::vector<Key> universe;
-  int next_server = 1;
-  uint64_t ring_epoch = 0;
-  std::set<uint64_t> issued;
+int64_t ClusterSim::State::Delay() {
+  return o.latency_us + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.jitter_us) + 1));
+}
 
-  explicit State(const ClusterSimOptions& opt) : o(opt), rng(opt.seed) {}
+int64_t ClusterSim::State::Exp(int64_t mean) {
+  return std::max<int64_t>(1, static_cast<int64_t>(rng.Exponential(static_cast<double>(mean))));
+}
 
-  // ---- events and the trace ----
-  void At(int64_t t, int kind, int node, int arg = 0, std::shared_ptr<Message> m = nullptr,
-          std::shared_ptr<Ctl> c = nullptr) {
-    q.push(Event{t, seq++, kind, node, arg, std::move(m), std::move(c)});
+void ClusterSim::State::SendData(Message& m) {
+  res.messages++;
+  if (faults && o.loss > 0 && rng.Uniform() < o.loss) {
+    res.dropped++;
+    return;
   }
-  void Note(int kind, int node, int arg, const std::string& what) {
-    if (trace_out && o.trace) {
-      *trace_out << now << " " << KindName(kind) << " node " << node << " " << what << "\n";
-    }
-    trace.push_back(TraceLine{now, kind, node, arg, what});
-    if (trace.size() > kTraceKeep) trace.pop_front();
+  auto msg = std::make_shared<Message>(m);
+  const int to = m.meta.receiver();
+  At(now + Delay(), kData, to, 0, msg);
+  if (faults && o.dup > 0 && rng.Uniform() < o.dup) {
+    res.duplicated++;
+    At(now + Delay(), kData, to, 0, std::make_shared<Message>(m));
   }
-  void Fail(const std::string& invariant, const std::string& what) {
-    if (!res.ok) return;
-    res.ok = false;
-    std::ostringstream s;
-    s << "invariant violated: " << invariant << ": " << what << " (seed " << o.seed << ", at "
-      << now << " us)\nlast events:\n";
-    for (const auto& l : trace) {
-      s << "  " << l.t << " " << KindName(l.kind) << " node " << l.node << " " << l.what << "\n";
-    }
-    res.failure = s.str();
-    done = true;
-  }
-  int64_t Delay() {
-    return o.latency_us + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.jitter_us) + 1));
-  }
-  int64_t Exp(int64_t mean) {
-    return std::max<int64_t>(1, static_cast<int64_t>(rng.Exponential(static_cast<double>(mean))));
-  }
+}
 
-  // ---- network ----
-  void SendData(Message& m) {
-    res.messages++;
-    if (faults && o.loss > 0 && rng.Uniform() < o.loss) {
-      res.dropped++;
-      return;
-    }
-    auto msg = std::make_shared<Message>(m);
-    const int to = m.meta.receiver();
-    At(now + Delay(), kData, to, 0, msg);
-    if (faults && o.dup > 0 && rng.Uniform() < o.dup) {
-      res.duplicated++;
-      At(now + Delay(), kData, to, 0, std::make_shared<Message>(m));
-    }
-  }
-  // In order per link, like the scheduler's TCP connections.
-  void SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
-    int64_t& last = ctl_last[{from, to}];
-    last = std::max(now + Delay(), last + 1);
-    At(last, kControl, to, from, nullptr, std::move(c));
-  }
+// In order per link, like the scheduler's TCP connections.
+void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
+  int64_t& last = ctl_last[{from, to}];
+  last = std::max(now + Delay(), last + 1);
+  At(last, kControl, to, from, nullptr, std::move(c));
+}
 
-  // ---- setup ----
-  void AddServer(int id, std::shared_ptr<const Ring> view) {
-    Server& s = servers[id];
-    s.id = id;
-    s.view = std::move(view);
-    s.store = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
-    std::vector<int> wids;
-    for (const auto& w : workers) wids.push_back(w.first);
-    s.core = std::make_unique<ServerCore>(
-        0, DataType::kInt64, s.store, ParsePolicy("asp"), o.seed * 1000 + static_cast<uint64_t>(id),
-        wids,
-        [this, id](Message& m) {
-          m.meta.set_sender(id);
-          SendData(m);
-        },
-        [this] { return now; }, id, [this, id] { return servers[id].view; });
-    for (int d : declared) s.core->Tombstone(d, false);
-    s.core->SetReport([this, id](const RefillReport& r) {
-      auto c = std::make_shared<Ctl>();
-      c->type = Ctl::kRefill;
-      c->report = r;
-      SendCtl(id, 0, c);
-    });
-    At(now + o.tick_us, kTick, id);
-  }
+void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
+  Server& s = servers[id];
+  s.id = id;
+  s.view = std::move(view);
+  s.store = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
+  std::vector<int> wids;
+  for (const auto& w : workers) wids.push_back(w.first);
+  s.core = std::make_unique<ServerCore>(
+      0, DataType::kInt64, s.store, ParsePolicy("asp"), o.seed * 1000 + static_cast<uint64_t>(id),
+      wids,
+      [this, id](Message& m) {
+        m.meta.set_sender(id);
+        SendData(m);
+      },
+      [this] { return now; }, id, [this, id] { return servers[id].view; });
+  for (int d : declared) s.core->Tombstone(d, false);
+  s.core->SetReport([this, id](const RefillReport& r) {
+    auto c = std::make_shared<Ctl>();
+    c->type = Ctl::kRefill;
+    c->report = r;
+    SendCtl(id, 0, c);
+  });
+  At(now + o.tick_us, kTick, id);
+}
 
-  // ---- the scheduler ----
-  void CheckEpochs(const RingCore::Decision& d) {
-    for (const auto& r : {d.failover, d.cut}) {
-      if (!r) continue;
-      if (r->epoch() <= ring_epoch) {
-        Fail("epochs only grow", "ring " + Str(r) + " after epoch " + std::to_string(ring_epoch));
-      }
-      ring_epoch = r->epoch();
+void ClusterSim::State::CheckEpochs(const RingCore::Decision& d) {
+  for (const auto& r : {d.failover, d.cut}) {
+    if (!r) continue;
+    if (r->epoch() <= ring_epoch) {
+      Fail("epochs only grow", "ring " + Str(r) + " after epoch " + std::to_string(ring_epoch));
     }
-    if (d.failover && !issued.insert(d.failover->epoch()).second) {
-      Fail("an epoch is issued once", "failover " + Str(d.failover));
-    }
-    if (d.prepare && d.prepare != sched->ring() && !issued.insert(d.prepare->epoch()).second) {
-      Fail("an epoch is issued once", "prepared " + Str(d.prepare));
-    }
-    res.epochs = sched->epochs_issued();
+    ring_epoch = r->epoch();
   }
+  if (d.failover && !issued.insert(d.failover->epoch()).second) {
+    Fail("an epoch is issued once", "failover " + Str(d.failover));
+  }
+  if (d.prepare && d.prepare != sched->ring() && !issued.insert(d.prepare->epoch()).second) {
+    Fail("an epoch is issued once", "prepared " + Str(d.prepare));
+  }
+  res.epochs = sched->epochs_issued();
+}
 
-  void Act(const RingCore::Decision& d, int dead) {
-    CheckEpochs(d);
-    if (!d.abort.empty()) {
-      res.aborted = true;
-      res.abort = d.abort;
-      Note(kControl, 0, dead, "abort: " + d.abort);
-      const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
-      if (sched->failures_since_full() <= o.replicas && sched->failures_since_full() <= limit) {
-        // The adversary never let more than k servers fail before the copies were complete.
-        Fail("k failures lose nothing", d.abort);
-      }
-      done = true;
-      return;
-    }
-    for (const auto& e : d.events) Note(kControl, 0, dead, e);
-    std::vector<int> live;
-    for (const auto& s : servers) {
-      if (!declared.count(s.first) && !s.second.gone) live.push_back(s.first);
-    }
-    auto to_all = [&](std::shared_ptr<Ctl> c) {
-      for (int id : live) SendCtl(0, id, c);
-      for (const auto& w : workers) SendCtl(0, w.first, c);
-    };
-    if (dead >= 0) {
-      auto c = std::make_shared<Ctl>();
-      c->type = Ctl::kNodeDead;
-      c->dead = dead;
-      c->ring = d.failover;
-      to_all(c);
-    }
-    for (int id : d.refused_leaves) {
-      res.refused_leaves++;
-      auto c = std::make_shared<Ctl>();
-      c->type = Ctl::kRefused;
-      SendCtl(0, id, c);
-    }
-    if (d.prepare) {
-      auto c = std::make_shared<Ctl>();
-      c->type = Ctl::kPrepare;
-      c->ring = d.prepare;
-      for (int id : live) SendCtl(0, id, c);
-    }
-    if (d.cut) {
-      auto c = std::make_shared<Ctl>();
-      c->type = Ctl::kRing;
-      c->ring = d.cut;
-      to_all(c);
-    }
-  }
-
-  void DeclareDead(int id, const std::string& why) {
-    if (declared.count(id)) return;
-    declared.insert(id);
-    Note(kDetect, 0, id, "declared dead: " + why);
-    Act(sched->NodeDead(id, now / 1000), id);
-  }
-
-  void Detect() {
-    for (auto& s : servers) {
-      Server& v = s.second;
-      if (declared.count(v.id) || v.gone) continue;
-      if ((v.crashed || v.paused) && now - v.silent_since > o.timeout_us) {
-        DeclareDead(v.id, v.crashed ? "crashed" : "silent (paused)");
-        if (done) return;
-      }
-    }
-    At(now + o.heartbeat_us, kDetect, 0);
-  }
-
-  // ---- nodes receive ----
-  void ServerView(Server& s, std::shared_ptr<const Ring> r) {
-    if (r->epoch() < s.view->epoch()) {
-      Fail("epochs only grow",
-           "server " + std::to_string(s.id) + " went from " + Str(s.view) + " to " + Str(r));
-      return;
-    }
-    s.view = std::move(r);
-    if (s.prepared && s.prepared->epoch() <= s.view->epoch()) s.prepared = nullptr;
-    s.core->RingChanged(s.view);
-  }
-
-  void ServerControl(Server& s, const Ctl& c) {
-    switch (c.type) {
-      case Ctl::kNodeDead:
-        if (c.dead == s.id) {
-          s.fenced = true;  // told it was replaced: it serves nothing more
-          Note(kControl, s.id, 0, "fenced");
-          return;
-        }
-        s.core->WorkerDead(c.dead, false);
-        if (c.ring && c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
-        break;
-      case Ctl::kPrepare:
-        s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
-        s.core->Prepare(c.ring);
-        break;
-      case Ctl::kRing:
-        if (c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
-        if (s.leaving && !InRing(*c.ring, s.id)) {
-          s.gone = true;  // its Leave() returned: the program ends
-          Note(kControl, s.id, 0, "left the job");
-        }
-        break;
-      case Ctl::kRefused:
-        s.leaving = false;
-        break;
-      case Ctl::kRefill:
-        break;
-    }
-  }
-
-  void ServerData(Server& s, Message& m) {
-    if (m.meta.request() && now < s.lease_until) return;  // the lease is being confirmed
-    // A fenced node serves nothing (DESIGN §8): once declared dead (others took its ranges
-    // over) a server must not apply or answer a request; its lease stops it until it learns.
-    if (m.meta.request() && declared.count(s.id)) {
-      Fail("a fenced node serves nothing",
-           "server " + std::to_string(s.id) + " served a request of node " +
-               std::to_string(m.meta.sender()) + " after it was declared dead");
-      return;
-    }
-    // A worker's request routed under the prepared ring: the cut-over reached the worker first.
-    if (m.meta.request() && !m.meta.replica() && m.meta.op() != pb::Meta::REFILL &&
-        m.meta.op() != pb::Meta::HANDOVER && s.prepared && m.meta.epoch() == s.prepared->epoch() &&
-        s.view->epoch() < m.meta.epoch()) {
-      ServerView(s, s.prepared);
-    }
-    s.core->Process(m);
-    // The replicator's books (every waiting request counted by the copies it waits for) walk
-    // all of its state: every 16th message, which keeps large clusters fast.
-    if (res.ok && ++s.processed % 16 == 0) {
-      const std::string bad = s.core->CheckEntries();
-      if (!bad.empty()) Fail("the applied log is consistent", bad);
-    }
-  }
-
-  void WorkerControl(Worker& w, const Ctl& c) {
-    std::shared_ptr<const Ring> r;
-    if ((c.type == Ctl::kNodeDead || c.type == Ctl::kRing) && c.ring &&
-        c.ring->epoch() > w.view->epoch()) {
-      r = c.ring;
-    }
-    if (!r) return;
-    w.view = r;
-    // Requests planned under the old ring are planned again at once (a new attempt).
-    for (auto& q : w.inflight) Send(w, &q.second);
-  }
-
-  void WorkerReply(Worker& w, const Message& m) {
-    auto it = w.inflight.find(m.meta.timestamp());
-    if (it == w.inflight.end() || m.meta.attempt() != it->second.attempt) return;
-    if (m.meta.redirect()) {
-      res.redirects++;
-      return;  // resent under the newer ring once the worker has it (or at the resend timer)
-    }
-    if (!m.meta.error().empty()) {
-      Fail("a push is never refused", "server " + std::to_string(m.meta.sender()) +
-                                          " refused worker " + std::to_string(w.id) + ": " +
-                                          m.meta.error());
-      return;
-    }
-    it->second.open.erase(m.meta.part());
-    if (it->second.open.empty()) w.inflight.erase(it);
-  }
-
-  // ---- workers send ----
-  void Send(Worker& w, Request* r) {
-    r->attempt++;
-    r->sent_at = now;
-    r->open.clear();
-    std::map<int, std::pair<SArray<Key>, SArray<int64_t>>> by_server;
-    for (size_t i = 0; i < r->keys.size(); ++i) {
-      auto& p = by_server[w.view->Owner(r->keys[i])];
-      p.first.push_back(r->keys[i]);
-      p.second.push_back(r->vals[i]);
-    }
-    int part = 0;
-    for (auto& b : by_server) {
-      Message m;
-      m.meta.set_sender(w.id);
-      m.meta.set_receiver(b.first);
-      m.meta.set_app_id(0);
-      m.meta.set_timestamp(r->ts);
-      m.meta.set_part(part);
-      m.meta.set_attempt(r->attempt);
-      m.meta.set_request(true);
-      m.meta.set_push(true);
-      m.meta.set_dtype(static_cast<int>(DataType::kInt64));
-      m.meta.set_epoch(w.view->epoch());
-      m.meta.set_width(1);
-      m.data = {SArray<char>(b.second.first), SArray<char>(b.second.second)};
-      r->open.insert(part++);
-      SendData(m);
-    }
-  }
-
-  void Push(Worker& w) {
-    if (!faults) return;  // the settle phase issues nothing new
-    At(now + Exp(o.push_every_us), kPush, w.id);
-    if (static_cast<int>(w.inflight.size()) >= o.inflight) return;
-    Request r;
-    r.ts = w.next_ts++;
-    std::set<Key> ks;
-    while (static_cast<int>(ks.size()) < o.keys_per_push) {
-      ks.insert(universe[rng.Below(universe.size())]);
-    }
-    for (Key k : ks) {
-      r.keys.push_back(k);
-      r.vals.push_back(static_cast<int64_t>(rng.Below(1000)) - 400);
-      ref[k] += r.vals.back();
-    }
-    res.pushes++;
-    Request& in = w.inflight[r.ts] = std::move(r);
-    Send(w, &in);
-  }
-
-  void Resend(Worker& w) {
-    for (auto& q : w.inflight) {
-      if (now - q.second.sent_at >= o.resend_us) {
-        res.resends++;
-        Send(w, &q.second);
-      }
-    }
-    At(now + o.resend_us / 2, kResend, w.id);
-  }
-
-  // ---- the adversary ----
-  // Servers that may still serve: not crashed, fenced, gone or declared dead.
-  std::vector<int> Candidates(bool in_ring) {
-    std::vector<int> out;
-    for (const auto& s : servers) {
-      const Server& v = s.second;
-      if (!v.up() || v.paused || declared.count(v.id)) continue;
-      if (in_ring && !InRing(*sched->ring(), v.id)) continue;
-      out.push_back(v.id);
-    }
-    return out;
-  }
-  // Failures under way: counted by the scheduler, and those it has not noticed yet.
-  int Degraded() const {
-    int n = sched->failures_since_full();
-    for (const auto& s : servers) {
-      const Server& v = s.second;
-      if (!declared.count(v.id) && (v.crashed || (v.paused && v.lease_until < 0))) n++;
-    }
-    return n;
-  }
-  bool MayFail() {
+void ClusterSim::State::Act(const RingCore::Decision& d, int dead) {
+  CheckEpochs(d);
+  if (!d.abort.empty()) {
+    res.aborted = true;
+    res.abort = d.abort;
+    Note(kControl, 0, dead, "abort: " + d.abort);
     const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
-    return Degraded() < limit && Candidates(true).size() > 1;
-  }
-
-  void Crash() {
-    At(now + Exp(o.crash_every_us), kCrash, 0);
-    // Any server: a joiner that dies during its pre-copy too (its ranges have copies elsewhere,
-    // so only a member of the ring counts against the failures allowed).
-    auto c = Candidates(false);
-    if (c.empty()) return;
-    Server& s = servers[c[rng.Below(c.size())]];
-    if (InRing(*sched->ring(), s.id) && !MayFail()) return;
-    s.crashed = true;
-    s.silent_since = now;
-    res.crashes++;
-    Note(kCrash, s.id, 0, "crashes");
-  }
-
-  void Pause() {
-    At(now + Exp(o.pause_every_us), kPause, 0);
-    auto c = Candidates(false);
-    if (c.empty()) return;
-    const int64_t len = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.pause_max_us)));
-    Server& s = servers[c[rng.Below(c.size())]];
-    if (len > o.timeout_us / 2 && InRing(*sched->ring(), s.id) && !MayFail()) return;
-    s.paused = true;
-    s.silent_since = now;
-    s.lease_until = len > o.timeout_us / 2 ? -1 : 0;  // -1: the lease lapses (a long pause)
-    res.pauses++;
-    if (len > o.timeout_us / 2) res.long_pauses++;
-    Note(kPause, s.id, 0, "pauses for " + std::to_string(len) + " us");
-    At(now + len, kResume, s.id);
-  }
-
-  void Resume(Server& s) {
-    s.paused = false;
-    Note(kResume, s.id, 0, "resumes");
-    if (s.lease_until < 0) {
-      // Its heartbeat thread stalled past half the timeout: it serves no request until a beat
-      // sent now comes back (node_control.cc, LeaseValid), and learns then if it was replaced.
-      s.lease_until = now + 2 * (o.latency_us + o.jitter_us) + 1;
-      At(s.lease_until, kLease, s.id);
+    if (sched->failures_since_full() <= o.replicas && sched->failures_since_full() <= limit) {
+      // The adversary never let more than k servers fail before the copies were complete.
+      Fail("k failures lose nothing", d.abort);
     }
-    std::deque<Event> inbox;
-    inbox.swap(s.inbox);
-    for (auto& e : inbox) {
-      if (!s.up()) break;
+    done = true;
+    return;
+  }
+  for (const auto& e : d.events) Note(kControl, 0, dead, e);
+  std::vector<int> live;
+  for (const auto& s : servers) {
+    if (!declared.count(s.first) && !s.second.gone) live.push_back(s.first);
+  }
+  auto to_all = [&](std::shared_ptr<Ctl> c) {
+    for (int id : live) SendCtl(0, id, c);
+    for (const auto& w : workers) SendCtl(0, w.first, c);
+  };
+  if (dead >= 0) {
+    auto c = std::make_shared<Ctl>();
+    c->type = Ctl::kNodeDead;
+    c->dead = dead;
+    c->ring = d.failover;
+    to_all(c);
+  }
+  for (int id : d.refused_leaves) {
+    res.refused_leaves++;
+    auto c = std::make_shared<Ctl>();
+    c->type = Ctl::kRefused;
+    SendCtl(0, id, c);
+  }
+  if (d.prepare) {
+    auto c = std::make_shared<Ctl>();
+    c->type = Ctl::kPrepare;
+    c->ring = d.prepare;
+    for (int id : live) SendCtl(0, id, c);
+  }
+  if (d.cut) {
+    auto c = std::make_shared<Ctl>();
+    c->type = Ctl::kRing;
+    c->ring = d.cut;
+    to_all(c);
+  }
+}
+
+void ClusterSim::State::DeclareDead(int id, const std::string& why) {
+  if (declared.count(id)) return;
+  declared.insert(id);
+  Note(kDetect, 0, id, "declared dead: " + why);
+  Act(sched->NodeDead(id, now / 1000), id);
+}
+
+void ClusterSim::State::Detect() {
+  for (auto& s : servers) {
+    Server& v = s.second;
+    if (declared.count(v.id) || v.gone) continue;
+    if ((v.crashed || v.paused) && now - v.silent_since > o.timeout_us) {
+      DeclareDead(v.id, v.crashed ? "crashed" : "silent (paused)");
+      if (done) return;
+    }
+  }
+  At(now + o.heartbeat_us, kDetect, 0);
+}
+
+void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
+  if (r->epoch() < s.view->epoch()) {
+    Fail("epochs only grow",
+         "server " + std::to_string(s.id) + " went from " + Str(s.view) + " to " + Str(r));
+    return;
+  }
+  s.view = std::move(r);
+  if (s.prepared && s.prepared->epoch() <= s.view->epoch()) s.prepared = nullptr;
+  s.core->RingChanged(s.view);
+}
+
+void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
+  switch (c.type) {
+    case Ctl::kNodeDead:
+      if (c.dead == s.id) {
+        s.fenced = true;  // told it was replaced: it serves nothing more
+        Note(kControl, s.id, 0, "fenced");
+        return;
+      }
+      s.core->WorkerDead(c.dead, false);
+      if (c.ring && c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
+      break;
+    case Ctl::kPrepare:
+      s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
+      s.core->Prepare(c.ring);
+      break;
+    case Ctl::kRing:
+      if (c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
+      if (s.leaving && !InRing(*c.ring, s.id)) {
+        s.gone = true;  // its Leave() returned: the program ends
+        Note(kControl, s.id, 0, "left the job");
+      }
+      break;
+    case Ctl::kRefused:
+      s.leaving = false;
+      break;
+    case Ctl::kRefill:
+      break;
+  }
+}
+
+void ClusterSim::State::ServerData(Server& s, Message& m) {
+  if (m.meta.request() && now < s.lease_until) return;  // the lease is being confirmed
+  // A fenced node serves nothing (DESIGN §8): once declared dead (others took its ranges
+  // over) a server must not apply or answer a request; its lease stops it until it learns.
+  if (m.meta.request() && declared.count(s.id)) {
+    Fail("a fenced node serves nothing",
+         "server " + std::to_string(s.id) + " served a request of node " +
+             std::to_string(m.meta.sender()) + " after it was declared dead");
+    return;
+  }
+  // A worker's request routed under the prepared ring: the cut-over reached the worker first.
+  if (m.meta.request() && !m.meta.replica() && m.meta.op() != pb::Meta::REFILL &&
+      m.meta.op() != pb::Meta::HANDOVER && s.prepared && m.meta.epoch() == s.prepared->epoch() &&
+      s.view->epoch() < m.meta.epoch()) {
+    ServerView(s, s.prepared);
+  }
+  s.core->Process(m);
+  // The replicator's books (every waiting request counted by the copies it waits for) walk
+  // all of its state: every 16th message, which keeps large clusters fast.
+  if (res.ok && ++s.processed % 16 == 0) {
+    const std::string bad = s.core->CheckEntries();
+    if (!bad.empty()) Fail("the applied log is consistent", bad);
+  }
+}
+
+// Servers that may still serve: not crashed, fenced, gone or declared dead.
+std::vector<int> ClusterSim::State::Candidates(bool in_ring) {
+  std::vector<int> out;
+  for (const auto& s : servers) {
+    const Server& v = s.second;
+    if (!v.up() || v.paused || declared.count(v.id)) continue;
+    if (in_ring && !InRing(*sched->ring(), v.id)) continue;
+    out.push_back(v.id);
+  }
+  return out;
+}
+
+// Failures under way: counted by the scheduler, and those it has not noticed yet.
+int ClusterSim::State::Degraded() const {
+  int n = sched->failures_since_full();
+  for (const auto& s : servers) {
+    const Server& v = s.second;
+    if (!declared.count(v.id) && (v.crashed || (v.paused && v.lease_until < 0))) n++;
+  }
+  return n;
+}
+
+bool ClusterSim::State::MayFail() {
+  const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
+  return Degraded() < limit && Candidates(true).size() > 1;
+}
+
+void ClusterSim::State::Crash() {
+  At(now + Exp(o.crash_every_us), kCrash, 0);
+  // Any server: a joiner that dies during its pre-copy too (its ranges have copies elsewhere,
+  // so only a member of the ring counts against the failures allowed).
+  auto c = Candidates(false);
+  if (c.empty()) return;
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (InRing(*sched->ring(), s.id) && !MayFail()) return;
+  s.crashed = true;
+  s.silent_since = now;
+  res.crashes++;
+  Note(kCrash, s.id, 0, "crashes");
+}
+
+void ClusterSim::State::Pause() {
+  At(now + Exp(o.pause_every_us), kPause, 0);
+  auto c = Candidates(false);
+  if (c.empty()) return;
+  const int64_t len = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.pause_max_us)));
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (len > o.timeout_us / 2 && InRing(*sched->ring(), s.id) && !MayFail()) return;
+  s.paused = true;
+  s.silent_since = now;
+  s.lease_until = len > o.timeout_us / 2 ? -1 : 0;  // -1: the lease lapses (a long pause)
+  res.pauses++;
+  if (len > o.timeout_us / 2) res.long_pauses++;
+  Note(kPause, s.id, 0, "pauses for " + std::to_string(len) + " us");
+  At(now + len, kResume, s.id);
+}
+
+void ClusterSim::State::Resume(Server& s) {
+  s.paused = false;
+  Note(kResume, s.id, 0, "resumes");
+  if (s.lease_until < 0) {
+    // Its heartbeat thread stalled past half the timeout: it serves no request until a beat
+    // sent now comes back (node_control.cc, LeaseValid), and learns then if it was replaced.
+    s.lease_until = now + 2 * (o.latency_us + o.jitter_us) + 1;
+    At(s.lease_until, kLease, s.id);
+  }
+  std::deque<Event> inbox;
+  inbox.swap(s.inbox);
+  for (auto& e : inbox) {
+    if (!s.up()) break;
+    if (e.kind == kControl) {
+      ServerControl(s, *e.ctl);
+    } else {
+      ServerData(s, *e.msg);
+    }
+    if (done) return;
+  }
+}
+
+void ClusterSim::State::Lease(Server& s) {
+  if (declared.count(s.id)) {
+    s.fenced = true;
+    Note(kLease, s.id, 0, "fenced at its lease check");
+  }
+  s.lease_until = 0;
+}
+
+void ClusterSim::State::Join() {
+  At(now + Exp(o.join_every_us), kJoin, 0);
+  const int id = next_server++;
+  AddServer(id, sched->ring());
+  res.joins++;
+  Note(kJoin, id, 0, "joins");
+  Act(sched->ServerJoined(id, now / 1000), -1);
+}
+
+void ClusterSim::State::Leave() {
+  At(now + Exp(o.leave_every_us), kLeave, 0);
+  auto c = Candidates(true);
+  if (c.size() < 2) return;
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (s.leaving) return;
+  const RingCore::Decision d = sched->Leave(s.id, now / 1000);
+  if (d.refused.empty()) {
+    s.leaving = true;
+    res.leaves++;
+    Note(kLeave, s.id, 0, "asks to leave");
+  }
+  Act(d, -1);
+}
+
+bool ClusterSim::State::Settled() const {
+  if (sched->next_ring()) return false;
+  for (const auto& w : workers) {
+    if (!w.second.inflight.empty()) return false;
+  }
+  for (const auto& s : servers) {
+    const Server& v = s.second;
+    if (!v.up() || declared.count(v.id)) continue;
+    if (v.paused || v.view->epoch() != sched->ring()->epoch() || v.core->PendingRanges() > 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string ClusterSim::State::Pending() const {
+  std::ostringstream s;
+  s << "scheduler ring " << Str(sched->ring()) << ", prepared " << Str(sched->next_ring())
+    << ", refills pending: " << sched->PendingRefills();
+  for (const auto& w : workers) {
+    if (!w.second.inflight.empty()) {
+      s << "; worker " << w.first << ": " << w.second.inflight.size() << " unacknowledged (ts "
+        << w.second.inflight.begin()->first << ", attempt "
+        << w.second.inflight.begin()->second.attempt << ")";
+    }
+  }
+  for (const auto& v : servers) {
+    if (!v.second.up() || declared.count(v.first)) continue;
+    s << "; server " << v.first << " view " << Str(v.second.view) << " pending "
+      << v.second.core->PendingRanges();
+    if (o.trace) s << "\n" << v.second.core->DebugHeld();
+  }
+  return s.str();
+}
+
+// Every member of every key's chain under the final ring holds the exact sum of every push
+// (all were acknowledged: none lost, none applied twice) in the same slot, byte for byte, as
+// the key's master. (Sequence points are not compared: a server that took over without the
+// old master's last points stands below a replica that saw them until its next update.)
+void ClusterSim::State::CheckFinal() {
+  const Ring& ring = *sched->ring();
+  for (const auto& kv : ref) {
+    const Key k = kv.first;
+    const auto chain = ring.Chain(ring.SegmentOf(k));
+    SArray<Key> mk;
+    SArray<char> master;
+    SArray<uint64_t> msz;
+    servers[chain[0]].store->ExportRange(Range(k, k + 1), &mk, &master, &msz);
+    for (size_t i = 0; i < chain.size(); ++i) {
+      Server& s = servers[chain[i]];
+      const int64_t got = ValueOf(s.store.get(), k);
+      if (got != kv.second) {
+        Fail("no acknowledged update lost or applied twice",
+             "server " + std::to_string(s.id) + " (member " + std::to_string(i) +
+                 " of its chain) holds " + std::to_string(got) + " for key " + std::to_string(k) +
+                 ", the pushes sum to " + std::to_string(kv.second));
+        return;
+      }
+      SArray<Key> rk;
+      SArray<char> slot;
+      SArray<uint64_t> rsz;
+      s.store->ExportRange(Range(k, k + 1), &rk, &slot, &rsz);
+      if (rk.size() != mk.size() || slot.size() != master.size() ||
+          !std::equal(slot.begin(), slot.end(), master.begin())) {
+        Fail("every replica holds its master's slots",
+             "key " + std::to_string(k) + ": server " + std::to_string(s.id) +
+                 " differs from its master " + std::to_string(chain[0]));
+        return;
+      }
+    }
+  }
+}
+
+void ClusterSim::State::Run() {
+  for (int i = 0; i < o.keys; ++i) universe.push_back(HashKey(static_cast<uint64_t>(i)));
+  for (int w = 0; w < o.workers; ++w) workers[kWorker0 + w].id = kWorker0 + w;
+  std::vector<int> ids;
+  for (int i = 0; i < o.servers; ++i) ids.push_back(next_server++);
+  sched = std::make_unique<RingCore>(ids, o.vnodes, o.replicas, 1);
+  ring_epoch = 1;
+  issued.insert(1);
+  for (int id : ids) AddServer(id, sched->ring());
+  for (auto& w : workers) {
+    w.second.view = sched->ring();
+    At(Exp(o.push_every_us), kPush, w.first);
+    At(o.resend_us / 2, kResend, w.first);
+  }
+  At(o.heartbeat_us, kDetect, 0);
+  if (o.crash_every_us > 0) At(Exp(o.crash_every_us), kCrash, 0);
+  if (o.pause_every_us > 0) At(Exp(o.pause_every_us), kPause, 0);
+  if (o.join_every_us > 0) At(Exp(o.join_every_us), kJoin, 0);
+  if (o.leave_every_us > 0) At(Exp(o.leave_every_us), kLeave, 0);
+  At(o.fault_us, kFaultsEnd, 0);
+  while (!done && !q.empty()) {
+    Event e = q.top();
+    q.pop();
+    now = e.t;
+    res.events++;
+    if (progress) progress->store(res.events, std::memory_order_relaxed);
+    Step(e);
+    if (res.events > o.max_events && !done) {
+      Fail("liveness: once faults stop, every request completes in bounded time",
+           std::to_string(res.events) + " events by virtual time " + std::to_string(now) +
+               " us without settling (messages that beget messages): " + Pending());
+    } else if (!faults && !done && Settled()) {
+      res.settle_us = now - o.fault_us;
+      CheckFinal();
+      done = true;
+    } else if (!faults && now > o.fault_us + o.settle_us && !done) {
+      Fail("liveness: once faults stop, every request completes in bounded time",
+           "not settled " + std::to_string(o.settle_us) + " us after the faults: " + Pending());
+    }
+  }
+  if (!done) Fail("liveness", "no event left before the run settled: " + Pending());
+  res.end_us = now;
+  for (const auto& s : servers) {
+    if (s.second.up() && !declared.count(s.first)) res.final_servers++;
+  }
+}
+
+void ClusterSim::State::Watch(const Event& e) {
+  for (auto& sv : servers) {
+    const int64_t v = ValueOf(sv.second.store.get(), o.watch_key);
+    int64_t& last = watched_[sv.first];
+    if (v == last) continue;
+    std::string what = "watched key at server " + std::to_string(sv.first) + ": " +
+                       std::to_string(last) + " -> " + std::to_string(v) + " after a " +
+                       KindName(e.kind) + " event at node " + std::to_string(e.node);
+    if (e.msg) {
+      what += " (" + std::string(e.msg->meta.request() ? "request" : "reply") + " from " +
+              std::to_string(e.msg->meta.sender()) + " op " + std::to_string(e.msg->meta.op()) +
+              (e.msg->meta.replica() ? " copy" : "") + ")";
+    }
+    if (e.ctl) what += " (control " + std::to_string(e.ctl->type) + " " + Str(e.ctl->ring) + ")";
+    Note(kData, sv.first, 0, what);
+    last = v;
+  }
+}
+
+void ClusterSim::State::Step(Event& e) {
+  StepOnce(e);
+  if (o.watch_key) Watch(e);
+}
+
+void ClusterSim::State::StepOnce(Event& e) {
+  switch (e.kind) {
+    case kData:
+    case kControl: {
+      if (e.kind == kData) {
+        const pb::Meta& m = e.msg->meta;
+        Note(kData, e.node, m.sender(),
+             std::string(m.request() ? "request" : "reply") + " from " +
+                 std::to_string(m.sender()) + (m.push() ? " push" : "") +
+                 (m.replica() ? " copy" : "") + " ts " + std::to_string(m.timestamp()) + " part " +
+                 std::to_string(m.part()) + " attempt " + std::to_string(m.attempt()) + " epoch " +
+                 std::to_string(m.epoch()) + (m.error().empty() ? "" : " error " + m.error()) +
+                 (m.redirect() ? " redirect" : ""));
+      }
+      if (e.node == 0) {  // a refill report reaches the scheduler
+        if (declared.count(e.arg)) return;
+        const Ctl& c = *e.ctl;
+        const RefillReport& r = c.report;
+        Note(kControl, 0, e.arg,
+             "refill report of server " + std::to_string(e.arg) + ": epoch " +
+                 std::to_string(r.epoch) + " pending " + std::to_string(r.pending) +
+                 (r.orphans.empty() ? "" : " orphans " + std::to_string(r.orphans.size())));
+        Act(sched->Refill(e.arg, 0, r.epoch, r.pending, now / 1000, r.orphans), -1);
+        return;
+      }
+      if (e.node >= kWorker0) {
+        Worker& w = workers[e.node];
+        if (e.kind == kControl) {
+          WorkerControl(w, *e.ctl);
+        } else {
+          WorkerReply(w, *e.msg);
+        }
+        return;
+      }
+      auto it = servers.find(e.node);
+      if (it == servers.end() || !it->second.up()) return;
+      Server& s = it->second;
+      if (s.paused) {
+        s.inbox.push_back(e);
+        return;
+      }
       if (e.kind == kControl) {
         ServerControl(s, *e.ctl);
       } else {
         ServerData(s, *e.msg);
       }
-      if (done) return;
+      return;
     }
+    case kTick: {
+      Server& s = servers[e.node];
+      if (!s.up()) return;
+      if (!s.paused) s.core->Tick();
+      At(now + o.tick_us, kTick, e.node);
+      return;
+    }
+    case kPush:
+      Push(workers[e.node]);
+      return;
+    case kResend:
+      Resend(workers[e.node]);
+      return;
+    case kDetect:
+      Detect();
+      return;
+    case kCrash:
+      if (faults) Crash();
+      return;
+    case kPause:
+      if (faults) Pause();
+      return;
+    case kResume:
+      Resume(servers[e.node]);
+      return;
+    case kLease:
+      Lease(servers[e.node]);
+      return;
+    case kJoin:
+      if (faults) Join();
+      return;
+    case kLeave:
+      if (faults) Leave();
+      return;
+    case kFaultsEnd:
+      faults = false;
+      Note(kFaultsEnd, 0, 0, "faults stop");
+      return;
   }
-
-  void Lease(Server& s) {
-    if (declared.count(s.id)) {
-      s.fenced = true;
-      Note(kLease, s.id, 0, "fenced at its lease check");
-    }
-    s.lease_until = 0;
-  }
-
-  void Join() {
-    At(now + Exp(o.join_every_us), kJoin, 0);
-    const int id = next_server++;
-    AddServer(id, sched->ring());
-    res.joins++;
-    Note(kJoin, id, 0, "joins");
-    Act(sched->ServerJoined(id, now / 1000), -1);
-  }
-
-  void Leave() {
-    At(now + Exp(o.leave_every_us), kLeave, 0);
-    auto c = Candidates(true);
-    if (c.size() < 2) return;
-    Server& s = servers[c[rng.Below(c.size())]];
-    if (s.leaving) return;
-    const RingCore::Decision d = sched->Leave(s.id, now / 1000);
-    if (d.refused.empty()) {
-      s.leaving = true;
-      res.leaves++;
-      Note(kLeave, s.id, 0, "asks to leave");
-    }
-    Act(d, -1);
-  }
-
-  // ---- the end ----
-  bool Settled() const {
-    if (sched->next_ring()) return false;
-    for (const auto& w : workers) {
-      if (!w.second.inflight.empty()) return false;
-    }
-    for (const auto& s : servers) {
-      const Server& v = s.second;
-      if (!v.up() || declared.count(v.id)) continue;
-      if (v.paused || v.view->epoch() != sched->ring()->epoch() || v.core->PendingRanges() > 0) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  std::string Pending() const {
-    std::ostringstream s;
-    s << "scheduler ring " << Str(sched->ring()) << ", prepared " << Str(sched->next_ring())
-      << ", refills pending: " << sched->PendingRefills();
-    for (const auto& w : workers) {
-      if (!w.second.inflight.empty()) {
-        s << "; worker " << w.first << ": " << w.second.inflight.size() << " unacknowledged (ts "
-          << w.second.inflight.begin()->first << ", attempt "
-          << w.second.inflight.begin()->second.attempt << ")";
-      }
-    }
-    for (const auto& v : servers) {
-      if (!v.second.up() || declared.count(v.first)) continue;
-      s << "; server " << v.first << " view " << Str(v.second.view) << " pending "
-        << v.second.core->PendingRanges();
-      if (o.trace) s << "\n" << v.second.core->DebugHeld();
-    }
-    return s.str();
-  }
-
-  // Every member of every key's chain under the final ring holds the exact sum of every push
-  // (all were acknowledged: none lost, none applied twice) in the same slot, byte for byte, as
-  // the key's master. (Sequence points are not compared: a server that took over without the
-  // old master's last points stands below a replica that saw them until its next update.)
-  void CheckFinal() {
-    const Ring& ring = *sched->ring();
-    for (const auto& kv : ref) {
-      const Key k = kv.first;
-      const auto chain = ring.Chain(ring.SegmentOf(k));
-      SArray<Key> mk;
-      SArray<char> master;
-      SArray<uint64_t> msz;
-      servers[chain[0]].store->ExportRange(Range(k, k + 1), &mk, &master, &msz);
-      for (size_t i = 0; i < chain.size(); ++i) {
-        Server& s = servers[chain[i]];
-        const int64_t got = ValueOf(s.store.get(), k);
-        if (got != kv.second) {
-          Fail("no acknowledged update lost or applied twice",
-               "server " + std::to_string(s.id) + " (member " + std::to_string(i) +
-                   " of its chain) holds " + std::to_string(got) + " for key " + std::to_string(k) +
-                   ", the pushes sum to " + std::to_string(kv.second));
-          return;
-        }
-        SArray<Key> rk;
-        SArray<char> slot;
-        SArray<uint64_t> rsz;
-        s.store->ExportRange(Range(k, k + 1), &rk, &slot, &rsz);
-        if (rk.size() != mk.size() || slot.size() != master.size() ||
-            !std::equal(slot.begin(), slot.end(), master.begin())) {
-          Fail("every replica holds its master's slots",
-               "key " + std::to_string(k) + ": server " + std::to_string(s.id) +
-                   " differs from its master " + std::to_string(chain[0]));
-          return;
-        }
-      }
-    }
-  }
-
-  void Run() {
-    for (int i = 0; i < o.keys; ++i) universe.push_back(HashKey(static_cast<uint64_t>(i)));
-    for (int w = 0; w < o.workers; ++w) workers[kWorker0 + w].id = kWorker0 + w;
-    std::vector<int> ids;
-    for (int i = 0; i < o.servers; ++i) ids.push_back(next_server++);
-    sched = std::make_unique<RingCore>(ids, o.vnodes, o.replicas, 1);
-    ring_epoch = 1;
-    issued.insert(1);
-    for (int id : ids) AddServer(id, sched->ring());
-    for (auto& w : workers) {
-      w.second.view = sched->ring();
-      At(Exp(o.push_every_us), kPush, w.first);
-      At(o.resend_us / 2, kResend, w.first);
-    }
-    At(o.heartbeat_us, kDetect, 0);
-    if (o.crash_every_us > 0) At(Exp(o.crash_every_us), kCrash, 0);
-    if (o.pause_every_us > 0) At(Exp(o.pause_every_us), kPause, 0);
-    if (o.join_every_us > 0) At(Exp(o.join_every_us), kJoin, 0);
-    if (o.leave_every_us > 0) At(Exp(o.leave_every_us), kLeave, 0);
-    At(o.fault_us, kFaultsEnd, 0);
-    while (!done && !q.empty()) {
-      Event e = q.top();
-      q.pop();
-      now = e.t;
-      res.events++;
-      if (progress) progress->store(res.events, std::memory_order_relaxed);
-      Step(e);
-      if (res.events > o.max_events && !done) {
-        Fail("liveness: once faults stop, every request completes in bounded time",
-             std::to_string(res.events) + " events by virtual time " + std::to_string(now) +
-                 " us without settling (messages that beget messages): " + Pending());
-      } else if (!faults && !done && Settled()) {
-        res.settle_us = now - o.fault_us;
-        CheckFinal();
-        done = true;
-      } else if (!faults && now > o.fault_us + o.settle_us && !done) {
-        Fail("liveness: once faults stop, every request completes in bounded time",
-             "not settled " + std::to_string(o.settle_us) + " us after the faults: " + Pending());
-      }
-    }
-    if (!done) Fail("liveness", "no event left before the run settled: " + Pending());
-    res.end_us = now;
-    for (const auto& s : servers) {
-      if (s.second.up() && !declared.count(s.first)) res.final_servers++;
-    }
-  }
-
-  // --watch-key: a trace line whenever a server's value of the key changes, naming the event.
-  std::map<int, int64_t> watched_;
-  void Watch(const Event& e) {
-    for (auto& sv : servers) {
-      const int64_t v = ValueOf(sv.second.store.get(), o.watch_key);
-      int64_t& last = watched_[sv.first];
-      if (v == last) continue;
-      std::string what = "watched key at server " + std::to_string(sv.first) + ": " +
-                         std::to_string(last) + " -> " + std::to_string(v) + " after a " +
-                         KindName(e.kind) + " event at node " + std::to_string(e.node);
-      if (e.msg) {
-        what += " (" + std::string(e.msg->meta.request() ? "request" : "reply") + " from " +
-                std::to_string(e.msg->meta.sender()) + " op " + std::to_string(e.msg->meta.op()) +
-                (e.msg->meta.replica() ? " copy" : "") + ")";
-      }
-      if (e.ctl) what += " (control " + std::to_string(e.ctl->type) + " " + Str(e.ctl->ring) + ")";
-      Note(kData, sv.first, 0, what);
-      last = v;
-    }
-  }
-
-  void Step(Event& e) {
-    StepOnce(e);
-    if (o.watch_key) Watch(e);
-  }
-
-  void StepOnce(Event& e) {
-    switch (e.kind) {
-      case kData:
-      case kControl: {
-        if (e.kind == kData) {
-          const pb::Meta& m = e.msg->meta;
-          Note(kData, e.node, m.sender(),
-               std::string(m.request() ? "request" : "reply") + " from " +
-                   std::to_string(m.sender()) + (m.push() ? " push" : "") +
-                   (m.replica() ? " copy" : "") + " ts " + std::to_string(m.timestamp()) +
-                   " part " + std::to_string(m.part()) + " attempt " + std::to_string(m.attempt()) +
-                   " epoch " + std::to_string(m.epoch()) +
-                   (m.error().empty() ? "" : " error " + m.error()) +
-                   (m.redirect() ? " redirect" : ""));
-        }
-        if (e.node == 0) {  // a refill report reaches the scheduler
-          if (declared.count(e.arg)) return;
-          const Ctl& c = *e.ctl;
-          const RefillReport& r = c.report;
-          Note(kControl, 0, e.arg,
-               "refill report of server " + std::to_string(e.arg) + ": epoch " +
-                   std::to_string(r.epoch) + " pending " + std::to_string(r.pending) +
-                   (r.orphans.empty() ? "" : " orphans " + std::to_string(r.orphans.size())));
-          Act(sched->Refill(e.arg, 0, r.epoch, r.pending, now / 1000, r.orphans), -1);
-          return;
-        }
-        if (e.node >= kWorker0) {
-          Worker& w = workers[e.node];
-          if (e.kind == kControl) {
-            WorkerControl(w, *e.ctl);
-          } else {
-            WorkerReply(w, *e.msg);
-          }
-          return;
-        }
-        auto it = servers.find(e.node);
-        if (it == servers.end() || !it->second.up()) return;
-        Server& s = it->second;
-        if (s.paused) {
-          s.inbox.push_back(e);
-          return;
-        }
-        if (e.kind == kControl) {
-          ServerControl(s, *e.ctl);
-        } else {
-          ServerData(s, *e.msg);
-        }
-        return;
-      }
-      case kTick: {
-        Server& s = servers[e.node];
-        if (!s.up()) return;
-        if (!s.paused) s.core->Tick();
-        At(now + o.tick_us, kTick, e.node);
-        return;
-      }
-      case kPush:
-        Push(workers[e.node]);
-        return;
-      case kResend:
-        Resend(workers[e.node]);
-        return;
-      case kDetect:
-        Detect();
-        return;
-      case kCrash:
-        if (faults) Crash();
-        return;
-      case kPause:
-        if (faults) Pause();
-        return;
-      case kResume:
-        Resume(servers[e.node]);
-        return;
-      case kLease:
-        Lease(servers[e.node]);
-        return;
-      case kJoin:
-        if (faults) Join();
-        return;
-      case kLeave:
-        if (faults) Leave();
-        return;
-      case kFaultsEnd:
-        faults = false;
-        Note(kFaultsEnd, 0, 0, "faults stop");
-        return;
-    }
-  }
-};
+}
 
 ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<State>(options)) {
   const ClusterSimOptions& o = options;

@@ -1,0 +1,188 @@
+// The whole-cluster simulation's state and the handlers of its events (private to src/sim):
+// cluster_sim.cc holds the scheduler, the servers, the adversary and the run; cluster_workers.cc
+// the workers (pushes, steps with their pulls and clocks, resends) and the read checks.
+#ifndef PS_SIM_CLUSTER_STATE_H_
+#define PS_SIM_CLUSTER_STATE_H_
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <queue>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/ring_core.h"
+#include "kv/server_core.h"
+#include "message/message.h"
+#include "replication/refill.h"
+#include "ring/ring.h"
+#include "sim/cluster_sim.h"
+#include "store/store.h"
+#include "util/rng.h"
+
+namespace ps {
+
+struct ClusterSim::State {
+  static constexpr int kWorker0 = 100000;  // worker ids; servers (joiners too) are below
+  static constexpr size_t kTraceKeep = 40;
+
+  enum Kind {
+    kData,      // a data message reaches a node
+    kControl,   // a control message reaches a node (or the scheduler: node 0)
+    kTick,      // a server's timers
+    kPush,      // a worker issues a push
+    kResend,    // a worker resends what is overdue
+    kDetect,    // the scheduler looks for silent servers
+    kCrash,     // the adversary: a server dies
+    kPause,     // the adversary: a server stops for a while
+    kResume,    // the end of a pause
+    kLease,     // a resumed server's read lease is confirmed or it is fenced
+    kJoin,      // the adversary: a server joins
+    kLeave,     // the adversary: a server asks to leave
+    kFaultsEnd  // the faulty phase ends
+  };
+  static const char* KindName(int k);
+
+  // Scheduler to node (and node to scheduler: a refill report).
+  struct Ctl {
+    enum Type { kNodeDead, kPrepare, kRing, kRefused, kRefill } type;
+    std::shared_ptr<const Ring> ring;
+    int dead = -1;
+    RefillReport report;
+  };
+
+  struct Event {
+    int64_t t;
+    uint64_t seq;
+    int kind, node, arg;
+    std::shared_ptr<Message> msg;
+    std::shared_ptr<Ctl> ctl;
+    bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+
+  struct TraceLine {
+    int64_t t;
+    int kind, node, arg;
+    std::string what;
+  };
+
+  // The int64 value a store holds for k (0 when it holds none).
+  static int64_t ValueOf(StoreBase* store, Key k);
+  static bool InRing(const Ring& r, int id);
+  static std::string Str(const std::shared_ptr<const Ring>& r);
+
+  struct Server {
+    int id = 0;
+    std::shared_ptr<Store<int64_t>> store;
+    std::unique_ptr<ServerCore> core;
+    std::shared_ptr<const Ring> view, prepared;
+    bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
+    int64_t silent_since = 0;  // crashed or paused since (for the scheduler's detector)
+    int64_t lease_until = 0;   // requests are dropped until the lease is confirmed
+    uint64_t processed = 0;    // messages handled
+    std::deque<Event> inbox;   // what arrived during a pause, in order
+    bool up() const { return !crashed && !fenced && !gone; }
+  };
+  struct Request {
+    int64_t ts = 0;
+    int attempt = 0;
+    std::vector<Key> keys;
+    std::vector<int64_t> vals;
+    std::set<int> open;
+    int64_t sent_at = 0;
+  };
+  struct Worker {
+    int id = 0;
+    std::shared_ptr<const Ring> view;
+    std::map<int64_t, Request> inflight;  // by timestamp
+    int64_t next_ts = 0;
+  };
+
+  ClusterSimOptions o;
+  Rng rng;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q;
+  uint64_t seq = 0;
+  int64_t now = 0;
+  bool faults = true, done = false;
+  ClusterSimResult res;
+  std::ostream* trace_out = nullptr;
+  std::atomic<uint64_t>* progress = nullptr;
+  std::deque<TraceLine> trace;
+
+  std::unique_ptr<RingCore> sched;
+  std::set<int> declared;  // servers the scheduler declared dead
+  std::map<int, Server> servers;
+  std::map<int, Worker> workers;
+  std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
+  std::map<Key, int64_t> ref;                       // every push's values, summed
+  std::vector<Key> universe;
+  int next_server = 1;
+  uint64_t ring_epoch = 0;
+  std::set<uint64_t> issued;
+
+  explicit State(const ClusterSimOptions& opt) : o(opt), rng(opt.seed) {}
+
+  // ---- events and the trace ----
+  void At(int64_t t, int kind, int node, int arg = 0, std::shared_ptr<Message> m = nullptr,
+          std::shared_ptr<Ctl> c = nullptr);
+  void Note(int kind, int node, int arg, const std::string& what);
+  void Fail(const std::string& invariant, const std::string& what);
+  int64_t Delay();
+  int64_t Exp(int64_t mean);
+
+  // ---- network ----
+  void SendData(Message& m);
+  void SendCtl(int from, int to, std::shared_ptr<Ctl> c);
+
+  // ---- setup ----
+  void AddServer(int id, std::shared_ptr<const Ring> view);
+
+  // ---- the scheduler ----
+  void CheckEpochs(const RingCore::Decision& d);
+  void Act(const RingCore::Decision& d, int dead);
+  void DeclareDead(int id, const std::string& why);
+  void Detect();
+
+  // ---- nodes receive ----
+  void ServerView(Server& s, std::shared_ptr<const Ring> r);
+  void ServerControl(Server& s, const Ctl& c);
+  void ServerData(Server& s, Message& m);
+  void WorkerControl(Worker& w, const Ctl& c);
+  void WorkerReply(Worker& w, const Message& m);
+
+  // ---- workers send ----
+  void Send(Worker& w, Request* r);
+  void Push(Worker& w);
+  void Resend(Worker& w);
+
+  // ---- the adversary ----
+  std::vector<int> Candidates(bool in_ring);
+  int Degraded() const;
+  bool MayFail();
+  void Crash();
+  void Pause();
+  void Resume(Server& s);
+  void Lease(Server& s);
+  void Join();
+  void Leave();
+
+  // ---- the end ----
+  bool Settled() const;
+  std::string Pending() const;
+  void CheckFinal();
+  void Run();
+
+  // --watch-key: a trace line whenever a server's value of the key changes, naming the event.
+  std::map<int, int64_t> watched_;
+  void Watch(const Event& e);
+  void Step(Event& e);
+  void StepOnce(Event& e);
+};
+
+}  // namespace ps
+
+#endif  // PS_SIM_CLUSTER_STATE_H_
