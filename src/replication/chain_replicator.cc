@@ -231,11 +231,19 @@ void ChainReplicator::Pump(int receiver) {
 void ChainReplicator::OnAck(const Message& msg) {
   if (msg.meta.nack()) {
     // A replica holds this copy because an older one did not arrive: send it the older ones
-    // again (not those sent a moment ago: they may be on their way).
+    // again (not those sent a moment ago: they may be on their way). The replica may be
+    // further down the chain than the hop's first receiver, which then passes the copy on
+    // (a lost forward is filled as fast as a lost first hop, not at the hop's timer).
     const int64_t now = now_us_();
+    const int from = msg.meta.sender();
     for (auto& h : hops_) {
-      if (h.first >= msg.meta.fwd_id() || h.second.msg.meta.receiver() != msg.meta.sender() ||
-          h.second.queued || now - h.second.sent_us < kHopResendUs / 10) {
+      if (h.first >= msg.meta.fwd_id() || h.second.queued ||
+          now - h.second.sent_us < kHopResendUs / 10) {
+        continue;
+      }
+      const auto& m = h.second.msg.meta;
+      if (m.receiver() != from &&
+          std::find(m.chain().begin(), m.chain().end(), from) == m.chain().end()) {
         continue;
       }
       Send(&h.second);

@@ -46,6 +46,12 @@ const char kClusterUsage[] =
     "  --max-degraded N     at most N server failures before every range has its copies again\n"
     "                       (default k; more can end in the scheduler's abort, a legitimate end)\n"
     "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
+    "  --resend-whole       a resend plans the whole request again under a new attempt (how\n"
+    "                       workers resent when the regression tests' seeds were found)\n"
+    "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
+    "                       their own and call Clock() (default 0.02; 0: no steps)\n"
+    "  --policy P           the servers' barrier policy (default ssp:1); under bsp and ssp:S\n"
+    "                       every read is checked against the SSP read guarantee\n"
     "  --hang-s T           a seed that makes no event for T wall-clock seconds is a hang\n"
     "                       (default 30)\n"
     "  --trace              every event of the run on stdout\n"
@@ -65,6 +71,11 @@ int ClusterMain(int argc, char** argv) {
     }
     if (k == "--trace") {
       o.trace = true;
+      continue;
+    }
+    if (k == "--resend-whole") {
+      o.resend_whole = true;
+      replay += " " + k;
       continue;
     }
     if (i + 1 >= argc) throw Error(k + ": missing value");
@@ -122,6 +133,10 @@ int ClusterMain(int argc, char** argv) {
       o.inflight = static_cast<int>(Number(k, v));
     } else if (k == "--watch-key") {
       o.watch_key = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (k == "--step-every-s") {
+      o.step_every_us = Us(k, v);
+    } else if (k == "--policy") {
+      o.policy = v;
     } else if (k == "--resend-s") {
       o.resend_us = Us(k, v);
     } else {
@@ -166,6 +181,7 @@ int ClusterMain(int argc, char** argv) {
               << ",\"events_per_s\":" << static_cast<uint64_t>(r.events / std::max(sec, 1e-9))
               << ",\"messages\":" << r.messages << ",\"dropped\":" << r.dropped
               << ",\"duplicated\":" << r.duplicated << ",\"pushes\":" << r.pushes
+              << ",\"steps\":" << r.steps << ",\"reads\":" << r.reads
               << ",\"resends\":" << r.resends << ",\"redirects\":" << r.redirects
               << ",\"crashes\":" << r.crashes << ",\"pauses\":" << r.pauses
               << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins

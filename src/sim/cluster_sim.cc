@@ -13,8 +13,9 @@
 namespace ps {
 
 const char* ClusterSim::State::KindName(int k) {
-  static const char* names[] = {"data",  "control", "tick",  "push", "resend", "detect",    "crash",
-                                "pause", "resume",  "lease", "join", "leave",  "faults-end"};
+  static const char* names[] = {"data",   "control", "tick",       "push",   "resend",
+                                "detect", "crash",   "pause",      "resume", "lease",
+                                "join",   "leave",   "faults-end", "step",   "compute"};
   return names[k];
 }
 
@@ -102,8 +103,8 @@ void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
   std::vector<int> wids;
   for (const auto& w : workers) wids.push_back(w.first);
   s.core = std::make_unique<ServerCore>(
-      0, DataType::kInt64, s.store, ParsePolicy("asp"), o.seed * 1000 + static_cast<uint64_t>(id),
-      wids,
+      0, DataType::kInt64, s.store, ParsePolicy(o.policy, "--policy"),
+      o.seed * 1000 + static_cast<uint64_t>(id), wids,
       [this, id](Message& m) {
         m.meta.set_sender(id);
         SendData(m);
@@ -457,7 +458,14 @@ void ClusterSim::State::CheckFinal() {
 
 void ClusterSim::State::Run() {
   for (int i = 0; i < o.keys; ++i) universe.push_back(HashKey(static_cast<uint64_t>(i)));
-  for (int w = 0; w < o.workers; ++w) workers[kWorker0 + w].id = kWorker0 + w;
+  for (int w = 0; w < o.workers; ++w) {
+    workers[kWorker0 + w].id = kWorker0 + w;
+    workers[kWorker0 + w].index = w;
+    counters.push_back(HashKey(static_cast<uint64_t>(o.keys + w)));  // outside the universe
+  }
+  const std::string p = o.policy;
+  if (p == "bsp") staleness = 0;
+  if (p.rfind("ssp:", 0) == 0) staleness = std::stoll(p.substr(4));
   std::vector<int> ids;
   for (int i = 0; i < o.servers; ++i) ids.push_back(next_server++);
   sched = std::make_unique<RingCore>(ids, o.vnodes, o.replicas, 1);
@@ -468,6 +476,7 @@ void ClusterSim::State::Run() {
     w.second.view = sched->ring();
     At(Exp(o.push_every_us), kPush, w.first);
     At(o.resend_us / 2, kResend, w.first);
+    if (o.step_every_us > 0) At(Exp(o.step_every_us), kStep, w.first);
   }
   At(o.heartbeat_us, kDetect, 0);
   if (o.crash_every_us > 0) At(Exp(o.crash_every_us), kCrash, 0);
@@ -535,10 +544,12 @@ void ClusterSim::State::StepOnce(Event& e) {
         Note(kData, e.node, m.sender(),
              std::string(m.request() ? "request" : "reply") + " from " +
                  std::to_string(m.sender()) + (m.push() ? " push" : "") +
+                 (m.pull() ? " pull" : "") + (m.op() == pb::Meta::CLOCK ? " clock" : "") +
                  (m.replica() ? " copy" : "") + " ts " + std::to_string(m.timestamp()) + " part " +
                  std::to_string(m.part()) + " attempt " + std::to_string(m.attempt()) + " epoch " +
                  std::to_string(m.epoch()) + (m.error().empty() ? "" : " error " + m.error()) +
-                 (m.redirect() ? " redirect" : ""));
+                 (m.redirect() ? " redirect" : "") + (m.nack() ? " nack" : "") +
+                 (m.fwd_id() ? " fwd " + std::to_string(m.fwd_id()) : ""));
       }
       if (e.node == 0) {  // a refill report reaches the scheduler
         if (declared.count(e.arg)) return;
@@ -608,6 +619,12 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kLeave:
       if (faults) Leave();
       return;
+    case kStep:
+      BeginStep(workers[e.node]);
+      return;
+    case kCompute:
+      Compute(workers[e.node]);
+      return;
     case kFaultsEnd:
       faults = false;
       Note(kFaultsEnd, 0, 0, "faults stop");
@@ -628,6 +645,8 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   }
   if (o.timeout_us <= o.heartbeat_us) throw Error("--timeout-us must exceed --heartbeat-us");
   if (o.jitter_us < 0 || o.latency_us < 0) throw Error("--latency-us and --jitter-us must be >= 0");
+  if (o.step_every_us < 0) throw Error("--step-every-s must be >= 0");
+  ParsePolicy(o.policy, "--policy");  // throws naming the option
 }
 
 ClusterSim::~ClusterSim() = default;

@@ -52,7 +52,17 @@ struct ClusterSimOptions {
   int64_t push_every_us = 5000;
   int inflight = 4;
   int64_t resend_us = 200000;
+  // A resend plans the whole request again under a new attempt (replies to older attempts are
+  // ignored), instead of sending the unanswered parts again as KVWorker does: how the workers
+  // resent when the seeds that the regression tests replay were found.
+  bool resend_whole = false;
   int64_t tick_us = 200000;  // servers' refill and copy timers
+  // Steps (0: none): each worker reads every worker's step counter at the start of a step
+  // (held by the servers' barrier policy), works for a mean of step_every_us, adds 1 to its own
+  // counter and calls Clock(), whose message waits until its step's pushes are acknowledged.
+  // Under bsp or ssp:S a read at step t must see every counter at t - S at least.
+  int64_t step_every_us = 20000;
+  std::string policy = "ssp:1";
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
@@ -70,6 +80,7 @@ struct ClusterSimResult {
   std::string abort;  // the scheduler's abort (a legitimate end when data was lost)
   uint64_t events = 0, messages = 0, dropped = 0, duplicated = 0;
   uint64_t pushes = 0, resends = 0, redirects = 0;
+  uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
   uint64_t epochs = 0;    // the last epoch issued
   int64_t settle_us = 0;  // virtual time from the end of the faults until all settled

@@ -31,19 +31,21 @@ struct ClusterSim::State {
   static constexpr size_t kTraceKeep = 40;
 
   enum Kind {
-    kData,      // a data message reaches a node
-    kControl,   // a control message reaches a node (or the scheduler: node 0)
-    kTick,      // a server's timers
-    kPush,      // a worker issues a push
-    kResend,    // a worker resends what is overdue
-    kDetect,    // the scheduler looks for silent servers
-    kCrash,     // the adversary: a server dies
-    kPause,     // the adversary: a server stops for a while
-    kResume,    // the end of a pause
-    kLease,     // a resumed server's read lease is confirmed or it is fenced
-    kJoin,      // the adversary: a server joins
-    kLeave,     // the adversary: a server asks to leave
-    kFaultsEnd  // the faulty phase ends
+    kData,       // a data message reaches a node
+    kControl,    // a control message reaches a node (or the scheduler: node 0)
+    kTick,       // a server's timers
+    kPush,       // a worker issues a push
+    kResend,     // a worker resends what is overdue
+    kDetect,     // the scheduler looks for silent servers
+    kCrash,      // the adversary: a server dies
+    kPause,      // the adversary: a server stops for a while
+    kResume,     // the end of a pause
+    kLease,      // a resumed server's read lease is confirmed or it is fenced
+    kJoin,       // the adversary: a server joins
+    kLeave,      // the adversary: a server asks to leave
+    kFaultsEnd,  // the faulty phase ends
+    kStep,       // a worker begins a step: it reads every worker's step counter
+    kCompute     // a worker ends its step's work: it pushes its counter and calls Clock()
   };
   static const char* KindName(int k);
 
@@ -88,18 +90,31 @@ struct ClusterSim::State {
     bool up() const { return !crashed && !fenced && !gone; }
   };
   struct Request {
+    enum Op { kPushOp, kPullOp, kClockOp } op = kPushOp;
     int64_t ts = 0;
     int attempt = 0;
+    int64_t step = 0;   // the worker's step when it was issued (a clock: the step it ends)
+    bool held = false;  // a clock that waits for the pushes of its step and before
     std::vector<Key> keys;
     std::vector<int64_t> vals;
-    std::set<int> open;
-    int64_t sent_at = 0;
+    std::set<int> open;  // parts not answered yet
+    // Each part as sent, when, and its resends (each waits twice as long as the one before).
+    struct Part {
+      Message msg;
+      int64_t sent_at = 0;
+      int tries = 0;
+    };
+    std::map<int, Part> parts;
+    std::map<int, std::vector<Key>> part_keys;  // a pull: the keys of each part as sent
+    std::map<Key, int64_t> got;                 // a pull: the values received
   };
   struct Worker {
     int id = 0;
+    int index = 0;  // its step counter is counters[index]
     std::shared_ptr<const Ring> view;
     std::map<int64_t, Request> inflight;  // by timestamp
     int64_t next_ts = 0;
+    int64_t step = 0;  // steps begun: Clock() ends one
   };
 
   ClusterSimOptions o;
@@ -120,6 +135,10 @@ struct ClusterSim::State {
   std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
   std::map<Key, int64_t> ref;                       // every push's values, summed
   std::vector<Key> universe;
+  // Steps: worker i adds 1 to counters[i] in each of its steps, so a read of the counters at
+  // step t under ssp:S (bsp: S = 0) must see each at t - S at least (the SSP read guarantee).
+  std::vector<Key> counters;
+  int64_t staleness = -1;  // -1: the policy promises no bound to check (asp, psp)
   int next_server = 1;
   uint64_t ring_epoch = 0;
   std::set<uint64_t> issued;
@@ -158,6 +177,13 @@ struct ClusterSim::State {
   void Send(Worker& w, Request* r);
   void Push(Worker& w);
   void Resend(Worker& w);
+  // The steps whose pushes are all acknowledged (a request reports them as its done_step).
+  int64_t SafeStep(const Worker& w) const;
+  void BeginStep(Worker& w);
+  void Compute(Worker& w);
+  // Sends the clocks whose steps' pushes are all acknowledged.
+  void ReleaseClocks(Worker& w);
+  void CheckRead(const Worker& w, const Request& r);
 
   // ---- the adversary ----
   std::vector<int> Candidates(bool in_ring);

@@ -1,5 +1,7 @@
-// ClusterSim's workers: they push, resend what is not acknowledged, and plan again under each
-// newer ring, as KVWorker does.
+// ClusterSim's workers, modelled on KVWorker: they push, read under the barrier policy, end
+// their steps with Clock() (held until the step's pushes are acknowledged, then sent to every
+// server), resend what is not acknowledged, and plan again under each newer ring. A read's
+// values are checked against the SSP read guarantee as they arrive.
 #include <algorithm>
 
 #include "ps/base.h"
@@ -26,42 +28,173 @@ void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
     res.redirects++;
     return;  // resent under the newer ring once the worker has it (or at the resend timer)
   }
+  Request& r = it->second;
+  if (!m.meta.held_why().empty()) return;  // a notice that a read is still held, and why
   if (!m.meta.error().empty()) {
-    Fail("a push is never refused", "server " + std::to_string(m.meta.sender()) +
-                                        " refused worker " + std::to_string(w.id) + ": " +
-                                        m.meta.error());
+    Fail("a request is never refused", "server " + std::to_string(m.meta.sender()) +
+                                           " refused worker " + std::to_string(w.id) + ": " +
+                                           m.meta.error());
     return;
   }
-  it->second.open.erase(m.meta.part());
-  if (it->second.open.empty()) w.inflight.erase(it);
+  if (!r.open.count(m.meta.part())) return;  // a duplicated reply
+  if (r.op == Request::kPullOp) {
+    const auto& keys = r.part_keys[m.meta.part()];
+    if (m.data.empty() || m.data[0].size() != keys.size() * sizeof(int64_t)) {
+      Fail("a read returns every key it asked for",
+           "server " + std::to_string(m.meta.sender()) + " answered worker " +
+               std::to_string(w.id) + "'s read with " +
+               std::to_string(m.data.empty() ? 0 : m.data[0].size()) + " bytes for " +
+               std::to_string(keys.size()) + " keys (frames " + std::to_string(m.data.size()) +
+               ", code " + std::to_string(m.meta.error_code()) + ", pull " +
+               std::to_string(m.meta.pull()) + ", push " + std::to_string(m.meta.push()) + ", op " +
+               std::to_string(m.meta.op()) + ")");
+      return;
+    }
+    const SArray<int64_t> vals(m.data[0]);
+    for (size_t i = 0; i < keys.size(); ++i) r.got[keys[i]] = vals[i];
+  }
+  r.open.erase(m.meta.part());
+  if (!r.open.empty()) return;
+  const Request finished = std::move(r);
+  w.inflight.erase(it);
+  if (finished.op == Request::kPullOp) {
+    CheckRead(w, finished);
+    if (!done) At(now + Exp(o.step_every_us), kCompute, w.id);
+  } else if (finished.op == Request::kPushOp) {
+    ReleaseClocks(w);
+  }
+}
+
+int64_t ClusterSim::State::SafeStep(const Worker& w) const {
+  int64_t safe = w.step;
+  for (const auto& q : w.inflight) {
+    if (q.second.op == Request::kPushOp) safe = std::min(safe, q.second.step);
+  }
+  return safe;
+}
+
+void ClusterSim::State::ReleaseClocks(Worker& w) {
+  const int64_t safe = SafeStep(w);
+  for (auto& q : w.inflight) {
+    Request& c = q.second;
+    // The clock ends step c.step: it leaves once no push of that step or before is open.
+    if (c.op != Request::kClockOp || !c.held) continue;
+    if (safe <= c.step) return;  // clocks leave in order
+    c.held = false;
+    Send(w, &c);
+  }
+}
+
+void ClusterSim::State::CheckRead(const Worker& w, const Request& r) {
+  res.reads++;
+  if (staleness < 0) return;
+  // Every worker's clocks of steps before r.step - S were sent only once their pushes were
+  // acknowledged, and the servers pass a read at step t only when every worker has completed
+  // t - S steps: the read holds each counter at t - S or more.
+  const int64_t need = r.step - staleness;
+  for (size_t i = 0; i < counters.size(); ++i) {
+    auto g = r.got.find(counters[i]);
+    const int64_t got = g == r.got.end() ? -1 : g->second;
+    if (got < need) {
+      Fail("the SSP read guarantee",
+           "worker " + std::to_string(w.id) + " read worker " + std::to_string(kWorker0 + i) +
+               "'s step counter as " + std::to_string(got) + " at step " + std::to_string(r.step) +
+               " under " + o.policy + " (at least " + std::to_string(need) + " expected)");
+      return;
+    }
+  }
+}
+
+void ClusterSim::State::BeginStep(Worker& w) {
+  if (!faults) return;  // the settle phase begins no new step
+  Request r;
+  r.op = Request::kPullOp;
+  r.ts = w.next_ts++;
+  r.step = w.step;
+  r.keys = counters;
+  std::sort(r.keys.begin(), r.keys.end());
+  Request& in = w.inflight[r.ts] = std::move(r);
+  Send(w, &in);
+}
+
+void ClusterSim::State::Compute(Worker& w) {
+  Request p;
+  p.ts = w.next_ts++;
+  p.step = w.step;
+  p.keys = {counters[w.index]};
+  p.vals = {1};
+  ref[counters[w.index]] += 1;
+  res.pushes++;
+  Request& in = w.inflight[p.ts] = std::move(p);
+  Send(w, &in);
+  // Clock(): a request like any other, but sent only once the pushes of its step and before
+  // are acknowledged (the servers count a step done when its clock arrives).
+  Request c;
+  c.op = Request::kClockOp;
+  c.ts = w.next_ts++;
+  c.step = w.step;
+  c.held = true;
+  w.step++;
+  res.steps++;
+  w.inflight[c.ts] = std::move(c);
+  ReleaseClocks(w);
+  At(now, kStep, w.id);
 }
 
 void ClusterSim::State::Send(Worker& w, Request* r) {
+  if (r->held) return;  // planned when it leaves
   r->attempt++;
-  r->sent_at = now;
   r->open.clear();
-  std::map<int, std::pair<SArray<Key>, SArray<int64_t>>> by_server;
-  for (size_t i = 0; i < r->keys.size(); ++i) {
-    auto& p = by_server[w.view->Owner(r->keys[i])];
-    p.first.push_back(r->keys[i]);
-    p.second.push_back(r->vals[i]);
-  }
-  int part = 0;
-  for (auto& b : by_server) {
+  r->parts.clear();
+  r->part_keys.clear();
+  const int64_t safe = SafeStep(w);
+  auto base = [&](int server, int part) {
     Message m;
     m.meta.set_sender(w.id);
-    m.meta.set_receiver(b.first);
+    m.meta.set_receiver(server);
     m.meta.set_app_id(0);
     m.meta.set_timestamp(r->ts);
     m.meta.set_part(part);
     m.meta.set_attempt(r->attempt);
     m.meta.set_request(true);
-    m.meta.set_push(true);
     m.meta.set_dtype(static_cast<int>(DataType::kInt64));
     m.meta.set_epoch(w.view->epoch());
     m.meta.set_width(1);
-    m.data = {SArray<char>(b.second.first), SArray<char>(b.second.second)};
-    r->open.insert(part++);
+    // A clock reports the steps it completes; other requests the step in progress.
+    m.meta.set_step(r->op == Request::kClockOp ? r->step + 1 : r->step);
+    m.meta.set_done_step(safe);
+    return m;
+  };
+  if (r->op == Request::kClockOp) {
+    int part = 0;
+    for (int server : w.view->servers()) {
+      Message m = base(server, part);
+      m.meta.set_op(pb::Meta::CLOCK);
+      r->open.insert(part);
+      r->parts[part++] = Request::Part{m, now, 0};
+      SendData(m);
+    }
+    return;
+  }
+  std::map<int, std::pair<SArray<Key>, SArray<int64_t>>> by_server;
+  for (size_t i = 0; i < r->keys.size(); ++i) {
+    auto& p = by_server[w.view->Owner(r->keys[i])];
+    p.first.push_back(r->keys[i]);
+    if (r->op == Request::kPushOp) p.second.push_back(r->vals[i]);
+  }
+  int part = 0;
+  for (auto& b : by_server) {
+    Message m = base(b.first, part);
+    if (r->op == Request::kPushOp) {
+      m.meta.set_push(true);
+      m.data = {SArray<char>(b.second.first), SArray<char>(b.second.second)};
+    } else {
+      m.meta.set_pull(true);
+      m.data = {SArray<char>(b.second.first)};
+      r->part_keys[part].assign(b.second.first.begin(), b.second.first.end());
+    }
+    r->open.insert(part);
+    r->parts[part++] = Request::Part{m, now, 0};
     SendData(m);
   }
 }
@@ -69,9 +202,12 @@ void ClusterSim::State::Send(Worker& w, Request* r) {
 void ClusterSim::State::Push(Worker& w) {
   if (!faults) return;  // the settle phase issues nothing new
   At(now + Exp(o.push_every_us), kPush, w.id);
-  if (static_cast<int>(w.inflight.size()) >= o.inflight) return;
+  int pushes = 0;
+  for (const auto& q : w.inflight) pushes += q.second.op == Request::kPushOp;
+  if (pushes >= o.inflight) return;
   Request r;
   r.ts = w.next_ts++;
+  r.step = w.step;
   std::set<Key> ks;
   while (static_cast<int>(ks.size()) < o.keys_per_push) {
     ks.insert(universe[rng.Below(universe.size())]);
@@ -88,11 +224,26 @@ void ClusterSim::State::Push(Worker& w) {
 
 void ClusterSim::State::Resend(Worker& w) {
   for (auto& q : w.inflight) {
-    if (now - q.second.sent_at >= o.resend_us) {
+    Request& r = q.second;
+    if (r.held) continue;
+    if (o.resend_whole) {
+      if (!r.parts.empty() && now - r.parts.begin()->second.sent_at >= o.resend_us) {
+        res.resends++;
+        Send(w, &r);
+      }
+      continue;
+    }
+    for (int part : r.open) {
+      Request::Part& p = r.parts[part];
+      if (now - p.sent_at < (o.resend_us << std::min(p.tries, 3))) continue;
       res.resends++;
-      Send(w, &q.second);
+      p.sent_at = now;
+      p.tries++;
+      p.msg.meta.set_done_step(SafeStep(w));
+      SendData(p.msg);
     }
   }
   At(now + o.resend_us / 2, kResend, w.id);
 }
+
 }  // namespace ps
