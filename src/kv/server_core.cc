@@ -421,6 +421,7 @@ void ServerCore::HandedOver() {
   std::vector<Message> early;
   early.swap(early_);
   for (auto& m : early) ProcessLocked(m);
+  ServeWaiting();
 }
 
 std::string ServerCore::Handle(const Message& req, Message* reply, bool do_push, bool do_pull) {

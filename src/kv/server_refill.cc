@@ -250,9 +250,12 @@ void ServerCore::OnRefillRequest(Message& msg) {
   }
   auto cur = ring_ ? ring_() : nullptr;
   const uint64_t known = std::max<uint64_t>(cur ? cur->epoch() : 0, next_ ? next_->epoch() : 0);
-  if (known < msg.meta.epoch() || !Subtract(rs, held_).empty()) {
+  if (known < msg.meta.epoch() || !Subtract(rs, held_).empty() || chain_.Awaiting(rs)) {
     // Not yet: updates applied from now on might not reach the asker, or this copy is
-    // incomplete itself. Answered when the ring arrives or the ranges are complete.
+    // incomplete itself: ranges missing, or taken over with the old master's last updates
+    // still on their way (ps_sim --cluster seed 574: a joiner's snapshot from such a new
+    // master lacked an acknowledged update, which then died with the two servers that held
+    // it). Answered when the ring arrives, the ranges are complete or the hand-over is.
     for (const auto& w : waiting_) {
       if (w.meta.sender() == msg.meta.sender() && w.meta.fwd_id() == msg.meta.fwd_id()) return;
     }

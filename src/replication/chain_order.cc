@@ -279,6 +279,13 @@ void ChainReplicator::Refetch(RangeSet rs) {
   host_->Refetch(rs);
 }
 
+bool ChainReplicator::Awaiting(const RangeSet& rs) const {
+  for (const auto& a : awaiting_) {
+    if (!Intersect(rs, a.second).empty()) return true;
+  }
+  return false;
+}
+
 bool ChainReplicator::Awaiting(const Message& req) const {
   if (awaiting_.empty() || req.meta.op() == pb::Meta::CLOCK) return false;
   std::vector<Range> span;

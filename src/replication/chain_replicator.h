@@ -118,6 +118,8 @@ class ChainReplicator {
   void OnHandover(Message& msg);
   /// True when req touches a range this server took over and still waits for.
   bool Awaiting(const Message& req) const;
+  /// True when rs meets a range this server took over and still waits for.
+  bool Awaiting(const RangeSet& rs) const;
 
   // ---- both
 
