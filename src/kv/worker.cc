@@ -305,7 +305,7 @@ void KVWorkerBase::Impl::Pending::Recycle() {
   *this = std::move(fresh);
 }
 
-int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
+int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
   std::unique_ptr<Pending> p;
   auto ring = rt->ring();
   if (!ring || ring->segments().empty()) {
@@ -319,6 +319,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     if (!fatal.empty()) throw Error(fatal_code, fatal);
     step_now = step;
     read_now = read_clock;
+    if (ring_servers.empty()) ring_servers = ring->servers();  // the first ring this worker used
     if (!spare.empty()) {
       p = std::move(spare.back());
       spare.pop_back();
@@ -336,7 +337,8 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req) {
     std::unique_lock<std::mutex> lk(mu);
     // Back-pressure: at most max_inflight requests in flight. Not on the thread that handles
     // replies (a callback issuing a request there would wait for itself).
-    if (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && !rt->InDispatch()) {
+    if (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && !rt->InDispatch() &&
+        !internal) {
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(rt->cfg.request_timeout_ms);
       while (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && fatal.empty()) {
@@ -446,9 +448,20 @@ void KVWorkerBase::Impl::Replan(Pending* p, const Ring& ring, std::vector<Messag
 
 void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
   std::vector<Message> out;
+  bool report = false;
   {
     std::lock_guard<std::mutex> lk(mu);
     const auto& live = ring->servers();
+    // A server that joined starts its step table at 0 and learns a worker's steps only from
+    // what the worker sends it: a worker that has nothing more to send it (its last clock went
+    // to the servers before) would hold every read there for ever (found by ps_sim --cluster,
+    // seed 7374). Its steps go to every server as a clock does; servers keep the largest.
+    for (int id : live) {
+      report |= !ring_servers.empty() &&
+                std::find(ring_servers.begin(), ring_servers.end(), id) == ring_servers.end();
+    }
+    ring_servers = live;
+    report &= step > 0;
     for (auto& e : pending) {
       Pending* p = e.second.get();
       bool stranded = false;
@@ -460,6 +473,14 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
     }
   }
   for (auto& m : out) rt->Send(m);
+  if (!report) return;
+  detail::KVRequest r;
+  r.op = detail::KVRequest::kClock;  // held until this step's pushes are acknowledged
+  try {
+    Submit(std::move(r), /*internal=*/true);
+  } catch (const Error& e) {
+    LOG(WARNING) << "cannot report this worker's steps to the servers that joined: " << e.what();
+  }
 }
 
 void KVWorkerBase::Impl::Process(Message& msg) {

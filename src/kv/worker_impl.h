@@ -108,7 +108,9 @@ struct KVWorkerBase::Impl : public Customer {
   void Finish(Pending* p);
   void Assemble(Pending* p);
   void CopyPart(Pending* p, size_t k, const Message& r);
-  int64_t Submit(detail::KVRequest req);
+  // internal: issued by the worker itself (a report of its steps), never held back by
+  // PS_MAX_INFLIGHT (it may run on the node's thread, which the back-pressure would block).
+  int64_t Submit(detail::KVRequest req, bool internal = false);
   // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
   // Throws ps::Error for a malformed request.
   std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
@@ -168,6 +170,9 @@ struct KVWorkerBase::Impl : public Customer {
   std::unordered_map<int, Answered> answered;
   // Consistency (under mu).
   int64_t step = 0;
+  // The servers of the last ring seen: those new to a ring have seen none of this worker's
+  // clocks, so it reports its steps to them (OnRing).
+  std::vector<int> ring_servers;
   // Open requests that push, by the step they were issued in; a CLOCK that ends step t
   // leaves only when none of steps <= t is open (held_clocks, in order), so servers never
   // count a step as done before every push of it is applied everywhere (DESIGN §7).

@@ -325,14 +325,31 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   last_ring_ = ring;
   const auto& live = ring->servers();
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
-  // Copies waiting for a gap that only a server now gone could fill never will: their
-  // updates were not acknowledged, so their workers resend them.
+  // Copies waiting for a gap that only a server now gone could fill never will. Those that
+  // came live were not acknowledged, so their workers resend them. A replayed one was: it was
+  // applied and acknowledged on arrival while its range was being fetched, and the snapshot
+  // imported since lacks an update before it that never reached this server, so was never
+  // acknowledged (its worker resends it to the new master). The acknowledged copy is applied
+  // now, past the gap (ps_sim --cluster seed 4732: it was dropped, and an acknowledged update
+  // was lost with its master).
+  std::vector<HeldCopy> acknowledged;
   held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
-                                    [&](const HeldCopy& h) {
+                                    [&](HeldCopy& h) {
                                       const int m = h.msg.meta.master();
-                                      return !alive(m) && !awaiting_.count(m);
+                                      if (alive(m) || awaiting_.count(m)) return false;
+                                      if (h.replay) acknowledged.push_back(std::move(h));
+                                      return true;
                                     }),
                      held_copies_.end());
+  std::sort(acknowledged.begin(), acknowledged.end(), [](const HeldCopy& a, const HeldCopy& b) {
+    return std::make_pair(a.msg.meta.master(), a.msg.meta.fwd_id()) <
+           std::make_pair(b.msg.meta.master(), b.msg.meta.fwd_id());
+  });  // each master's in its order
+  for (auto& h : acknowledged) {
+    const Message& m = h.msg;
+    const bool ok = m.meta.aggregate() ? host_->ApplyAggregate(m) : host_->ApplyCopy(m);
+    if (ok) seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
+  }
   Reroute(*ring, alive);
 }
 

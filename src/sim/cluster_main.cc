@@ -46,8 +46,6 @@ const char kClusterUsage[] =
     "  --max-degraded N     at most N server failures before every range has its copies again\n"
     "                       (default k; more can end in the scheduler's abort, a legitimate end)\n"
     "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
-    "  --resend-whole       a resend plans the whole request again under a new attempt (how\n"
-    "                       workers resent when the regression tests' seeds were found)\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --policy P           the servers' barrier policy (default ssp:1); under bsp and ssp:S\n"
@@ -71,11 +69,6 @@ int ClusterMain(int argc, char** argv) {
     }
     if (k == "--trace") {
       o.trace = true;
-      continue;
-    }
-    if (k == "--resend-whole") {
-      o.resend_whole = true;
-      replay += " " + k;
       continue;
     }
     if (i + 1 >= argc) throw Error(k + ": missing value");

@@ -52,10 +52,6 @@ struct ClusterSimOptions {
   int64_t push_every_us = 5000;
   int inflight = 4;
   int64_t resend_us = 200000;
-  // A resend plans the whole request again under a new attempt (replies to older attempts are
-  // ignored), instead of sending the unanswered parts again as KVWorker does: how the workers
-  // resent when the seeds that the regression tests replay were found.
-  bool resend_whole = false;
   int64_t tick_us = 200000;  // servers' refill and copy timers
   // Steps (0: none): each worker reads every worker's step counter at the start of a step
   // (held by the servers' barrier policy), works for a mean of step_every_us, adds 1 to its own

@@ -16,9 +16,23 @@ void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
     r = c.ring;
   }
   if (!r) return;
+  const std::vector<int> before = w.view->servers();
   w.view = r;
   // Requests planned under the old ring are planned again at once (a new attempt).
   for (auto& q : w.inflight) Send(w, &q.second);
+  // Servers new to this worker's ring (joiners) never saw its clocks: it reports its progress
+  // to every server as a clock does (KVWorker::OnRing), or a read held at a joiner waits for
+  // a worker that has nothing more to send it (found by seed 7374).
+  bool joined = false;
+  for (int id : r->servers()) joined |= !std::count(before.begin(), before.end(), id);
+  if (!joined || w.step == 0 || o.step_every_us == 0) return;
+  Request report;
+  report.op = Request::kClockOp;
+  report.ts = w.next_ts++;
+  report.step = w.step;
+  report.held = true;
+  w.inflight[report.ts] = std::move(report);
+  ReleaseClocks(w);
 }
 
 void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
@@ -74,12 +88,15 @@ int64_t ClusterSim::State::SafeStep(const Worker& w) const {
 }
 
 void ClusterSim::State::ReleaseClocks(Worker& w) {
-  const int64_t safe = SafeStep(w);
+  int64_t oldest = INT64_MAX;  // the step of the oldest open push
+  for (const auto& q : w.inflight) {
+    if (q.second.op == Request::kPushOp) oldest = std::min(oldest, q.second.step);
+  }
   for (auto& q : w.inflight) {
     Request& c = q.second;
     // The clock ends step c.step: it leaves once no push of that step or before is open.
     if (c.op != Request::kClockOp || !c.held) continue;
-    if (safe <= c.step) return;  // clocks leave in order
+    if (oldest <= c.step) return;  // clocks leave in order
     c.held = false;
     Send(w, &c);
   }
@@ -226,13 +243,6 @@ void ClusterSim::State::Resend(Worker& w) {
   for (auto& q : w.inflight) {
     Request& r = q.second;
     if (r.held) continue;
-    if (o.resend_whole) {
-      if (!r.parts.empty() && now - r.parts.begin()->second.sent_at >= o.resend_us) {
-        res.resends++;
-        Send(w, &r);
-      }
-      continue;
-    }
     for (int part : r.open) {
       Request::Part& p = r.parts[part];
       if (now - p.sent_at < (o.resend_us << std::min(p.tries, 3))) continue;

@@ -12,10 +12,15 @@
 // test kills it with SIGKILL. At the end the survivors check the exact sums and every node
 // prints one JSON summary line.
 //
+// With --spread N every read also asks for N keys spread over the key space (no worker pushes
+// them), so it reaches every server, a server that joins the running job too; a worker prints
+// "STEPS DONE" once its steps' pushes are all acknowledged.
+//
 //   consistency_job --steps N --check ssp:S|lock|none [--straggler-rank R --straggler-ms M]
-//                   [--stall-rank R --stall-step T] [--seed S]
+//                   [--stall-rank R --stall-step T] [--spread N] [--seed S]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -36,6 +41,7 @@ struct Options {
   int straggler_ms = 0;
   int stall_rank = -1;
   int stall_step = -1;
+  int spread = 0;
   uint64_t seed = 1;
 };
 
@@ -55,6 +61,8 @@ Options Parse(int argc, char** argv) {
       o.stall_rank = std::stoi(v);
     } else if (k == "--stall-step") {
       o.stall_step = std::stoi(v);
+    } else if (k == "--spread") {
+      o.spread = std::stoi(v);
     } else if (k == "--seed") {
       o.seed = std::stoull(v);
     } else {
@@ -70,8 +78,16 @@ ps::Key KeyOf(int rank) { return static_cast<ps::Key>(rank) << 59; }
 int RunWorker(ps::Node* node, const Options& o) {
   const int W = node->num_workers(), rank = node->rank();
   ps::KVWorker<int64_t> kv(node);
-  ps::SArray<ps::Key> keys(W);
-  for (int v = 0; v < W; ++v) keys[v] = KeyOf(v);
+  std::set<ps::Key> all;
+  for (int v = 0; v < W; ++v) all.insert(KeyOf(v));
+  for (int i = 0; i < o.spread; ++i) all.insert(ps::kMaxKey / o.spread * i + 1);
+  ps::SArray<ps::Key> keys;  // sorted: the workers' keys and the spread ones
+  for (ps::Key k : all) keys.push_back(k);
+  std::vector<size_t> at(W);  // where worker v's key is in keys (and in a read's values)
+  for (int v = 0; v < W; ++v) {
+    at[v] =
+        static_cast<size_t>(std::lower_bound(keys.begin(), keys.end(), KeyOf(v)) - keys.begin());
+  }
   int64_t s = -1;
   if (o.check.rfind("ssp:", 0) == 0) s = std::stoll(o.check.substr(4));
   int64_t max_ahead = 0;
@@ -101,12 +117,12 @@ int RunWorker(ps::Node* node, const Options& o) {
       // released by its death then sees one step less from it, and nothing more or less.
       const bool dying = v == o.stall_rank && t == o.stall_step;
       const int64_t floor = dying ? t - 1 : t;
-      if (!dying) slowest = std::min(slowest, vals[v]);
-      bool bad = (s >= 0 && vals[v] < t - s) ||
-                 (o.check == "lock" && (vals[v] < floor || vals[v] > t + 1));
+      const int64_t got = vals[at[v]];
+      if (!dying) slowest = std::min(slowest, got);
+      bool bad = (s >= 0 && got < t - s) || (o.check == "lock" && (got < floor || got > t + 1));
       if (bad && violations++ < 10) {
         std::printf("VIOLATION worker %d at step %lld read %lld for worker %d (check %s)\n", rank,
-                    static_cast<long long>(t), static_cast<long long>(vals[v]), v, o.check.c_str());
+                    static_cast<long long>(t), static_cast<long long>(got), v, o.check.c_str());
       }
     }
     if (slowest != INT64_MAX) max_ahead = std::max(max_ahead, t - slowest);
@@ -114,11 +130,13 @@ int RunWorker(ps::Node* node, const Options& o) {
                  ? o.straggler_ms
                  : static_cast<int>((rng = rng * 6364136223846793005ull + 1) >> 60);
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    pushes.push_back(kv.Push(ps::SArray<ps::Key>(1, keys[rank]), ps::SArray<int64_t>(1, 1)));
+    pushes.push_back(kv.Push(ps::SArray<ps::Key>(1, KeyOf(rank)), ps::SArray<int64_t>(1, 1)));
     kv.Clock();
   }
   // The last pushes may still be in flight (lost and resent): the exact check below needs them.
   for (int64_t ts : pushes) kv.Wait(ts);
+  std::printf("STEPS DONE\n");
+  std::fflush(stdout);
   auto b = kv.barrier_stats();
   // Exact reference after everyone is done: each live worker pushed exactly `steps` ones.
   node->Barrier(ps::kWorkerGroup);
@@ -126,9 +144,9 @@ int RunWorker(ps::Node* node, const Options& o) {
   kv.Wait(kv.Pull(keys, &vals));
   for (int v = 0; v < W; ++v) {
     if (v == o.stall_rank) continue;
-    if (vals[v] != o.steps) {
+    if (vals[at[v]] != o.steps) {
       std::printf("VIOLATION final value of worker %d is %lld, want %d\n", v,
-                  static_cast<long long>(vals[v]), o.steps);
+                  static_cast<long long>(vals[at[v]]), o.steps);
       violations++;
     }
   }

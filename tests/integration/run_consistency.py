@@ -37,6 +37,12 @@ SCENARIOS = {
     # ... and with a server SIGKILLed mid-run (its replicas take over).
     "bsp_kill_server": (3, 4, "bsp", ["--steps", "60", "--check", "lock",
                                       "--straggler-rank", "3", "--straggler-ms", "10"]),
+    # A server joins once worker 0 has finished its steps, while the straggler (worker 1) still
+    # reads: the joiner's step table starts at 0, and worker 0 sends it nothing more, so unless
+    # worker 0 reports its steps to the server new to its ring the straggler's reads there are
+    # held for ever (found by ps_sim --cluster, seed 7374; KVWorker::OnRing).
+    "join_ssp": (2, 2, "ssp:2", ["--steps", "10", "--check", "ssp:2", "--spread", "64",
+                                 "--straggler-rank", "1", "--straggler-ms", "700"]),
 }
 
 LOSSY = ["PS_FAULT_DROP=0.05", "PS_FAULT_DUPLICATE=0.05", "PS_FAULT_DELAY=0.05",
@@ -72,16 +78,39 @@ def main():
             cmd += ["--env", e]
     if kill_server:
         cmd += ["--allow-dead-servers", "1", "--env", "PS_REPLICAS=1"]
+    join = a.scenario.startswith("join")
+    if join:
+        # A read held for ever fails the run in 30 s instead of the default timeout.
+        cmd += ["--env", "PS_REQUEST_TIMEOUT_MS=30000"]
     cmd += ["--", a.job, "--seed", a.seed] + job_args
+    joiner = {}
+
+    def add_server(port):
+        jc = cmd[:2] + ["-s", "1", "-w", "0", "--join", "127.0.0.1:%d" % port, "--timeout", "120"]
+        jc += cmd[cmd.index("--timeout") + 2:]
+        print("run_consistency: adding a server: " + " ".join(jc), flush=True)
+        p = subprocess.run(jc, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in p.stdout.splitlines():
+            print("[joiner] " + line, flush=True)
+        joiner["rc"], joiner["out"] = p.returncode, p.stdout
     print("running:", " ".join(cmd), flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, killed = [], []
     server_pids = {}
 
+    port = []
+
     def read():
         for line in proc.stdout:
             lines.append(line)
             sys.stdout.write(line)
+            m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
+            if m:
+                port.append(int(m.group(1)))
+            if join and port and "thread" not in joiner and \
+                    re.match(r"\[worker 0\] STEPS DONE$", line.rstrip()):
+                joiner["thread"] = threading.Thread(target=add_server, args=(port[0],))
+                joiner["thread"].start()
             m = re.search(r"started server (\d+) pid (\d+)", line)
             if m:
                 server_pids[int(m.group(1))] = int(m.group(2))
@@ -103,6 +132,8 @@ def main():
     t.start()
     rc = proc.wait()
     t.join()
+    if "thread" in joiner:
+        joiner["thread"].join()
     out = "".join(lines)
     failures = []
     if rc != 0:
@@ -157,6 +188,16 @@ def main():
             failures.append("no server was killed")
         if "ring epoch 2" not in out:
             failures.append("no ring without the dead server was published")
+    if join:
+        if "rc" not in joiner:
+            failures.append("no server joined (worker 0 never printed STEPS DONE)")
+        elif joiner["rc"] != 0:
+            failures.append("the joining server's launch exited with %d" % joiner["rc"])
+        else:
+            js = [json.loads(m.group(1)) for m in
+                  re.finditer(r"SUMMARY (\{.*\"role\":\"server\".*\})", joiner["out"])]
+            if not js or js[0]["reads"] == 0:
+                failures.append("the joining server answered no read: %s" % js)
     if a.scenario.endswith("lossy"):
         drops = sum(int(x) for x in re.findall(r"resends=(\d+)", out))
         if drops == 0:
