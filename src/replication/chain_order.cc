@@ -253,14 +253,24 @@ void ChainReplicator::Nack(const Message& held) {
 void ChainReplicator::ReleaseHeld() {
   for (bool progress = true; progress;) {
     progress = false;
-    for (size_t i = 0; i < held_copies_.size(); ++i) {
+    // Each copy is tried at most once per pass: one that is held again (Deliver decides on more
+    // than the points: the ranges this server masters, fetches under way) goes to the back and
+    // is no progress (ps_sim --cluster seed 4354: such a copy was released and held again for
+    // ever, inside one event).
+    size_t i = 0, tries = held_copies_.size();
+    while (i < held_copies_.size() && tries-- > 0) {
       const Message& m = held_copies_[i].msg;
-      if (seq_.Check(Entries(m), Words(m), host_->Held()) == SeqMap::Verdict::kGap) continue;
-      // A probe only once no fetch of its ranges is under way.
-      if (m.meta.probe() && !Intersect(ProbeRanges(m), host_->Fetching()).empty()) continue;
+      if (seq_.Check(Entries(m), Words(m), host_->Held()) == SeqMap::Verdict::kGap ||
+          (m.meta.probe() && !Intersect(ProbeRanges(m), host_->Fetching()).empty())) {
+        ++i;  // a probe only once no fetch of its ranges is under way
+        continue;
+      }
       HeldCopy c = std::move(held_copies_[i]);
       held_copies_.erase(held_copies_.begin() + static_cast<std::ptrdiff_t>(i));
-      if (Deliver(c.msg, c.replay) == Delivery::kHeld && c.msg.meta.probe()) return;
+      if (Deliver(c.msg, c.replay) == Delivery::kHeld) {
+        if (c.msg.meta.probe()) return;
+        continue;
+      }
       progress = true;
       break;
     }

@@ -72,16 +72,22 @@ Message ChainReplicator::Resend(int worker, const Message& m) {
   auto e = entry_of_.find({worker, ts});
   if (e != entry_of_.end()) {
     const int64_t now = now_us_();
-    for (auto& h : hops_) {
-      const auto& w = h.second.entries;
-      if (std::find(w.begin(), w.end(), e->second) == w.end()) continue;
+    // Its own copies, not a walk over every copy on its way (a storm of resends after a
+    // failure made that walk the servers' largest cost in the cluster simulation).
+    auto& own = entries_[e->second].hops;
+    size_t kept = 0;
+    for (uint64_t id : own) {
+      auto h = hops_.find(id);
+      if (h == hops_.end()) continue;  // acknowledged or re-routed: forgotten here too
+      own[kept++] = id;
       // A copy sent within its resend interval is still on its way (or queued at a slow
       // replica): sending it again would only queue a duplicate there. The timer resends it.
-      if (!h.second.queued && now - h.second.sent_us >= HopInterval(h.second)) {
-        Send(&h.second);
+      if (!h->second.queued && now - h->second.sent_us >= HopInterval(h->second)) {
+        Send(&h->second);
       }
-      if (!h.second.msg.data.empty()) covering.emplace_back(h.second.msg.data[0]);
+      if (!h->second.msg.data.empty()) covering.emplace_back(h->second.msg.data[0]);
     }
+    own.resize(kept);
   }
   // What this server applied of it but has no copy on its way for may never have reached
   // today's chain: applied as a replica of a master that left (a leaver's last copies are
@@ -182,7 +188,11 @@ void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece p
   m.meta.set_receiver(piece.path[0]);
   m.meta.clear_chain();
   for (size_t i = 1; i < piece.path.size(); ++i) m.meta.add_chain(piece.path[i]);
-  for (uint64_t e : entries) entries_[e].open++;
+  for (uint64_t e : entries) {
+    Entry& entry = entries_[e];
+    entry.open++;
+    entry.hops.push_back(id);
+  }
   hops_[id] = Hop{entries, std::move(m), 0, 0, false};
   Launch(id);
 }
@@ -325,18 +335,23 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   last_ring_ = ring;
   const auto& live = ring->servers();
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
+  ApplyOrphans([&](int m) { return !alive(m) && !awaiting_.count(m); });
+  Reroute(*ring, alive);
+}
+
+void ChainReplicator::ApplyOrphans(const std::function<bool(int)>& gone) {
   // Copies waiting for a gap that only a server now gone could fill never will. Those that
   // came live were not acknowledged, so their workers resend them. A replayed one was: it was
   // applied and acknowledged on arrival while its range was being fetched, and the snapshot
   // imported since lacks an update before it that never reached this server, so was never
   // acknowledged (its worker resends it to the new master). The acknowledged copy is applied
-  // now, past the gap (ps_sim --cluster seed 4732: it was dropped, and an acknowledged update
-  // was lost with its master).
+  // now, past the gap, in its master's order (ps_sim --cluster seeds 4732, the master died,
+  // and 1338, it left and the hand-over timed out: the copy was dropped or waited for ever,
+  // and an acknowledged update was lost).
   std::vector<HeldCopy> acknowledged;
   held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
                                     [&](HeldCopy& h) {
-                                      const int m = h.msg.meta.master();
-                                      if (alive(m) || awaiting_.count(m)) return false;
+                                      if (!gone(h.msg.meta.master())) return false;
                                       if (h.replay) acknowledged.push_back(std::move(h));
                                       return true;
                                     }),
@@ -344,13 +359,12 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   std::sort(acknowledged.begin(), acknowledged.end(), [](const HeldCopy& a, const HeldCopy& b) {
     return std::make_pair(a.msg.meta.master(), a.msg.meta.fwd_id()) <
            std::make_pair(b.msg.meta.master(), b.msg.meta.fwd_id());
-  });  // each master's in its order
+  });
   for (auto& h : acknowledged) {
     const Message& m = h.msg;
     const bool ok = m.meta.aggregate() ? host_->ApplyAggregate(m) : host_->ApplyCopy(m);
     if (ok) seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
   }
-  Reroute(*ring, alive);
 }
 
 void ChainReplicator::DropGone() {
@@ -447,6 +461,12 @@ void ChainReplicator::Tick() {
   handover_points_.clear();
   for (auto& a : awaiting_) reported_.insert(a.first);
   awaiting_.clear();
+  // Before the requests that waited for the hand-over: the old master's acknowledged updates
+  // come first.
+  if (auto ring = CurrentRing()) {
+    const auto& live = ring->servers();
+    ApplyOrphans([&live](int m) { return std::find(live.begin(), live.end(), m) == live.end(); });
+  }
   CheckHandover();
 }
 

@@ -199,6 +199,7 @@ class ChainReplicator {
     int worker = -1;
     int64_t ts = -1;
     size_t open = 0;
+    std::vector<uint64_t> hops;  // the copies sent for it (some may be acknowledged since)
     std::vector<Message> replies;
     // A copy of it was re-routed after a ring change that left some of its keys to another
     // master: this server cannot tell that master has them, so its replies are never sent
@@ -268,6 +269,8 @@ class ChainReplicator {
   // never; their rule is additive, so their order does not matter).
   bool LacksIn(const Message& msg, const RangeSet& rs) const;
   void ReleaseHeld();
+  // Held copies whose master is gone: acknowledged (replayed) ones applied, the others dropped.
+  void ApplyOrphans(const std::function<bool(int)>& gone);
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.

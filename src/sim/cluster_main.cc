@@ -179,9 +179,12 @@ int ClusterMain(int argc, char** argv) {
               << ",\"crashes\":" << r.crashes << ",\"pauses\":" << r.pauses
               << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
-              << ",\"epochs\":" << r.epochs << ",\"final_servers\":" << r.final_servers
-              << ",\"settle_ms\":" << r.settle_us / 1000 << ",\"virtual_s\":" << r.end_us / 1e6
-              << "}" << std::endl;
+              << ",\"epochs\":" << r.epochs << ",\"refill_messages\":" << r.refill_messages
+              << ",\"handover_messages\":" << r.handover_messages
+              << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s
+              << ",\"ring_change_s\":" << r.ring_change_s
+              << ",\"final_servers\":" << r.final_servers << ",\"settle_ms\":" << r.settle_us / 1000
+              << ",\"virtual_s\":" << r.end_us / 1e6 << "}" << std::endl;
     if (!r.ok) {
       std::cerr << r.failure << "replay: ps_sim --cluster --seed " << o.seed << replay
                 << " --trace\n";

@@ -4,6 +4,7 @@
 #include "sim/cluster_sim.h"
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "consistency/barrier_policy.h"
@@ -11,6 +12,22 @@
 #include "sim/cluster_state.h"
 
 namespace ps {
+namespace {
+
+// Adds the wall-clock time of its scope to *acc (measurement only: never changes a run).
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double* acc) : acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  ~ScopeTimer() {
+    *acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double* acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
 
 const char* ClusterSim::State::KindName(int k) {
   static const char* names[] = {"data",   "control", "tick",       "push",   "resend",
@@ -75,6 +92,13 @@ int64_t ClusterSim::State::Exp(int64_t mean) {
 
 void ClusterSim::State::SendData(Message& m) {
   res.messages++;
+  if (m.meta.op() == pb::Meta::REFILL) {
+    res.refill_messages++;
+  } else if (m.meta.op() == pb::Meta::HANDOVER) {
+    res.handover_messages++;
+  } else if (m.meta.replica()) {
+    res.copy_messages++;
+  }
   if (faults && o.loss > 0 && rng.Uniform() < o.loss) {
     res.dropped++;
     return;
@@ -191,7 +215,12 @@ void ClusterSim::State::DeclareDead(int id, const std::string& why) {
   if (declared.count(id)) return;
   declared.insert(id);
   Note(kDetect, 0, id, "declared dead: " + why);
-  Act(sched->NodeDead(id, now / 1000), id);
+  RingCore::Decision d;
+  {
+    ScopeTimer t(&res.scheduler_s);
+    d = sched->NodeDead(id, now / 1000);
+  }
+  Act(d, id);
 }
 
 void ClusterSim::State::Detect() {
@@ -214,6 +243,7 @@ void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
   }
   s.view = std::move(r);
   if (s.prepared && s.prepared->epoch() <= s.view->epoch()) s.prepared = nullptr;
+  ScopeTimer t(&res.ring_change_s);
   s.core->RingChanged(s.view);
 }
 
@@ -230,7 +260,10 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
       break;
     case Ctl::kPrepare:
       s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
-      s.core->Prepare(c.ring);
+      {
+        ScopeTimer t(&res.ring_change_s);
+        s.core->Prepare(c.ring);
+      }
       break;
     case Ctl::kRing:
       if (c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
@@ -365,7 +398,12 @@ void ClusterSim::State::Join() {
   AddServer(id, sched->ring());
   res.joins++;
   Note(kJoin, id, 0, "joins");
-  Act(sched->ServerJoined(id, now / 1000), -1);
+  RingCore::Decision d;
+  {
+    ScopeTimer t(&res.scheduler_s);
+    d = sched->ServerJoined(id, now / 1000);
+  }
+  Act(d, -1);
 }
 
 void ClusterSim::State::Leave() {
@@ -374,7 +412,11 @@ void ClusterSim::State::Leave() {
   if (c.size() < 2) return;
   Server& s = servers[c[rng.Below(c.size())]];
   if (s.leaving) return;
-  const RingCore::Decision d = sched->Leave(s.id, now / 1000);
+  RingCore::Decision d;
+  {
+    ScopeTimer t(&res.scheduler_s);
+    d = sched->Leave(s.id, now / 1000);
+  }
   if (d.refused.empty()) {
     s.leaving = true;
     res.leaves++;
@@ -491,11 +533,15 @@ void ClusterSim::State::Run() {
     res.events++;
     if (progress) progress->store(res.events, std::memory_order_relaxed);
     Step(e);
+    // Settled() walks every node: in a large cluster it is asked once per virtual millisecond
+    // (the settle time is then known to a millisecond), in a small one after every event.
+    const bool check = !faults && !done && now >= next_settle_check;
+    if (check && servers.size() + workers.size() > 64) next_settle_check = now + 1000;
     if (res.events > o.max_events && !done) {
       Fail("liveness: once faults stop, every request completes in bounded time",
            std::to_string(res.events) + " events by virtual time " + std::to_string(now) +
                " us without settling (messages that beget messages): " + Pending());
-    } else if (!faults && !done && Settled()) {
+    } else if (check && Settled()) {
       res.settle_us = now - o.fault_us;
       CheckFinal();
       done = true;
@@ -560,7 +606,12 @@ void ClusterSim::State::StepOnce(Event& e) {
              "refill report of server " + std::to_string(e.arg) + ": epoch " +
                  std::to_string(r.epoch) + " pending " + std::to_string(r.pending) +
                  (r.orphans.empty() ? "" : " orphans " + std::to_string(r.orphans.size())));
-        Act(sched->Refill(e.arg, 0, r.epoch, r.pending, now / 1000, r.orphans), -1);
+        RingCore::Decision d;
+        {
+          ScopeTimer t(&res.scheduler_s);
+          d = sched->Refill(e.arg, 0, r.epoch, r.pending, now / 1000, r.orphans);
+        }
+        Act(d, -1);
         return;
       }
       if (e.node >= kWorker0) {

@@ -78,7 +78,13 @@ struct ClusterSimResult {
   uint64_t pushes = 0, resends = 0, redirects = 0;
   uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
-  uint64_t epochs = 0;    // the last epoch issued
+  uint64_t epochs = 0;  // the last epoch issued
+  // Messages of the membership protocol (range copies and their requests, hand-over reports)
+  // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
+  // scheduler's decisions and in the servers' handling of a new or prepared ring (their
+  // refill and hand-over plans): what a membership change costs as the cluster grows.
+  uint64_t refill_messages = 0, handover_messages = 0, copy_messages = 0;
+  double scheduler_s = 0, ring_change_s = 0;
   int64_t settle_us = 0;  // virtual time from the end of the faults until all settled
   int64_t end_us = 0;     // virtual time at the end
   int final_servers = 0;

@@ -122,6 +122,7 @@ struct ClusterSim::State {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q;
   uint64_t seq = 0;
   int64_t now = 0;
+  int64_t next_settle_check = 0;
   bool faults = true, done = false;
   ClusterSimResult res;
   std::ostream* trace_out = nullptr;
