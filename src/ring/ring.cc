@@ -37,6 +37,7 @@ Ring::Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch
     Key end = i + 1 < pos.size() ? pos[i + 1].first : kMaxKey;
     add(pos[i].first, end, pos[i].second);
   }
+  for (size_t i = 0; i < segments_.size(); ++i) segments_of_[segments_[i].server].push_back(i);
 }
 
 size_t Ring::SegmentOf(Key k) const {
@@ -66,8 +67,9 @@ std::vector<size_t> Ring::SegmentsHeldBy(int server) const {
   if (n == 0) return out;
   const size_t want = std::min<size_t>(replicas_ + 1, servers_.size());
   std::vector<int> seen;  // distinct owners of the segments after the server's own
-  for (size_t j = 0; j < n; ++j) {
-    if (segments_[j].server != server) continue;
+  auto own = segments_of_.find(server);
+  if (own == segments_of_.end()) return out;
+  for (size_t j : own->second) {
     out.push_back(j);
     // Chain(i) walks back from i: the server is in it while the segments after j up to i have
     // fewer than `want` distinct owners (none of them the server: its next segment starts a
@@ -88,9 +90,10 @@ std::vector<size_t> Ring::SegmentsHeldBy(int server) const {
 
 std::vector<Range> Ring::RangesOf(int server) const {
   std::vector<Range> out;
-  for (const auto& s : segments_) {
-    if (s.server == server) out.push_back(s.range);
-  }
+  auto own = segments_of_.find(server);
+  if (own == segments_of_.end()) return out;
+  out.reserve(own->second.size());
+  for (size_t i : own->second) out.push_back(segments_[i].range);
   return out;
 }
 

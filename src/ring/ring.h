@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "ps/base.h"
@@ -73,6 +74,9 @@ class Ring {
   int replicas_ = 0;
   uint64_t epoch_ = 0;
   std::vector<RingSegment> segments_;
+  // Each server's segments (indices, in ring order): a server's ranges without a walk over
+  // every segment (at 1000 servers a copy's delivery asked for them on every message).
+  std::unordered_map<int, std::vector<size_t>> segments_of_;
 };
 
 }  // namespace ps

@@ -23,8 +23,10 @@ void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
   // Servers new to this worker's ring (joiners) never saw its clocks: it reports its progress
   // to every server as a clock does (KVWorker::OnRing), or a read held at a joiner waits for
   // a worker that has nothing more to send it (found by seed 7374).
-  bool joined = false;
-  for (int id : r->servers()) joined |= !std::count(before.begin(), before.end(), id);
+  std::vector<int> now_in = r->servers(), was_in = before;
+  std::sort(now_in.begin(), now_in.end());
+  std::sort(was_in.begin(), was_in.end());
+  const bool joined = !std::includes(was_in.begin(), was_in.end(), now_in.begin(), now_in.end());
   if (!joined || w.step == 0 || o.step_every_us == 0) return;
   Request report;
   report.op = Request::kClockOp;
