@@ -46,6 +46,8 @@ const char kClusterUsage[] =
     "  --max-degraded N     at most N server failures before every range has its copies again\n"
     "                       (default k; more can end in the scheduler's abort, a legitimate end)\n"
     "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
+    "  --kill-worker-every-s T --max-worker-kills N\n"
+    "                       workers killed (default none; at most N, default 2, never the last)\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --policy P           the servers' barrier policy (default ssp:1); under bsp and ssp:S\n"
@@ -126,6 +128,10 @@ int ClusterMain(int argc, char** argv) {
       o.inflight = static_cast<int>(Number(k, v));
     } else if (k == "--watch-key") {
       o.watch_key = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (k == "--kill-worker-every-s") {
+      o.kill_worker_every_us = Us(k, v);
+    } else if (k == "--max-worker-kills") {
+      o.max_worker_kills = static_cast<int>(Number(k, v));
     } else if (k == "--step-every-s") {
       o.step_every_us = Us(k, v);
     } else if (k == "--policy") {
@@ -179,7 +185,8 @@ int ClusterMain(int argc, char** argv) {
               << ",\"crashes\":" << r.crashes << ",\"pauses\":" << r.pauses
               << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
-              << ",\"epochs\":" << r.epochs << ",\"refill_messages\":" << r.refill_messages
+              << ",\"worker_kills\":" << r.worker_kills << ",\"epochs\":" << r.epochs
+              << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s
               << ",\"ring_change_s\":" << r.ring_change_s

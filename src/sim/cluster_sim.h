@@ -40,6 +40,11 @@ struct ClusterSimOptions {
   int64_t pause_every_us = 3000000;
   int64_t join_every_us = 4000000;
   int64_t leave_every_us = 5000000;
+  // Workers killed (0: none), at most max_worker_kills per run and never the last one: the
+  // scheduler declares them dead after timeout_us; their pushes not yet acknowledged may or may
+  // not be applied (each at most once).
+  int64_t kill_worker_every_us = 0;
+  int max_worker_kills = 2;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -78,6 +83,7 @@ struct ClusterSimResult {
   uint64_t pushes = 0, resends = 0, redirects = 0;
   uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
+  uint64_t worker_kills = 0;
   uint64_t epochs = 0;  // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the

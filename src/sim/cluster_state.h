@@ -45,7 +45,8 @@ struct ClusterSim::State {
     kLeave,      // the adversary: a server asks to leave
     kFaultsEnd,  // the faulty phase ends
     kStep,       // a worker begins a step: it reads every worker's step counter
-    kCompute     // a worker ends its step's work: it pushes its counter and calls Clock()
+    kCompute,    // a worker ends its step's work: it pushes its counter and calls Clock()
+    kKillWorker  // the adversary: a worker dies
   };
   static const char* KindName(int k);
 
@@ -115,6 +116,8 @@ struct ClusterSim::State {
     std::map<int64_t, Request> inflight;  // by timestamp
     int64_t next_ts = 0;
     int64_t step = 0;  // steps begun: Clock() ends one
+    bool dead = false, declared = false;
+    int64_t died_at = 0;
   };
 
   ClusterSimOptions o;
@@ -134,7 +137,9 @@ struct ClusterSim::State {
   std::map<int, Server> servers;
   std::map<int, Worker> workers;
   std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
-  std::map<Key, int64_t> ref;                       // every push's values, summed
+  std::map<Key, int64_t> ref;  // every acknowledged push's values (and live workers'), summed
+  // Values of dead workers' pushes that were not acknowledged: each may be applied or not.
+  std::map<Key, std::vector<int64_t>> maybe;
   std::vector<Key> universe;
   // Steps: worker i adds 1 to counters[i] in each of its steps, so a read of the counters at
   // step t under ssp:S (bsp: S = 0) must see each at t - S at least (the SSP read guarantee).
@@ -185,6 +190,11 @@ struct ClusterSim::State {
   // Sends the clocks whose steps' pushes are all acknowledged.
   void ReleaseClocks(Worker& w);
   void CheckRead(const Worker& w, const Request& r);
+  void KillWorker();
+  // True when extra (a server's value minus the acknowledged pushes' sum) is the sum of some of
+  // the dead workers' unacknowledged values for k, each taken at most once.
+  bool Explained(int64_t extra, Key k) const;
+  void DeclareWorkerDead(Worker& w);
 
   // ---- the adversary ----
   std::vector<int> Candidates(bool in_ring);

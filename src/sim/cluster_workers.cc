@@ -112,6 +112,8 @@ void ClusterSim::State::CheckRead(const Worker& w, const Request& r) {
   // t - S steps: the read holds each counter at t - S or more.
   const int64_t need = r.step - staleness;
   for (size_t i = 0; i < counters.size(); ++i) {
+    // A dead worker is out of every guarantee (the servers drop it from their step tables).
+    if (workers[kWorker0 + static_cast<int>(i)].dead) continue;
     auto g = r.got.find(counters[i]);
     const int64_t got = g == r.got.end() ? -1 : g->second;
     if (got < need) {
@@ -122,6 +124,65 @@ void ClusterSim::State::CheckRead(const Worker& w, const Request& r) {
       return;
     }
   }
+}
+
+void ClusterSim::State::KillWorker() {
+  At(now + Exp(o.kill_worker_every_us), kKillWorker, 0);
+  if (static_cast<int>(res.worker_kills) >= o.max_worker_kills) return;
+  std::vector<int> live;
+  for (const auto& w : workers) {
+    if (!w.second.dead) live.push_back(w.first);
+  }
+  if (live.size() < 2) return;
+  Worker& w = workers[live[rng.Below(live.size())]];
+  w.dead = true;
+  w.died_at = now;
+  res.worker_kills++;
+  // Its pushes not yet acknowledged, part by part, may have been applied or not.
+  for (auto& q : w.inflight) {
+    Request& r = q.second;
+    if (r.op != Request::kPushOp) continue;
+    for (int part : r.open) {
+      const Message& m = r.parts[part].msg;
+      const SArray<Key> keys(m.data[0]);
+      const SArray<int64_t> vals(m.data[1]);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ref[keys[i]] -= vals[i];
+        maybe[keys[i]].push_back(vals[i]);
+      }
+    }
+  }
+  w.inflight.clear();
+  Note(kKillWorker, w.id, 0, "dies");
+}
+
+void ClusterSim::State::DeclareWorkerDead(Worker& w) {
+  w.declared = true;
+  Note(kControl, 0, w.id, "declared worker " + std::to_string(w.id) + " dead");
+  auto c = std::make_shared<Ctl>();
+  c->type = Ctl::kNodeDead;
+  c->dead = w.id;
+  for (const auto& s : servers) {
+    if (!declared.count(s.first) && !s.second.gone) SendCtl(0, s.first, c);
+  }
+  for (const auto& v : workers) {
+    if (!v.second.dead) SendCtl(0, v.first, c);
+  }
+}
+
+bool ClusterSim::State::Explained(int64_t extra, Key k) const {
+  auto m = maybe.find(k);
+  if (m == maybe.end()) return extra == 0;
+  const auto& v = m->second;
+  if (v.size() > 20) return true;  // too many to enumerate: not checked (never at 2 kills)
+  for (uint64_t subset = 0; subset < (uint64_t{1} << v.size()); ++subset) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (subset >> i & 1) sum += v[i];
+    }
+    if (sum == extra) return true;
+  }
+  return false;
 }
 
 void ClusterSim::State::BeginStep(Worker& w) {

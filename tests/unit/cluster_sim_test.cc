@@ -114,6 +114,28 @@ TEST(ClusterSimTest, Seed4354ACopyHeldAgainDoesNotSpinTheServer) { ExpectHolds(4
 // consistency.join_ssp).
 TEST(ClusterSimTest, Seed7374WorkersReportTheirStepsToServersThatJoin) { ExpectHolds(7374); }
 
+// Workers die too (two per run at most): the scheduler declares them dead, the servers drop
+// them from their step tables (reads under bsp and ssp stop waiting for them), and each of
+// their pushes that was not acknowledged is found applied once or not at all, on every chain
+// member alike.
+TEST(ClusterSimTest, SeedsWithWorkerDeathsHoldEveryInvariant) {
+  uint64_t kills = 0, reads = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.kill_worker_every_us = 3000000;
+    o.policy = seed % 2 ? "bsp" : "ssp:1";
+    ClusterSim sim(o);
+    const ClusterSimResult r = sim.Run();
+    ASSERT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
+                      << " --kill-worker-every-s 3 --policy " << o.policy << " --trace";
+    kills += r.worker_kills;
+    reads += r.reads;
+  }
+  EXPECT_GT(kills, 12u);
+  EXPECT_GT(reads, 12u * 10);
+}
+
 // Steps with reads and clocks hold every invariant without faults (only reordering), where
 // every read is answered soon.
 TEST(ClusterSimTest, StepsWithoutServerFaultsReadEveryCounterInTime) {
