@@ -50,6 +50,8 @@ const char kClusterUsage[] =
     "                       workers killed (default none; at most N, default 2, never the last)\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
+    "  --rule sum|assign    the servers' update rule (default sum; assign: the last write wins,\n"
+    "                       so replicas that apply a range's updates out of order differ)\n"
     "  --policy P           the servers' barrier policy (default ssp:1); under bsp and ssp:S\n"
     "                       every read is checked against the SSP read guarantee\n"
     "  --hang-s T           a seed that makes no event for T wall-clock seconds is a hang\n"
@@ -134,6 +136,8 @@ int ClusterMain(int argc, char** argv) {
       o.max_worker_kills = static_cast<int>(Number(k, v));
     } else if (k == "--step-every-s") {
       o.step_every_us = Us(k, v);
+    } else if (k == "--rule") {
+      o.rule = v;
     } else if (k == "--policy") {
       o.policy = v;
     } else if (k == "--resend-s") {

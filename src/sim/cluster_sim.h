@@ -64,6 +64,12 @@ struct ClusterSimOptions {
   // Under bsp or ssp:S a read at step t must see every counter at t - S at least.
   int64_t step_every_us = 20000;
   std::string policy = "ssp:1";
+  // The servers' update rule: "sum" (the end check compares every chain member with the exact
+  // sum of the pushes) or "assign" (the last write wins: the order of a range's updates decides
+  // the value, so every chain member must have applied them in its master's order; the end
+  // check compares the members' slots, and reads are not checked: the step counters count
+  // under the sum rule only).
+  std::string rule = "sum";
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
