@@ -603,6 +603,8 @@ void ClusterSim::State::Step(Event& e) {
 }
 
 void ClusterSim::State::StepOnce(Event& e) {
+  // A dead worker does nothing more: what reaches it and its own timers are dropped.
+  if (e.node >= kWorker0 && workers[e.node].dead) return;
   switch (e.kind) {
     case kData:
     case kControl: {
@@ -637,7 +639,6 @@ void ClusterSim::State::StepOnce(Event& e) {
       }
       if (e.node >= kWorker0) {
         Worker& w = workers[e.node];
-        if (w.dead) return;
         if (e.kind == kControl) {
           WorkerControl(w, *e.ctl);
         } else {
@@ -667,10 +668,10 @@ void ClusterSim::State::StepOnce(Event& e) {
       return;
     }
     case kPush:
-      if (!workers[e.node].dead) Push(workers[e.node]);
+      Push(workers[e.node]);
       return;
     case kResend:
-      if (!workers[e.node].dead) Resend(workers[e.node]);
+      Resend(workers[e.node]);
       return;
     case kDetect:
       Detect();
@@ -694,10 +695,10 @@ void ClusterSim::State::StepOnce(Event& e) {
       if (faults) Leave();
       return;
     case kStep:
-      if (!workers[e.node].dead) BeginStep(workers[e.node]);
+      BeginStep(workers[e.node]);
       return;
     case kCompute:
-      if (!workers[e.node].dead) Compute(workers[e.node]);
+      Compute(workers[e.node]);
       return;
     case kKillWorker:
       if (faults) KillWorker();

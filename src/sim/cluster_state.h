@@ -185,6 +185,8 @@ struct ClusterSim::State {
   void Resend(Worker& w);
   // The steps whose pushes are all acknowledged (a request reports them as its done_step).
   int64_t SafeStep(const Worker& w) const;
+  // The step of the worker's oldest push not yet acknowledged (INT64_MAX: none).
+  int64_t OldestOpenPush(const Worker& w) const;
   void BeginStep(Worker& w);
   void Compute(Worker& w);
   // Sends the clocks whose steps' pushes are all acknowledged.

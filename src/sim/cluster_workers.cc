@@ -81,19 +81,20 @@ void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
   }
 }
 
-int64_t ClusterSim::State::SafeStep(const Worker& w) const {
-  int64_t safe = w.step;
-  for (const auto& q : w.inflight) {
-    if (q.second.op == Request::kPushOp) safe = std::min(safe, q.second.step);
-  }
-  return safe;
-}
-
-void ClusterSim::State::ReleaseClocks(Worker& w) {
-  int64_t oldest = INT64_MAX;  // the step of the oldest open push
+int64_t ClusterSim::State::OldestOpenPush(const Worker& w) const {
+  int64_t oldest = INT64_MAX;
   for (const auto& q : w.inflight) {
     if (q.second.op == Request::kPushOp) oldest = std::min(oldest, q.second.step);
   }
+  return oldest;
+}
+
+int64_t ClusterSim::State::SafeStep(const Worker& w) const {
+  return std::min(w.step, OldestOpenPush(w));
+}
+
+void ClusterSim::State::ReleaseClocks(Worker& w) {
+  const int64_t oldest = OldestOpenPush(w);
   for (auto& q : w.inflight) {
     Request& c = q.second;
     // The clock ends step c.step: it leaves once no push of that step or before is open.
