@@ -211,7 +211,8 @@ def kill_server(c, launch, job, hosts, rng, seed):
     c.check(sorted(set(ok)) == ["0", "1", "2", "3"],
             "replicated job: every sum exact after losing a server (OK from %s)" % ok)
     procs, launchers = scenarios.job_pids(out)
-    c.check(not assert_dead(procs + launchers), "no process is left after the fault job")
+    left = assert_dead(procs + launchers)
+    c.check(not left, "no process is left after the fault job (left: %s)" % left)
 
 
 def mpi_over_hosts(c, root, cfg, hosts, a):

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import skip, tempdir  # noqa: E402
+from fixtures import show, skip, tempdir  # noqa: E402
 import scenarios  # noqa: E402
 from scenarios import Checks  # noqa: E402
 
@@ -58,7 +58,7 @@ def main():
     if os.geteuid() == 0:
         rc, out = scenarios.run(me + ["--mpirun", openmpi, "-s", "1", "-w", "1", "--timeout",
                                       "60", "--", job, "--scenario", "sum"] + scenarios.SMALL)
-        print(out)
+        show(out)
         c.check(rc == 1 and "needs --allow-run-as-root in --launcher-args" in out,
                 "as root without --allow-run-as-root, the job fails and says what to add")
 

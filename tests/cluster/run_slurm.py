@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import Slurm, say  # noqa: E402
+from fixtures import Slurm, say, show  # noqa: E402
 import scenarios  # noqa: E402
 
 
@@ -60,21 +60,23 @@ def main():
                                           "--env", "PS_HEARTBEAT_TIMEOUT_MS=5000", "--", job,
                                           "--seed", a.seed] + scenarios.SUM_JOB,
                                 env=env, cwd=work)
-        print(out)
+        show(out)
         m = re.search(r"^(\d+)$", out, re.M)
         c.check(rc == 0 and m is not None, "--submit prints the Slurm job id (rc=%d)" % rc)
         if m:
             state = wait_job(env, m.group(1))
             log_path = os.path.join(work, "slurm-%s.out" % m.group(1))
             text = open(log_path).read() if os.path.exists(log_path) else ""
-            print(text)
+            show(text)
             c.check(state == "COMPLETED", "the submitted job completed (%s)" % state)
             ok = re.findall(r"^\[worker (\d+)\] OK worker", text, re.M)
             c.check(sorted(set(ok)) == ["0", "1", "2", "3"],
                     "submitted job: every worker found the exact sums (%s)" % ok)
             procs, launchers = scenarios.job_pids(text)
-            c.check(len(procs) == 8 and not scenarios.assert_dead(procs + launchers),
-                    "submitted job: 8 processes ran and none is left")
+            left = scenarios.assert_dead(procs + launchers)
+            c.check(len(procs) == 8 and not left,
+                    "submitted job: 8 processes ran (%d) and none is left (left: %s)"
+                    % (len(procs), left))
 
         scenarios.failing_worker(c, launch, job, env=env)
         scenarios.interrupt(c, launch, job, env=env)
@@ -83,7 +85,7 @@ def main():
                                   r"--export=ALL --distribution=cyclic python3 \S+/ps-task ")
         rc, out = scenarios.run(launch + ["--submit", "--dry-run", "-s", "1", "-w", "2", "--",
                                           job], env=env)
-        print(out)
+        show(out)
         exec_line = [l for l in out.splitlines() if l.startswith("exec ")]
         c.check(rc == 0 and "#SBATCH --ntasks=4" in out and len(exec_line) == 1 and
                 "--launcher slurm" in exec_line[0] and "--submit" not in exec_line[0] and

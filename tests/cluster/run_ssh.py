@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fixtures import Sshd, free_port  # noqa: E402
+from fixtures import Sshd, free_port, show  # noqa: E402
 import scenarios  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def main():
                "./kv_exact_job", "--scenario", "sum", "--seed", a.seed] + scenarios.SMALL
         # ps-launch runs in src, so the program path is relative to the synced copy.
         rc, out = scenarios.run(cmd, cwd=src)
-        print(out)
+        show(out)
         c.check(rc == 0 and len(re.findall(r"^\[worker \d\] OK", out, re.M)) == 3,
                 "--sync-dst-dir: the synced copy ran and the sums are exact (rc=%d)" % rc)
         c.check(os.path.exists(os.path.join(dst, "kv_exact_job")),
@@ -72,7 +72,7 @@ def main():
         rc, out = scenarios.run(launch + ["-s", "1", "-w", "a:1,b:2", "--timeout", "120",
                                           "--group-cmd", "b=" + own, "--", job, "--scenario",
                                           "sum", "--seed", a.seed] + scenarios.SMALL)
-        print(out)
+        show(out)
         said = sorted(re.findall(r"^\[worker (\d)\] GROUP-B-CMD", out, re.M))
         ok = sorted(re.findall(r"^\[worker (\d)\] OK", out, re.M))
         c.check(rc == 0 and said == ["1", "2"] and ok == ["0", "1", "2"],
@@ -95,7 +95,7 @@ def main():
                                  "ssh", "--hostfile", bad, "--launcher-args=-F " + cfg, "-s",
                                  "1", "-w", "1", "--timeout", "120", "--", job,
                                  "--scenario", "sum"] + scenarios.SMALL)
-        print(out)
+        show(out)
         c.check(rc == 1 and re.search(r"ssh to nowhere exited with code 255 before server 0",
                                       out) is not None,
                 "an unreachable host stops the job naming the host and the process (rc=%d)"
@@ -131,9 +131,9 @@ def join_over_ssh(c, a, hosts, cfg):
                               "--hostfile", hosts, "--launcher-args=-F " + cfg, "--join",
                               "127.0.0.1:%s" % port, "-s", "1", "-w", "0", "--timeout", "300",
                               "--"] + job)
-    print(jout)
+    show(jout)
     out = "".join(lines) + main.communicate()[0]
-    print(out)
+    show(out)
     c.check(rc == 0 and re.search(r"started server 0 pid \d+ on ", jout) is not None,
             "--join over ssh: the new server ran and exited 0 (rc=%d)" % rc)
     c.check(main.returncode == 0 and "cut-over to ring epoch 2" in out,

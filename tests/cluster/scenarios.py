@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from fixtures import assert_dead, reap_stale_namespaces, restore_cgroup_mounts, say
+from fixtures import assert_dead, reap_stale_namespaces, restore_cgroup_mounts, say, show
 
 # The core issue's integration job (a): 3 servers, 4 workers, 10^5 random sparse int64 keys
 # per worker (out of 10^6) with int64 values, 20 rounds, then every worker pulls all keys and
@@ -84,7 +84,7 @@ def exact_sum(c, launch, job, env=None, servers=3, workers=4, label="", extra_en
     cmd += ["--", job, "--seed", str(c.seed)] + SUM_JOB
     t = time.time()
     rc, out = run(cmd, env)
-    print(out)
+    show(out)
     ok = re.findall(r"^\[worker (\d+)\] OK worker", out, re.M)
     stats = re.findall(r"^\[server \d+\] STATS", out, re.M)
     c.check(rc == 0, "%sexact-sum job (%d servers, %d workers) exits 0 (rc=%d, %.1f s)"
@@ -97,14 +97,15 @@ def exact_sum(c, launch, job, env=None, servers=3, workers=4, label="", extra_en
     procs, launchers = job_pids(out)
     c.check(len(procs) == 1 + servers + workers, "%s%d job processes reported their PIDs"
             % (label, len(procs)))
-    c.check(not assert_dead(procs + launchers), "%sno process is left after the job" % label)
+    left = assert_dead(procs + launchers)
+    c.check(not left, "%sno process is left after the job (left: %s)" % (label, left))
     return out
 
 
 def failing_worker(c, launch, job, env=None):
     rc, out = run(launch + ["-s", "1", "-w", "2", "--timeout", "120", "--", job, "--scenario",
                             "fail"] + SMALL, env)
-    print(out)
+    show(out)
     c.check(rc == 1, "a failing worker makes ps-launch exit 1 (rc=%d)" % rc)
     # Worker 0 may fail right after (its sums miss worker 1's pushes): then both are named,
     # the first to end first, and that can be worker 0: worker 1 finalizes its node before it
@@ -144,7 +145,7 @@ def interrupt(c, launch, job, env=None, sig=signal.SIGINT):
         proc.kill()
         rest, _ = proc.communicate()
     seen += rest
-    print(seen)
+    show(seen)
     procs, launchers = job_pids(seen)
     what = "Ctrl-C" if sig == signal.SIGINT else "SIGKILL of ps-launch"
     want = 130 if sig == signal.SIGINT else -sig
@@ -157,7 +158,7 @@ def interrupt(c, launch, job, env=None, sig=signal.SIGINT):
 
 def dry_run(c, launch, job, env=None, expect_lines=None, pattern=None):
     rc, out = run(launch + ["-s", "2", "-w", "3", "--dry-run", "--", job] + SMALL, env)
-    print(out)
+    show(out)
     lines = [l for l in out.splitlines() if l and not l.startswith("#")]
     c.check(rc == 0, "--dry-run exits 0")
     if expect_lines is not None:
