@@ -110,6 +110,17 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     }
   }
   const auto verdict = seq_.Check(Entries(msg), Words(msg), held);
+  if (msg.meta.refetch() && IsMark(msg)) {
+    // Its master kept a copy whose points may have passed updates it lacks: whatever history
+    // this server holds, equal points prove nothing. Unless it holds the mark already (a
+    // resend, or a snapshot taken after it), it fetches the ranges from the master.
+    if (verdict != SeqMap::Verdict::kDuplicate) Refetch(Intersect(ProbeRanges(msg), held));
+    if (!replay) {
+      seq_.Advance(Entries(msg), Words(msg), advance);
+      ForwardOrAck(msg);
+    }
+    return Delivery::kApplied;
+  }
   if (msg.meta.probe() && verdict != SeqMap::Verdict::kGap) {
     // Caught up with the master's points: pass it on if the update is here, else this copy's
     // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
@@ -149,13 +160,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     Refetch(Intersect(ProbeRanges(msg), held));
     return Hold(msg, replay);
   }
-  bool ok;
-  if (msg.meta.aggregate()) {
-    ok = host_->ApplyAggregate(msg);
-  } else {
-    ok = host_->ApplyCopy(msg);
-  }
-  if (!ok) return Delivery::kRejected;  // never acknowledged: the master keeps it
+  if (!Apply(msg)) return Delivery::kRejected;  // never acknowledged: the master keeps it
   seq_.Advance(Entries(msg), Words(msg), advance);
   if (!replay) {
     // A copy of a range still being fetched: kept to apply again over it once it is imported
@@ -325,6 +330,7 @@ void ChainReplicator::TakeOver(const Ring& before, const Ring& after, bool prepa
     // A newer ring before the hand-over finished (a participant died): go on from here.
     for (const auto& a : awaiting_) {
       for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(after.epoch()));
+      jumped_.insert(jumped_.end(), a.second.begin(), a.second.end());
     }
     awaiting_.clear();
     handover_points_.clear();
@@ -341,6 +347,7 @@ void ChainReplicator::TakeOver(const Ring& before, const Ring& after, bool prepa
       } else {
         // The old master failed: its last updates reach no one (their workers resend them).
         seq_.Jump(s.range, SeqMap::Base(after.epoch()));
+        jumped_.push_back(s.range);
       }
     }
   }
@@ -587,7 +594,7 @@ void ChainReplicator::Replay(const RangeSet& imported) {
     // Aggregates: only the imported ranges (elsewhere applied on arrival, and an aggregate is
     // applied whole or not at all).
     Message part = b.msg.meta.aggregate() ? Aggregator::Within(b.msg, imported, esize_) : b.msg;
-    if (!part.data.empty()) Deliver(part, /*replay=*/true);
+    if (!part.data.empty() || IsMark(b.msg)) Deliver(part, /*replay=*/true);
   }
   // The next piece was asked for after every one of them arrived: only the other fetches
   // under way may still lack them.

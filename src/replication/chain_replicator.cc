@@ -337,6 +337,81 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
   ApplyOrphans([&](int m) { return !alive(m) && !awaiting_.count(m); });
   Reroute(*ring, alive);
+  RangeSet jumped;
+  jumped.swap(jumped_);
+  Announce(jumped, ring);
+}
+
+bool ChainReplicator::Apply(const Message& m) {
+  if (IsMark(m)) return true;
+  return m.meta.aggregate() ? host_->ApplyAggregate(m) : host_->ApplyCopy(m);
+}
+
+void ChainReplicator::Announce(const RangeSet& rs, std::shared_ptr<const Ring> ring, bool refetch) {
+  if (!ring) ring = CurrentRing();
+  if (!ring || rs.empty() || !Active(*ring)) return;
+  RangeSet mine = Intersect(Normalize(RangeSet(rs)), MasteredRanges(*ring, self_));
+  for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
+  if (mine.empty()) return;
+  FlushBatches();  // earlier updates of these ranges leave first
+  for (const Range& r : mine) {
+    // The units an update of the whole range would move (a unit may reach beyond r: moving
+    // the points of a part that did not jump is only one more step its members follow).
+    Message span;
+    span.meta.set_op(pb::Meta::DENSE_PUSH);
+    span.meta.set_range_begin(r.begin);
+    span.meta.set_range_end(r.end);
+    for (const Range& u : SeqRanges(span, *ring)) {
+      Message mark;
+      mark.meta.set_op(pb::Meta::DATA);
+      const int64_t ts = next_mark_++;
+      mark.meta.set_timestamp(ts);
+      mark.meta.set_origin(-1);
+      mark.meta.set_refetch(refetch);
+      std::vector<uint64_t> seq;
+      seq_.Bump(u, &seq);
+      for (uint64_t w : seq) mark.meta.add_seq(w);
+      const uint64_t e = EntryOf(-1, ts);
+      for (auto& p : MarkPieces(mark, *ring)) SendHop({e}, std::move(p));
+      if (entries_[e].open == 0) Flush(e);
+    }
+  }
+}
+
+std::vector<ChainPiece> ChainReplicator::MarkPieces(const Message& mark, const Ring& ring) const {
+  std::vector<ChainPiece> out;
+  const int n = mark.meta.seq_size();
+  if (n < static_cast<int>(SeqMap::kEntry)) return out;
+  const Range span(mark.meta.seq(0), mark.meta.seq(n - 3));
+  auto add = [&out, &mark](std::vector<int> path) {
+    if (path.empty()) return;
+    for (const auto& p : out) {
+      if (p.path == path) return;
+    }
+    out.push_back(ChainPiece{std::move(path), mark});
+  };
+  std::vector<RingSegment> segs;
+  ring.SliceRange(span, &segs);
+  for (const auto& s : segs) {
+    if (s.server != self_) continue;  // not this server's to number (it moved on)
+    auto chain = ring.Chain(ring.SegmentOf(s.range.begin));
+    chain.erase(std::remove(chain.begin(), chain.end(), self_), chain.end());
+    add(chain);
+  }
+  // Servers that join the range's chain at the prepared ring (their fetched copy carries the
+  // points it was taken at; the mark moves them on, as every copy they are sent does).
+  const auto next = host_->Prepared();
+  if (next && next->epoch() > ring.epoch()) {
+    std::vector<RingSegment> later;
+    next->SliceRange(span, &later);
+    for (const auto& s : later) {
+      const auto now = ring.Chain(ring.SegmentOf(s.range.begin));
+      for (int to : next->Chain(next->SegmentOf(s.range.begin))) {
+        if (to != self_ && std::find(now.begin(), now.end(), to) == now.end()) add({to});
+      }
+    }
+  }
+  return out;
 }
 
 void ChainReplicator::ApplyOrphans(const std::function<bool(int)>& gone) {
@@ -362,8 +437,7 @@ void ChainReplicator::ApplyOrphans(const std::function<bool(int)>& gone) {
   });
   for (auto& h : acknowledged) {
     const Message& m = h.msg;
-    const bool ok = m.meta.aggregate() ? host_->ApplyAggregate(m) : host_->ApplyCopy(m);
-    if (ok) seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
+    if (Apply(m)) seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
   }
 }
 
@@ -402,10 +476,12 @@ void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& 
       if (elsewhere) entries_[e].abandoned = true;
     }
     // Send the copy along the chains of the new ring (the heirs of the server that left).
-    auto pieces = hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, ring, esize_)
-                                           : SplitByChain(hop.msg, ring, esize_);
+    const bool mark = IsMark(hop.msg);
+    auto pieces = mark                       ? MarkPieces(hop.msg, ring)
+                  : hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, ring, esize_)
+                                             : SplitByChain(hop.msg, ring, esize_);
     for (auto& p : pieces) {
-      RestrictSeq(hop.msg, &p.msg);
+      if (!mark) RestrictSeq(hop.msg, &p.msg);
       SendHop(hop.entries, std::move(p));
     }
     for (uint64_t e : hop.entries) {
@@ -454,8 +530,10 @@ void ChainReplicator::Tick() {
   // The old master does not answer (it left, or died before the scheduler noticed): go on
   // without its last updates, which its workers resend here; jump past its history.
   LOG(WARNING) << "server " << self_ << " takes over without the old master's last points";
+  RangeSet jumped;
   for (const auto& a : awaiting_) {
     for (const Range& r : a.second) seq_.Jump(r, SeqMap::Base(handover_epoch_));
+    jumped.insert(jumped.end(), a.second.begin(), a.second.end());
   }
   reported_.clear();
   handover_points_.clear();
@@ -467,6 +545,7 @@ void ChainReplicator::Tick() {
     const auto& live = ring->servers();
     ApplyOrphans([&live](int m) { return std::find(live.begin(), live.end(), m) == live.end(); });
   }
+  Announce(jumped);
   CheckHandover();
 }
 

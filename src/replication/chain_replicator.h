@@ -138,6 +138,9 @@ class ChainReplicator {
   /// replicas that followed another history fetch the ranges from it.
   void Adopt(const RangeSet& rs, uint64_t epoch) {
     for (const Range& r : rs) seq_.Jump(r, SeqMap::Base(epoch));
+    // Copies applied while it fetched them may have moved its points past updates it lacks:
+    // equal points tell nothing here, so every member fetches the ranges from it.
+    Announce(rs, nullptr, /*refetch=*/true);
   }
   /// The first ring this server sees (the one hand-overs start from).
   void FirstRing(const std::shared_ptr<const Ring>& ring) {
@@ -249,6 +252,25 @@ class ChainReplicator {
   // The hop leaves the window (acknowledged, or re-routed): the copies waiting for room go.
   void Land(uint64_t id, const Hop& hop);
   void Pump(int receiver);
+  // After a jump over rs (a take-over without the old master's last points): one empty
+  // update (a mark: a copy without data) of each range this server masters there, numbered
+  // and sent down its chains at once. A member whose history of the range differs from this
+  // server's fetches the range afresh: at once when it applied an update this server never got
+  // (a mismatch), after the gap timeout when it lacks one this server has (a gap no copy
+  // fills). Waiting for the range's next update instead left it differing for as long as none
+  // came (ps_sim --cluster seeds 749 and 508 with worker deaths, 776 under --rule assign: the
+  // update in question was a dead worker's, never resent). refetch: every member fetches the
+  // ranges whatever its points (Adopt; seed 232 under --rule assign).
+  void Announce(const RangeSet& rs, std::shared_ptr<const Ring> ring = nullptr,
+                bool refetch = false);
+  // The paths a mark takes under ring: the chain of every segment its range meets, and each
+  // server that joins the range's chain at the prepared ring.
+  std::vector<ChainPiece> MarkPieces(const Message& mark, const Ring& ring) const;
+  static bool IsMark(const Message& m) {
+    return m.data.empty() && !m.meta.probe() && !m.meta.aggregate();
+  }
+  // Applies a copy, an aggregate or a mark (nothing to apply); false: rejected.
+  bool Apply(const Message& m);
   // Copies of an applied update for the servers that join at the prepared ring.
   std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
   // The ranges an update of msg moves the points of: the segments of the current ring it
@@ -300,6 +322,8 @@ class ChainReplicator {
   std::map<int, Flight> flights_;                         // by first replica
   std::map<std::pair<int, int64_t>, uint64_t> entry_of_;  // (worker, timestamp) -> entry
   uint64_t next_fwd_ = 1;
+  int64_t next_mark_ = 1;  // the timestamps of marks' entries (worker -1)
+  RangeSet jumped_;        // jumped at a ring change: announced once it is in force
   std::unique_ptr<Aggregator> agg_;
   int64_t window_us_ = 0, batch_since_us_ = 0;
   CopyStats copy_stats_;

@@ -187,6 +187,17 @@ void ClusterSim::State::Act(const RingCore::Decision& d, int dead) {
     return;
   }
   for (const auto& e : d.events) Note(kControl, 0, dead, e);
+  if (o.watch_key && o.trace) {
+    // The watched key's chain under each ring issued (a replica that differs at the end was
+    // in or out of it at some change).
+    for (const auto& r : {d.failover, d.prepare}) {
+      if (!r || r->servers().empty()) continue;
+      std::string chain;
+      for (int s : r->Chain(r->SegmentOf(o.watch_key))) chain += " " + std::to_string(s);
+      Note(kControl, 0, dead,
+           "watched key's chain under epoch " + std::to_string(r->epoch()) + ":" + chain);
+    }
+  }
   std::vector<int> live;
   for (const auto& s : servers) {
     if (!declared.count(s.first) && !s.second.gone) live.push_back(s.first);
@@ -580,11 +591,18 @@ void ClusterSim::State::Run() {
 
 void ClusterSim::State::Watch(const Event& e) {
   for (auto& sv : servers) {
-    const int64_t v = ValueOf(sv.second.store.get(), o.watch_key);
-    int64_t& last = watched_[sv.first];
+    const std::pair<int64_t, uint64_t> v{
+        ValueOf(sv.second.store.get(), o.watch_key),
+        sv.second.core ? sv.second.core->SeqPoint(o.watch_key) : 0};
+    auto& last = watched_[sv.first];
     if (v == last) continue;
+    // Points as epoch:count (a take-over jumps to the epoch's base).
+    auto point = [](uint64_t p) {
+      return std::to_string(p >> 40) + ":" + std::to_string(p & ((uint64_t{1} << 40) - 1));
+    };
     std::string what = "watched key at server " + std::to_string(sv.first) + ": " +
-                       std::to_string(last) + " -> " + std::to_string(v) + " after a " +
+                       std::to_string(last.first) + " @" + point(last.second) + " -> " +
+                       std::to_string(v.first) + " @" + point(v.second) + " after a " +
                        KindName(e.kind) + " event at node " + std::to_string(e.node);
     if (e.msg) {
       what += " (" + std::string(e.msg->meta.request() ? "request" : "reply") + " from " +

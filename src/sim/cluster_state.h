@@ -216,7 +216,7 @@ struct ClusterSim::State {
   void Run();
 
   // --watch-key: a trace line whenever a server's value of the key changes, naming the event.
-  std::map<int, int64_t> watched_;
+  std::map<int, std::pair<int64_t, uint64_t>> watched_;  // value, sequence point
   void Watch(const Event& e);
   void Step(Event& e);
   void StepOnce(Event& e);
