@@ -79,7 +79,7 @@ TEST(ClusterSimTest, FixedSeedsHoldEveryInvariant) {
 }
 
 // The bugs the simulation found, each fixed, each with a seed that finds it again when its fix
-// is taken out (checked one at a time: `ps_sim --cluster --seed 1 --seeds 3000` with the fix
+// is taken out (checked one at a time: `ps_sim --cluster --seed 1 --seeds 8000` with the fix
 // removed stops at the seed named). A change to the protocol or to the simulation changes
 // every run, so a seed that no longer fails without its fix is replaced by one that does
 // (docs/fault-tolerance.md, "Regression seeds").
@@ -121,15 +121,10 @@ TEST(ClusterSimTest, Seed441ARefillWaitsForTheHandOverOfItsRanges) { ExpectHolds
 // past the gap once their master is gone.
 TEST(ClusterSimTest, Seed6962AnAcknowledgedReplayedCopyOutlivesItsMaster) { ExpectHolds(6962); }
 
-// The same when the master left: the new master waited for its hand-over, took over at the
-// timeout, and the replayed copies it held waited for ever.
-TEST(ClusterSimTest, Seed1338AnAcknowledgedReplayedCopyOutlivesAMasterThatLeft) {
-  ExpectHolds(1338);
-}
-
-// A held copy that its delivery held again was released again at once, inside one event, for
-// ever: the server's thread spun (the run's watchdog reported no event for 20 s).
-TEST(ClusterSimTest, Seed4354ACopyHeldAgainDoesNotSpinTheServer) { ExpectHolds(4354); }
+// Two more fixes have no seed here since the marks changed the runs (no seed in 1-8000 fails
+// without them; docs/fault-tolerance.md, "Regression seeds"): the replayed copies of a master
+// that left, settled at the hand-over's timeout (found as seed 1338), and ReleaseHeld trying
+// each held copy once per pass (seed 4354: a copy held again spun the server).
 
 // A read held at a server that had joined waited for ever: the joiner's step table starts at
 // 0, and the other workers, done with their steps, had nothing more to send it. Workers now
