@@ -187,6 +187,8 @@ class ChainReplicator {
 
   /// A copy not acknowledged within this (doubling per resend, up to 16 times) is sent again.
   static constexpr int64_t kHopResendUs = 500000;
+  /// However slow the replica's acknowledgements were, a copy waits at most this long.
+  static constexpr int64_t kHopMaxUs = 16 * kHopResendUs;
   static constexpr size_t kMaxHeldCopies = 4096;
   static constexpr size_t kMaxEarly = 4096;
   /// Copies unacknowledged per replica: beyond either bound the next copy waits at its master
@@ -235,7 +237,7 @@ class ChainReplicator {
   enum class Delivery { kApplied, kHeld, kRejected };
 
   // How long a copy is given before it is sent again: the receiver's round-trip timeout (at
-  // least kHopResendUs), doubling per timer resend, 16x at most.
+  // least kHopResendUs), doubling per timer resend, 16x at most, and never past kHopMaxUs.
   int64_t HopInterval(const Hop& h) const;
   std::shared_ptr<const Ring> CurrentRing() const { return ring_ ? ring_() : nullptr; }
   // Re-routes along ring's chains every copy on its way to a server for which alive is false.

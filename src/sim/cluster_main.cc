@@ -48,6 +48,9 @@ const char kClusterUsage[] =
     "  --keys N --keys-per-push N --push-every-s T --inflight N --resend-s T\n"
     "  --kill-worker-every-s T --max-worker-kills N\n"
     "                       workers killed (default none; at most N, default 2, never the last)\n"
+    "  --partition-every-s T --partition-max-s D\n"
+    "                       the data network split in two halves at random for up to D (default\n"
+    "                       1.5) seconds (default none); the scheduler's links stay up\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --rule sum|assign    the servers' update rule (default sum; assign: the last write wins,\n"
@@ -132,6 +135,10 @@ int ClusterMain(int argc, char** argv) {
       o.watch_key = std::strtoull(v.c_str(), nullptr, 10);
     } else if (k == "--kill-worker-every-s") {
       o.kill_worker_every_us = Us(k, v);
+    } else if (k == "--partition-every-s") {
+      o.partition_every_us = Us(k, v);
+    } else if (k == "--partition-max-s") {
+      o.partition_max_us = Us(k, v);
     } else if (k == "--max-worker-kills") {
       o.max_worker_kills = static_cast<int>(Number(k, v));
     } else if (k == "--step-every-s") {
@@ -189,7 +196,8 @@ int ClusterMain(int argc, char** argv) {
               << ",\"crashes\":" << r.crashes << ",\"pauses\":" << r.pauses
               << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
-              << ",\"worker_kills\":" << r.worker_kills << ",\"epochs\":" << r.epochs
+              << ",\"worker_kills\":" << r.worker_kills << ",\"partitions\":" << r.partitions
+              << ",\"partition_drops\":" << r.partition_drops << ",\"epochs\":" << r.epochs
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s

@@ -30,9 +30,10 @@ class ScopeTimer {
 }  // namespace
 
 const char* ClusterSim::State::KindName(int k) {
-  static const char* names[] = {
-      "data",   "control", "tick", "push",  "resend",     "detect", "crash",   "pause",
-      "resume", "lease",   "join", "leave", "faults-end", "step",   "compute", "kill-worker"};
+  static const char* names[] = {"data",        "control",   "tick",       "push",   "resend",
+                                "detect",      "crash",     "pause",      "resume", "lease",
+                                "join",        "leave",     "faults-end", "step",   "compute",
+                                "kill-worker", "partition", "heal"};
   return names[k];
 }
 
@@ -98,6 +99,10 @@ void ClusterSim::State::SendData(Message& m) {
     res.handover_messages++;
   } else if (m.meta.replica()) {
     res.copy_messages++;
+  }
+  if (Cut(m.meta.sender(), m.meta.receiver())) {
+    res.partition_drops++;
+    return;
   }
   if (faults && o.loss > 0 && rng.Uniform() < o.loss) {
     res.dropped++;
@@ -389,6 +394,32 @@ void ClusterSim::State::Pause() {
   At(now + len, kResume, s.id);
 }
 
+void ClusterSim::State::Partition() {
+  At(now + Exp(o.partition_every_us), kPartition, 0);
+  if (!cut_side.empty()) return;  // one at a time
+  std::vector<int> live;
+  for (const auto& s : servers) {
+    if (s.second.up() && !declared.count(s.first)) live.push_back(s.first);
+  }
+  for (const auto& w : workers) {
+    if (!w.second.dead) live.push_back(w.first);
+  }
+  std::set<int> side;
+  for (int id : live) {
+    if (rng.Below(2)) side.insert(id);
+  }
+  if (side.empty() || side.size() == live.size()) return;
+  const int64_t len =
+      1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.partition_max_us)));
+  cut_side = side;
+  res.partitions++;
+  std::string a;
+  for (int id : side) a += " " + std::to_string(id);
+  Note(kPartition, 0, 0,
+       "the data network splits for " + std::to_string(len) + " us:" + a + " | the rest");
+  At(now + len, kHeal, 0);
+}
+
 void ClusterSim::State::Resume(Server& s) {
   s.paused = false;
   Note(kResume, s.id, 0, "resumes");
@@ -557,6 +588,7 @@ void ClusterSim::State::Run() {
   if (o.join_every_us > 0) At(Exp(o.join_every_us), kJoin, 0);
   if (o.leave_every_us > 0) At(Exp(o.leave_every_us), kLeave, 0);
   if (o.kill_worker_every_us > 0) At(Exp(o.kill_worker_every_us), kKillWorker, 0);
+  if (o.partition_every_us > 0) At(Exp(o.partition_every_us), kPartition, 0);
   At(o.fault_us, kFaultsEnd, 0);
   while (!done && !q.empty()) {
     Event e = q.top();
@@ -721,8 +753,17 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kKillWorker:
       if (faults) KillWorker();
       return;
+    case kPartition:
+      if (faults) Partition();
+      return;
+    case kHeal:
+      if (!cut_side.empty()) Note(kHeal, 0, 0, "the partition heals");
+      cut_side.clear();
+      return;
     case kFaultsEnd:
       faults = false;
+      if (!cut_side.empty()) Note(kHeal, 0, 0, "the partition heals (faults stop)");
+      cut_side.clear();
       Note(kFaultsEnd, 0, 0, "faults stop");
       return;
   }
@@ -742,6 +783,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   if (o.timeout_us <= o.heartbeat_us) throw Error("--timeout-us must exceed --heartbeat-us");
   if (o.jitter_us < 0 || o.latency_us < 0) throw Error("--latency-us and --jitter-us must be >= 0");
   if (o.step_every_us < 0) throw Error("--step-every-s must be >= 0");
+  if (o.partition_every_us < 0 || o.partition_max_us < 1) {
+    throw Error("--partition-every-s must be >= 0 and --partition-max-s > 0");
+  }
   ParsePolicy(o.policy, "--policy");  // throws naming the option
   if (o.rule != "sum" && o.rule != "assign") throw Error("--rule must be sum or assign");
 }

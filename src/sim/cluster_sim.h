@@ -45,6 +45,13 @@ struct ClusterSimOptions {
   // not be applied (each at most once).
   int64_t kill_worker_every_us = 0;
   int max_worker_kills = 2;
+  // Partitions of the data network (0: none): the live servers and workers split in two at
+  // random, and no data message crosses between the halves for up to partition_max_us
+  // (uniform). The scheduler's connections stay up (a switch between racks fails, the
+  // control network does not), so nobody is declared dead for it; messages on their way when
+  // it begins still arrive. One partition at a time; the last heals when the faults end.
+  int64_t partition_every_us = 0;
+  int64_t partition_max_us = 1500000;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -90,7 +97,8 @@ struct ClusterSimResult {
   uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
   uint64_t worker_kills = 0;
-  uint64_t epochs = 0;  // the last epoch issued
+  uint64_t partitions = 0, partition_drops = 0;  // partitions made, messages they stopped
+  uint64_t epochs = 0;                           // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
   // scheduler's decisions and in the servers' handling of a new or prepared ring (their

@@ -31,22 +31,24 @@ struct ClusterSim::State {
   static constexpr size_t kTraceKeep = 40;
 
   enum Kind {
-    kData,       // a data message reaches a node
-    kControl,    // a control message reaches a node (or the scheduler: node 0)
-    kTick,       // a server's timers
-    kPush,       // a worker issues a push
-    kResend,     // a worker resends what is overdue
-    kDetect,     // the scheduler looks for silent servers
-    kCrash,      // the adversary: a server dies
-    kPause,      // the adversary: a server stops for a while
-    kResume,     // the end of a pause
-    kLease,      // a resumed server's read lease is confirmed or it is fenced
-    kJoin,       // the adversary: a server joins
-    kLeave,      // the adversary: a server asks to leave
-    kFaultsEnd,  // the faulty phase ends
-    kStep,       // a worker begins a step: it reads every worker's step counter
-    kCompute,    // a worker ends its step's work: it pushes its counter and calls Clock()
-    kKillWorker  // the adversary: a worker dies
+    kData,        // a data message reaches a node
+    kControl,     // a control message reaches a node (or the scheduler: node 0)
+    kTick,        // a server's timers
+    kPush,        // a worker issues a push
+    kResend,      // a worker resends what is overdue
+    kDetect,      // the scheduler looks for silent servers
+    kCrash,       // the adversary: a server dies
+    kPause,       // the adversary: a server stops for a while
+    kResume,      // the end of a pause
+    kLease,       // a resumed server's read lease is confirmed or it is fenced
+    kJoin,        // the adversary: a server joins
+    kLeave,       // the adversary: a server asks to leave
+    kFaultsEnd,   // the faulty phase ends
+    kStep,        // a worker begins a step: it reads every worker's step counter
+    kCompute,     // a worker ends its step's work: it pushes its counter and calls Clock()
+    kKillWorker,  // the adversary: a worker dies
+    kPartition,   // the adversary: the data network splits in two
+    kHeal         // the end of a partition
   };
   static const char* KindName(int k);
 
@@ -193,6 +195,11 @@ struct ClusterSim::State {
   void ReleaseClocks(Worker& w);
   void CheckRead(const Worker& w, const Request& r);
   void KillWorker();
+  void Partition();
+  // True while a partition keeps a data message from `from` to `to`.
+  bool Cut(int from, int to) const {
+    return !cut_side.empty() && cut_side.count(from) != cut_side.count(to);
+  }
   // True when extra (a server's value minus the acknowledged pushes' sum) is the sum of some of
   // the dead workers' unacknowledged values for k, each taken at most once.
   bool Explained(int64_t extra, Key k) const;
@@ -216,6 +223,7 @@ struct ClusterSim::State {
   void Run();
 
   // --watch-key: a trace line whenever a server's value of the key changes, naming the event.
+  std::set<int> cut_side;  // one half of the partition in force (empty: none)
   std::map<int, std::pair<int64_t, uint64_t>> watched_;  // value, sequence point
   void Watch(const Event& e);
   void Step(Event& e);

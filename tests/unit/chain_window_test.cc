@@ -345,5 +345,27 @@ TEST(ChainWindowTest, AReplicaLackingAnUpdateLearnsItWhenItsMasterTakesOver) {
   EXPECT_EQ(p.server(first).CheckEntries(), "");
 }
 
+// An acknowledgement that comes late (the replica held the copy behind a gap, or a partition
+// healed) is a round-trip sample all the same, and the estimate grew without bound: a copy
+// lost after one that took 30 s was sent again only after srtt + 4 rttvar = 90 s, and its push
+// waited as long (ps_sim --cluster --partition-every-s 1, seed 588: not settled within 60 s).
+// A copy now waits at most ChainReplicator::kHopMaxUs before it goes again.
+TEST(ChainWindowTest, ALateAcknowledgementDoesNotPutOffTheNextResendForMinutes) {
+  Pair p(2);
+  const Key k = 12345;
+  ASSERT_EQ(p.ring().Owner(k), kMaster);
+  p.PushKey(0, k);
+  p.Advance(30 * 1000 * 1000);  // the copy reaches the replica 30 s later (sent once: a sample)
+  p.Drain();
+  ASSERT_EQ(p.replied(), 1u);
+  p.PushKey(1, k);
+  ASSERT_EQ(p.link(kMaster, kReplica).size(), 1u);
+  p.link(kMaster, kReplica).clear();  // lost
+  p.Run(ChainReplicator::kHopMaxUs + 1000 * 1000, 100 * 1000);
+  EXPECT_EQ(p.replied(), 2u) << "the lost copy was not sent again within "
+                             << ChainReplicator::kHopMaxUs << " us";
+  EXPECT_EQ(ValueAt(&p, kReplica, k), 1 + 2);  // the sum of both pushes
+}
+
 }  // namespace
 }  // namespace ps
