@@ -240,6 +240,20 @@ TEST(ChainWindowTest, ASleepingReplicaIsSentAtMostAWindowOfBytes) {
   PushWhileTheReplicaSleeps(pushes, 8, width, 12);
 }
 
+// Three servers, k's chain master -> first -> second: a push of k (value 1) reaches the first
+// replica, and its forward to the second is lost.
+void PushAndLoseTheForward(Pair* p, Key k, int* master, int* first, int* second) {
+  const auto chain = p->ring().Chain(p->ring().SegmentOf(k));
+  ASSERT_EQ(chain.size(), 3u);
+  *master = chain[0];
+  *first = chain[1];
+  *second = chain[2];
+  p->PushKey(0, k);
+  p->Deliver(*master, *first);
+  ASSERT_EQ(p->link(*first, *second).size(), 1u);
+  p->link(*first, *second).clear();
+}
+
 // A copy lost between two replicas (master -> first -> second) is filled as soon as the second
 // holds a later copy and asks its master: the master sends the older copy to the first replica
 // again, which passes it on. Before, the master resent only copies whose first receiver asked,
@@ -249,13 +263,8 @@ TEST(ChainWindowTest, ASleepingReplicaIsSentAtMostAWindowOfBytes) {
 TEST(ChainWindowTest, ALostForwardIsResentWhenTheLastReplicaAsks) {
   Pair p(3);
   const Key k = 12345;
-  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
-  ASSERT_EQ(chain.size(), 3u);
-  const int master = chain[0], first = chain[1], second = chain[2];
-  p.PushKey(0, k);
-  p.Deliver(master, first);
-  ASSERT_EQ(p.link(first, second).size(), 1u);
-  p.link(first, second).clear();  // the forward is lost
+  int master, first, second;
+  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(&p, k, &master, &first, &second));
   p.Advance(ChainReplicator::kHopResendUs / 10);
   p.PushKey(1, k);
   p.Deliver(master, first);
@@ -324,13 +333,8 @@ TEST(ChainWindowTest, ACopyToAJoinerThatDiedHoldsNoAcknowledgement) {
 TEST(ChainWindowTest, AReplicaLackingAnUpdateLearnsItWhenItsMasterTakesOver) {
   Pair p(3);
   const Key k = 12345;
-  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
-  ASSERT_EQ(chain.size(), 3u);
-  const int master = chain[0], first = chain[1], second = chain[2];
-  p.PushKey(0, k);
-  p.Deliver(master, first);
-  ASSERT_EQ(p.link(first, second).size(), 1u);
-  p.link(first, second).clear();  // the forward is lost
+  int master, first, second;
+  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(&p, k, &master, &first, &second));
   ASSERT_EQ(ValueAt(&p, first, k), 1);
   ASSERT_EQ(ValueAt(&p, second, k), 0);
 

@@ -33,26 +33,28 @@ void ExpectHolds(uint64_t seed) {
   EXPECT_GT(r.pushes, 0u) << "seed " << seed;
 }
 
+// Runs options o and expects every invariant to hold; `flags` are the ps_sim options that
+// replay it (printed on failure).
+ClusterSimResult Holds(const ClusterSimOptions& o, const std::string& flags) {
+  ClusterSim sim(o);
+  const ClusterSimResult r = sim.Run();
+  EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << o.seed << " " << flags
+                    << " --trace";
+  return r;
+}
+
 // The same with workers killed every 3 s (at most two per run), or under the assign rule.
 void ExpectHoldsWithWorkerDeaths(uint64_t seed) {
   ClusterSimOptions o;
   o.seed = seed;
   o.kill_worker_every_us = 3000000;
-  ClusterSim sim(o);
-  const ClusterSimResult r = sim.Run();
-  EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
-                    << " --kill-worker-every-s 3 --trace";
-  EXPECT_GT(r.worker_kills, 0u) << "seed " << seed;
+  EXPECT_GT(Holds(o, "--kill-worker-every-s 3").worker_kills, 0u) << "seed " << seed;
 }
 void ExpectHoldsUnderAssign(uint64_t seed) {
   ClusterSimOptions o;
   o.seed = seed;
   o.rule = "assign";
-  ClusterSim sim(o);
-  const ClusterSimResult r = sim.Run();
-  EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
-                    << " --rule assign --trace";
-  EXPECT_GT(r.pushes, 0u) << "seed " << seed;
+  EXPECT_GT(Holds(o, "--rule assign").pushes, 0u) << "seed " << seed;
 }
 
 TEST(ClusterSimTest, FixedSeedsHoldEveryInvariant) {
@@ -192,10 +194,8 @@ TEST(ClusterSimTest, SeedsWithPartitionsHoldEveryInvariant) {
     ClusterSimOptions o;
     o.seed = seed;
     o.partition_every_us = 1000000;
-    ClusterSim sim(o);
-    const ClusterSimResult r = sim.Run();
-    ASSERT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
-                      << " --partition-every-s 1 --trace";
+    const ClusterSimResult r = Holds(o, "--partition-every-s 1");
+    if (!r.ok) return;
     partitions += r.partitions;
     drops += r.partition_drops;
   }
