@@ -8,7 +8,7 @@ RingCore::RingCore(const std::vector<int>& servers, int vnodes, int replicas, ui
     : ring_(std::make_shared<Ring>(servers, vnodes, replicas, epoch)),
       epochs_issued_(epoch),
       live_servers_(servers.begin(), servers.end()) {
-  copies_.Reset(*ring_);
+  ResetCopies();
 }
 
 bool RingCore::InRing(const Ring& r, int id) const {
@@ -85,6 +85,7 @@ RingCore::Decision RingCore::NodeDead(int id, int64_t now_ms) {
     // Only a range none of whose copies is left is lost (failures in other chains are not):
     // the tracker knows who holds what since the last refill (DESIGN §8, 6).
     const std::vector<Range> orphans = copies_.Lost(id);
+    copies_full_ = 0;
     if (left.empty() || !orphans.empty()) {
       d.abort =
           "server node " + std::to_string(id) + " died (" + std::to_string(failures_since_full_) +
@@ -169,7 +170,7 @@ void RingCore::CheckRefill(int64_t now_ms, Decision* d) {
                         std::to_string(now_ms - prepare_started_ms_) + " ms");
     ring_ = next_ring_;
     next_ring_ = nullptr;
-    copies_.Reset(*ring_);
+    ResetCopies();
     d->cut = ring_;
     // Servers that left are gone from the ring now: barriers stop waiting for them, and their
     // last messages are ignored (not fenced: they did nothing wrong).
@@ -183,7 +184,7 @@ void RingCore::CheckRefill(int64_t now_ms, Decision* d) {
     for (int s : left_) leaving_.erase(s);
     return;
   }
-  copies_.Reset(*ring_);
+  ResetCopies();
   if (failures_since_full_ > 0) {
     d->events.push_back("refill done: every key range has its copies again under ring epoch " +
                         std::to_string(ring_->epoch()) + " (" +

@@ -96,6 +96,15 @@ class RingCore {
   // (server, app) -> the last refill report: (epoch, pending ranges).
   std::map<std::pair<int, int>, std::pair<uint64_t, uint64_t>> refill_;
   CopyTracker copies_;
+  // The epoch whose ring copies_ was last reset to in full (0: changed since): a report after
+  // the refill ended changes nothing, and resetting the tracker for each of them (S reports
+  // per change) was most of the scheduler's time at 1000 servers.
+  uint64_t copies_full_ = 0;
+  void ResetCopies() {
+    if (copies_full_ == ring_->epoch()) return;
+    copies_.Reset(*ring_);
+    copies_full_ = ring_->epoch();
+  }
   int failures_since_full_ = 0;
   int64_t degraded_since_ms_ = 0;
   int64_t prepare_started_ms_ = 0;
