@@ -5,6 +5,7 @@
 #define PS_SIM_CLUSTER_STATE_H_
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -25,6 +26,19 @@
 #include "util/rng.h"
 
 namespace ps {
+
+// Adds the wall-clock time of its scope to *acc (measurement only: never changes a run).
+class ScopeTimer {
+ public:
+  explicit ScopeTimer(double* acc) : acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  ~ScopeTimer() {
+    *acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double* acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 struct ClusterSim::State {
   static constexpr int kWorker0 = 100000;  // worker ids; servers (joiners too) are below

@@ -1,0 +1,156 @@
+// ClusterSim's adversary: crashes, pauses (and the read lease of a server that resumes), joins,
+// leaves and partitions of the data network, each at seeded random times during the faulty
+// phase, within the failures the replication factor allows.
+#include <algorithm>
+
+#include "sim/cluster_sim.h"
+#include "sim/cluster_state.h"
+
+namespace ps {
+
+std::vector<int> ClusterSim::State::Candidates(bool in_ring) {
+  std::vector<int> out;
+  for (const auto& s : servers) {
+    const Server& v = s.second;
+    if (!v.up() || v.paused || declared.count(v.id)) continue;
+    if (in_ring && !InRing(*sched->ring(), v.id)) continue;
+    out.push_back(v.id);
+  }
+  return out;
+}
+
+// Failures under way: counted by the scheduler, and those it has not noticed yet.
+int ClusterSim::State::Degraded() const {
+  int n = sched->failures_since_full();
+  for (const auto& s : servers) {
+    const Server& v = s.second;
+    if (!declared.count(v.id) && (v.crashed || (v.paused && v.lease_until < 0))) n++;
+  }
+  return n;
+}
+
+bool ClusterSim::State::MayFail() {
+  const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
+  return Degraded() < limit && Candidates(true).size() > 1;
+}
+
+void ClusterSim::State::Crash() {
+  At(now + Exp(o.crash_every_us), kCrash, 0);
+  // Any server: a joiner that dies during its pre-copy too (its ranges have copies elsewhere,
+  // so only a member of the ring counts against the failures allowed).
+  auto c = Candidates(false);
+  if (c.empty()) return;
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (InRing(*sched->ring(), s.id) && !MayFail()) return;
+  s.crashed = true;
+  s.silent_since = now;
+  res.crashes++;
+  Note(kCrash, s.id, 0, "crashes");
+}
+
+void ClusterSim::State::Pause() {
+  At(now + Exp(o.pause_every_us), kPause, 0);
+  auto c = Candidates(false);
+  if (c.empty()) return;
+  const int64_t len = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.pause_max_us)));
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (len > o.timeout_us / 2 && InRing(*sched->ring(), s.id) && !MayFail()) return;
+  s.paused = true;
+  s.silent_since = now;
+  s.lease_until = len > o.timeout_us / 2 ? -1 : 0;  // -1: the lease lapses (a long pause)
+  res.pauses++;
+  if (len > o.timeout_us / 2) res.long_pauses++;
+  Note(kPause, s.id, 0, "pauses for " + std::to_string(len) + " us");
+  At(now + len, kResume, s.id);
+}
+
+void ClusterSim::State::Partition() {
+  At(now + Exp(o.partition_every_us), kPartition, 0);
+  if (!cut_side.empty()) return;  // one at a time
+  std::vector<int> live;
+  for (const auto& s : servers) {
+    if (s.second.up() && !declared.count(s.first)) live.push_back(s.first);
+  }
+  for (const auto& w : workers) {
+    if (!w.second.dead) live.push_back(w.first);
+  }
+  std::set<int> side;
+  for (int id : live) {
+    if (rng.Below(2)) side.insert(id);
+  }
+  if (side.empty() || side.size() == live.size()) return;
+  const int64_t len =
+      1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.partition_max_us)));
+  cut_side = side;
+  res.partitions++;
+  std::string a;
+  for (int id : side) a += " " + std::to_string(id);
+  Note(kPartition, 0, 0,
+       "the data network splits for " + std::to_string(len) + " us:" + a + " | the rest");
+  At(now + len, kHeal, 0);
+}
+
+void ClusterSim::State::Resume(Server& s) {
+  s.paused = false;
+  Note(kResume, s.id, 0, "resumes");
+  if (s.lease_until < 0) {
+    // Its heartbeat thread stalled past half the timeout: it serves no request until a beat
+    // sent now comes back (node_control.cc, LeaseValid), and learns then if it was replaced.
+    s.lease_until = now + 2 * (o.latency_us + o.jitter_us) + 1;
+    At(s.lease_until, kLease, s.id);
+  }
+  std::deque<Event> inbox;
+  inbox.swap(s.inbox);
+  for (auto& e : inbox) {
+    if (!s.up()) break;
+    if (e.kind == kControl) {
+      ServerControl(s, *e.ctl);
+    } else {
+      ServerData(s, *e.msg);
+    }
+    if (done) return;
+  }
+}
+
+void ClusterSim::State::Lease(Server& s) {
+  if (declared.count(s.id)) {
+    s.fenced = true;
+    Note(kLease, s.id, 0, "fenced at its lease check");
+  }
+  s.lease_until = 0;
+}
+
+void ClusterSim::State::Join() {
+  At(now + Exp(o.join_every_us), kJoin, 0);
+  const int id = next_server++;
+  AddServer(id, sched->ring());
+  res.joins++;
+  Note(kJoin, id, 0, "joins");
+  RingCore::Decision d;
+  {
+    ScopeTimer t(&res.scheduler_s);
+    d = sched->ServerJoined(id, now / 1000);
+  }
+  Act(d, -1);
+}
+
+void ClusterSim::State::Leave() {
+  At(now + Exp(o.leave_every_us), kLeave, 0);
+  auto c = Candidates(true);
+  if (c.size() < 2) return;
+  Server& s = servers[c[rng.Below(c.size())]];
+  if (s.leaving) return;
+  RingCore::Decision d;
+  {
+    ScopeTimer t(&res.scheduler_s);
+    d = sched->Leave(s.id, now / 1000);
+  }
+  if (d.refused.empty()) {
+    s.leaving = true;
+    res.leaves++;
+    Note(kLeave, s.id, 0, "asks to leave");
+  }
+  Act(d, -1);
+}
+
+}  // namespace ps
