@@ -180,6 +180,11 @@ std::vector<int> Membership::Silent(int64_t now_ms, int64_t timeout_ms) const {
   return out;
 }
 
+void Membership::Paused(int64_t now_ms, int64_t pause_ms) {
+  if (pause_ms <= 0) return;
+  for (auto& s : last_seen_) s.second = std::min(now_ms, s.second + pause_ms);
+}
+
 int Membership::GroupIndex(const std::string& name) const {
   return Config::GroupIndexIn(groups_, name);
 }

@@ -83,6 +83,11 @@ class Membership {
   int64_t Heartbeat(int id, int64_t now_ms);
   /// Ids of nodes silent for longer than timeout_ms at now_ms (the scheduler excluded).
   std::vector<int> Silent(int64_t now_ms, int64_t timeout_ms) const;
+  /// Records that the scheduler itself did not run for pause_ms up to now_ms (its process was
+  /// stopped, swapped out or starved of CPU). Silence is counted only while the scheduler was
+  /// listening: a pause is added to every node's last word (at most up to now_ms), so that the
+  /// first look after it does not declare dead every node whose beats wait unread.
+  void Paused(int64_t now_ms, int64_t pause_ms);
 
   /// Records that node id entered barrier (groups, seq). Returns the ids to release (every
   /// member of the groups) when this arrival completes the barrier, else nothing. Arrivals of

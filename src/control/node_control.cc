@@ -467,11 +467,23 @@ void Node::Impl::HeartbeatLoop() {
   const int tick = cfg.role == Role::kScheduler ? std::min(cfg.heartbeat_interval_ms, 20)
                                                 : cfg.heartbeat_interval_ms;
   int64_t next_beat = NowMs() + cfg.heartbeat_interval_ms;
+  int64_t last_look = NowMs();
   while (running_) {
     cv_.wait_for(lk, std::chrono::milliseconds(tick));
     if (!running_) break;
     if (cfg.role == Role::kScheduler) {
       const int64_t now = NowMs();
+      // A scheduler that did not run for longer than a beat interval (stopped, swapped out,
+      // starved of CPU) did not read the beats meanwhile either: that time is nobody's
+      // silence. Without this, the first look after a pause declares every node dead.
+      const int64_t gap = now - last_look;
+      last_look = now;
+      if (gap > cfg.heartbeat_interval_ms) {
+        membership_->Paused(now, gap - tick);
+        LOG(WARNING) << "the scheduler did not run for " << gap - tick
+                     << " ms (stopped or starved of CPU): that time does not count as any "
+                        "node's silence";
+      }
       auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
       const std::string slow = ring_core_ ? ring_core_->SlowPreparation(now) : "";
       if (!slow.empty()) LOG(WARNING) << slow;

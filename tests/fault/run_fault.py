@@ -59,9 +59,7 @@ really happened (so a pass is not vacuous).
   join_dies_cutover, leave_and_kill, leave_survives_kill: a joiner killed at the cut-over; a
          leaver and another server killed in one preparation; another server killed while a
          leave is prepared (tests/fault/handoff_runs.py).
-  scheduler_loss: 2 servers, 2 workers (sitting in Finalize and in a long computation); the
-         scheduler is SIGKILLed. Every other node must notice within the heartbeat timeout
-         and exit with code 1 naming the lost scheduler; nothing may hang.
+  scheduler_loss, stop_scheduler: the scheduler killed or stopped (tests/fault/scheduler_runs.py).
 """
 import argparse
 import os
@@ -75,6 +73,7 @@ import time
 
 from fault_checks import CAPTURED, check_chains, check_exact, stream
 from handoff_runs import RUNS as HANDOFF_RUNS
+from scheduler_runs import RUNS as SCHEDULER_RUNS
 from scenarios import SCENARIOS
 
 
@@ -411,25 +410,6 @@ def run_slow_server(cmd, servers, workers, seed, push_s):
     return rc, out, victim, state["cycles"], samples
 
 
-def run_and_kill_scheduler(cmd, workers):
-    """Runs cmd; once every worker is up, SIGKILLs the scheduler (by its PID)."""
-    state = {"pid": None, "up": 0, "killed_at": None}
-
-    def on_line(line):
-        m = re.search(r"started scheduler 0 pid (\d+)", line)
-        if m:
-            state["pid"] = int(m.group(1))
-        if "HANGING worker" in line:
-            state["up"] += 1
-            if state["up"] == workers and state["pid"]:
-                os.kill(state["pid"], signal.SIGKILL)
-                state["killed_at"] = time.time()
-                print("run_fault: SIGKILL to scheduler pid %d" % state["pid"], flush=True)
-
-    rc, out = stream(cmd, on_line)
-    return rc, out, state["killed_at"], time.time()
-
-
 def main():
     rc = run_scenario()
     if rc != 0:
@@ -459,34 +439,15 @@ def run_scenario():
     cmd += ["--", a.job, "--seed", a.seed] + sc["job"]
     print("running:", " ".join(cmd), flush=True)
     failures = []
-    if a.scenario in HANDOFF_RUNS:
-        failures, passed = HANDOFF_RUNS[a.scenario](a, sc, cmd, join_command(a, sc))
+    if a.scenario in HANDOFF_RUNS or a.scenario in SCHEDULER_RUNS:
+        if a.scenario in HANDOFF_RUNS:
+            failures, passed = HANDOFF_RUNS[a.scenario](a, sc, cmd, join_command(a, sc))
+        else:
+            failures, passed = SCHEDULER_RUNS[a.scenario](a, sc, cmd)
         if failures:
             print("FAILED %s (seed %s): %s" % (a.scenario, a.seed, "; ".join(failures)))
             return 1
         print("PASSED %s (seed %s): %s" % (a.scenario, a.seed, passed))
-        return 0
-    if a.scenario == "scheduler_loss":
-        rc, out, killed_at, ended = run_and_kill_scheduler(cmd, sc["workers"])
-        if killed_at is None:
-            failures.append("the workers never came up, so the scheduler was not killed")
-        if rc in (0, 124):
-            failures.append("ps-launch exited with %d: want 1 (nodes failed, no hang)" % rc)
-        lost = re.findall(r"^\[(server|worker) (\d+)\] .*lost the scheduler", out, re.M)
-        who = sorted(set(lost))
-        want = sorted([("server", str(i)) for i in range(sc["servers"])] +
-                      [("worker", str(i)) for i in range(sc["workers"])])
-        if who != want:
-            failures.append("nodes that reported losing the scheduler: %s, want %s" % (who, want))
-        codes = re.findall(r"(server|worker) \d+ \(pid \d+\) exited with code 1", out)
-        if len(codes) != sc["servers"] + sc["workers"]:
-            failures.append("expected every server and worker to exit with code 1, got %s"
-                            % codes)
-        if failures:
-            print("FAILED %s: %s" % (a.scenario, "; ".join(failures)))
-            return 1
-        print("PASSED %s: every node exited with the reason %.1f s after the SIGKILL"
-              % (a.scenario, ended - killed_at))
         return 0
     if a.scenario in ("kill_two_chains", "kill_one_chain"):
         neighbours = a.scenario == "kill_one_chain"

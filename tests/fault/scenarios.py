@@ -80,13 +80,17 @@ SCENARIOS = {
     },
     "kill_worker": {
         "servers": 2, "workers": 3,
-        "env": [],
+        # Not the 800 ms default: CI machines have stalled every process for 0.7 s at once, and
+        # a bystander worker declared dead then fails the run (the hang is still detected).
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=2000"],
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "60", "--work-ms", "20"],
     },
     "stop_worker": {
         "servers": 2, "workers": 3,
-        "env": [],
+        # Not the 800 ms default: CI machines have stalled every process for 0.7 s at once, and
+        # a bystander worker declared dead then fails the run (the hang is still detected).
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=2000"],
         "launch": ["--allow-dead-workers", "1"],
         "job": ["--shards", "240", "--work-ms", "20"],
     },
@@ -151,5 +155,10 @@ SCENARIOS = {
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
         "launch": ["--keep-going"],
         "job": ["--scenario", "hang"],
+    },
+    "stop_scheduler": {
+        "servers": 2, "workers": 3,
+        "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],
+        "job": ["--shards", "240", "--work-ms", "20"],
     },
 }

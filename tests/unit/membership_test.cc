@@ -157,6 +157,27 @@ TEST(MembershipTest, SilentNodesAreReported) {
   EXPECT_EQ(m.Heartbeat(1, 6600), 100);
 }
 
+TEST(MembershipTest, TheSchedulersOwnPauseIsNobodysSilence) {
+  Membership m(1, 1, "h", 1);
+  std::string why;
+  m.Register(Reg(Role::kServer, 10), &why);
+  m.Register(Reg(Role::kWorker, 11), &why);
+  m.Heartbeat(1, 1000);
+  m.Heartbeat(2, 1700);
+  // The scheduler looked last at 1800 and next at 4000: its beats waited unread meanwhile.
+  m.Paused(4000, 2200);
+  EXPECT_TRUE(m.Silent(4000, 800).empty());
+  // Silence counts again from the end of the pause: node 1 had been silent 800 ms before it.
+  EXPECT_EQ(m.Silent(4050, 800), (std::vector<int>{1}));
+  EXPECT_EQ(m.Silent(4700, 800), (std::vector<int>{1}));
+  EXPECT_EQ(m.Silent(4701, 800), (std::vector<int>{1, 2}));
+  // A credit never puts a last word into the future: a node heard at the end of a pause is
+  // silent from then on, not from later.
+  m.Heartbeat(2, 5000);
+  m.Paused(5100, 1000);
+  EXPECT_EQ(m.Heartbeat(2, 5900), 800);
+}
+
 }  // namespace
 }  // namespace ps
 
