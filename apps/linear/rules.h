@@ -35,13 +35,19 @@ class ModelNormReducer : public ps::RangeReducer<double> {
 template <typename V>
 class TaggedSumRule : public ps::UpdateRule<V> {
  public:
+  // Each key's pair is handled on its own, so the store may hand over the pairs of many
+  // adjacent keys in one call (n = 2 x keys): no lookup and no call per key on the servers'
+  // hottest path (every pass pushes and pulls the whole gradient).
+  bool Elementwise() const override { return true; }
   void Apply(ps::Key, const V* p, V* v, V*, int n) const override {
-    if (n != 2) return;
-    if (p[1] > v[1]) {
-      v[0] = p[0];
-      v[1] = p[1];
-    } else if (p[1] == v[1]) {
-      v[0] += p[0];
+    if (n % 2 != 0) return;  // not [sum, e] pairs: nothing sensible to do with it
+    for (int i = 0; i < n; i += 2) {
+      if (p[i + 1] > v[i + 1]) {
+        v[i] = p[i];
+        v[i + 1] = p[i + 1];
+      } else if (p[i + 1] == v[i + 1]) {
+        v[i] += p[i];
+      }
     }
   }
 };

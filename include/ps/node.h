@@ -38,6 +38,9 @@ struct NodeStats {
   /// Messages not sent because the peer's queue was full (PS_SEND_QUEUE): the peer is stalled;
   /// what matters is resent.
   uint64_t send_queue_full = 0;
+  /// Peers this node sends to through shared memory (PS_VAN=ucx, nodes on one host); the
+  /// others go over TCP.
+  uint64_t shared_memory_peers = 0;
   /// Faults the test-only fault injection (PS_FAULT_*) applied to this node's sends.
   uint64_t injected_drops = 0;
   uint64_t injected_duplicates = 0;

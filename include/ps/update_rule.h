@@ -32,9 +32,11 @@ class UpdateRule {
   }
   /// Applies the pushed values to the slot.
   virtual void Apply(Key key, const V* pushed, V* val, V* state, int n) const = 0;
-  /// True if Apply and Read treat every value on its own and ignore the key. The store may
-  /// then call them once over the values of many consecutive keys (key = the first one),
-  /// which is several times faster. Default: false, so a user rule is always called per key.
+  /// True if Apply and Read treat every key's values on their own and ignore the key. The
+  /// store may then call them once over the values of many consecutive keys of one width
+  /// (key = the first one; n = keys x width, each key's values in turn), which is several
+  /// times faster. A rule whose values go in records (pairs) still qualifies when it walks n in
+  /// records of its width. Default: false, so a user rule is always called per key.
   virtual bool Elementwise() const { return false; }
   /// True if applying the sum of two pushes equals applying them one after the other, in
   /// either order (up to floating-point rounding). Then a server may add up the pushes of a

@@ -101,6 +101,7 @@ NodeStats Node::Impl::Stats() const {
   s.bytes_received = c.bytes_received;
   s.malformed_dropped = c.malformed_dropped + filter_rejected_.load() + alloc_dropped_.load();
   s.send_queue_full = c.send_queue_full;
+  s.shared_memory_peers = c.shared_memory_peers;
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
@@ -115,7 +116,9 @@ std::string Node::StatsJson() const {
      << ",\"messages_sent\":" << s.messages_sent << ",\"messages_received\":" << s.messages_received
      << ",\"bytes_sent\":" << s.bytes_sent << ",\"bytes_received\":" << s.bytes_received
      << ",\"malformed_dropped\":" << s.malformed_dropped
-     << ",\"send_queue_full\":" << s.send_queue_full << ",\"injected_drops\":" << s.injected_drops
+     << ",\"send_queue_full\":" << s.send_queue_full
+     << ",\"shared_memory_peers\":" << s.shared_memory_peers
+     << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
      << ",\"injected_delays\":" << s.injected_delays << ",\"lease_dropped\":" << s.lease_dropped
      << ",\"filters\":" << impl_->filters->StatsJson() << "}";

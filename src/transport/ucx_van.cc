@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -272,7 +274,43 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
   };
   ep.err_handler.arg = this;
   ucp_ep_h e;
-  if (ucp_ep_create(worker_, &ep, &e) == UCS_OK) accepted_.push_back(e);
+  if (ucp_ep_create(worker_, &ep, &e) != UCS_OK) return;
+  accepted_.push_back(e);
+  // Credits wait for the lanes as sends do (Peer::wired).
+  struct Flush {
+    UcxVan* van;
+    ucp_ep_h ep;
+  };
+  ucp_request_param_t fp{};
+  fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  fp.cb.send = [](void* req, ucs_status_t st, void* user) {
+    ucp_request_free(req);
+    std::unique_ptr<Flush> f(static_cast<Flush*>(user));
+    f->van->OnAcceptedWired(f->ep, st == UCS_OK);
+  };
+  auto* f = new Flush{this, e};
+  fp.user_data = f;
+  unwired_[e];
+  void* r = ucp_ep_flush_nbx(e, &fp);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+    delete f;
+    OnAcceptedWired(e, r == nullptr);
+  }
+}
+
+void UcxVan::OnAcceptedWired(ucp_ep_h ep, bool ok) {
+  auto it = unwired_.find(ep);
+  if (it == unwired_.end()) return;
+  const auto owed = std::move(it->second);
+  unwired_.erase(it);
+  if (!ok || closing_) return;  // the peer is gone (or Stop): its credits mean nothing
+  for (const auto& o : owed) {
+    Job job;
+    job.credit_stream = o.first;
+    job.credit = o.second.first;
+    job.credit_bytes = o.second.second;
+    SendCredit(job);
+  }
 }
 
 void UcxVan::Connect(int id, const std::string& host, int port) {
@@ -335,6 +373,49 @@ void UcxVan::MakeEndpoint(Job* job) {
   peer.ep = e;
   made_.push_back(job->peer);
   by_stream_[peer.stream] = &peer;
+  ucp_request_param_t fp{};
+  fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  fp.cb.send = [](void* req, ucs_status_t st, void* user) {
+    ucp_request_free(req);
+    auto* peer = static_cast<Peer*>(user);
+    // A failed flush (the peer died, or Stop cancels it) sends nothing more: the error
+    // handler reports a dead peer.
+    if (st == UCS_OK) peer->van->OnWired(peer);
+  };
+  fp.user_data = &peer;
+  void* r = ucp_ep_flush_nbx(e, &fp);
+  if (r == nullptr) OnWired(&peer);  // else wired when it completes; an error: see above
+}
+
+void UcxVan::OnWired(Peer* peer) {
+  if (closing_) return;
+  peer->wired = true;
+  // Which transports UCX chose: only ucp_ep_print_info tells (UCX 1.13 has no query for it).
+  char* text = nullptr;
+  size_t size = 0;
+  if (FILE* f = open_memstream(&text, &size)) {
+    ucp_ep_print_info(peer->ep, f);
+    fclose(f);
+    const std::string lanes(text ? text : "", size);
+    for (const char* shm : {"sysv/", "posix/", "cma/", "xpmem/", "knem/"}) {
+      if (lanes.find(shm) != std::string::npos) {
+        peer->shared_memory = true;
+        counters_.shared_memory_peers++;
+        break;
+      }
+    }
+  }
+  free(text);
+  Drain(peer);
+}
+
+void UcxVan::Drain(Peer* peer) {
+  while (peer->wired && !peer->waiting.empty() && !peer->failed &&
+         FitsWindow(*peer, peer->waiting.front()->bytes)) {
+    std::unique_ptr<SendHold> hold = std::move(peer->waiting.front());
+    peer->waiting.pop_front();
+    Hand(peer, std::move(hold));
+  }
 }
 
 void UcxVan::OnAcceptedError(ucp_ep_h ep) {
@@ -345,6 +426,7 @@ void UcxVan::OnAcceptedError(ucp_ep_h ep) {
 }
 
 void UcxVan::OnPeerError(Peer* peer) {
+  if (peer->shared_memory && !peer->failed) counters_.shared_memory_peers--;
   peer->failed = true;  // its queued sends are dropped; the endpoint is closed at Stop
   peer->inflight -= static_cast<int>(peer->waiting.size());
   peer->waiting.clear();
@@ -434,7 +516,7 @@ void UcxVan::SendNow(Job* job) {
     peer.inflight--;
     return;  // lost with the peer, as a message in a broken connection is
   }
-  if (!peer.waiting.empty() || !FitsWindow(peer, hold->bytes)) {
+  if (!peer.wired || !peer.waiting.empty() || !FitsWindow(peer, hold->bytes)) {
     peer.waiting.push_back(std::move(hold));
     return;
   }
@@ -620,6 +702,11 @@ void UcxVan::Taken(uint64_t stream, Inbox* in, uint64_t bytes) {
 void UcxVan::SendCredit(const Job& job) {
   auto it = streams_.find(job.credit_stream);
   if (it == streams_.end() || !it->second.reply) return;  // a sender that wants no credits
+  auto un = unwired_.find(it->second.reply);
+  if (un != unwired_.end()) {
+    un->second[job.credit_stream] = {job.credit, job.credit_bytes};
+    return;
+  }
   auto* c = new Credit{kCreditMagic, 0, job.credit_stream, job.credit, job.credit_bytes};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
@@ -642,12 +729,7 @@ void UcxVan::OnCredit(const void* header, size_t length) {
   const uint64_t to = std::min(c.taken, peer->sent.load());
   if (to > peer->credited.load()) peer->credited.store(to);
   peer->bytes_credited = std::max(peer->bytes_credited, std::min(c.bytes, peer->bytes_out));
-  while (!peer->waiting.empty() && !peer->failed &&
-         FitsWindow(*peer, peer->waiting.front()->bytes)) {
-    std::unique_ptr<SendHold> hold = std::move(peer->waiting.front());
-    peer->waiting.pop_front();
-    Hand(peer, std::move(hold));
-  }
+  Drain(peer);
 }
 
 bool UcxVan::Recv(Message* msg, int timeout_ms) {
@@ -721,6 +803,7 @@ void UcxVan::Stop(int linger_ms) {
     std::lock_guard<std::mutex> lk(jobs_mu_);
     jobs_.clear();
   }
+  closing_ = true;
   std::vector<ucp_ep_h> eps;
   for (const auto& p : made_) eps.push_back(p->ep);
   eps.insert(eps.end(), accepted_.begin(), accepted_.end());

@@ -98,7 +98,15 @@ class UcxVan : public Van {
     // credits.
     uint64_t bytes_out = 0, bytes_credited = 0;
     std::deque<std::unique_ptr<SendHold>> waiting;
+    // Progress thread: the endpoint's lanes are set up (its first flush completed). UCX 1.13
+    // replays the sends made before that on the final lanes with the first lanes' protocol
+    // choice: over shared memory that failed ("Invalid am_short_iov length") or crashed
+    // (ucp_wireup_replay_pending_requests), so nothing is handed to UCX before.
+    bool wired = false;
+    bool shared_memory = false;  // its lanes include a shared-memory transport
   };
+  void OnWired(Peer* peer);
+  void Drain(Peer* peer);  // hands over the waiting sends the window and the wiring allow
   void OnCredit(const void* header, size_t length);
 
  private:
@@ -161,8 +169,13 @@ class UcxVan : public Van {
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   std::function<void(int)> lost_;
   // Progress thread (and Stop, after it ends) only.
-  std::vector<ucp_ep_h> accepted_;                 // endpoints of peers that connected to us
-  std::vector<ucp_ep_h> retired_;                  // accepted ones that failed, closed at Stop
+  std::vector<ucp_ep_h> accepted_;  // endpoints of peers that connected to us
+  std::vector<ucp_ep_h> retired_;   // accepted ones that failed, closed at Stop
+  // Accepted endpoints whose first flush has not completed (see Peer::wired), with the last
+  // credit of each stream that waits for it (credits are cumulative: the last says all).
+  std::map<ucp_ep_h, std::map<uint64_t, std::pair<uint64_t, uint64_t>>> unwired_;
+  void OnAcceptedWired(ucp_ep_h ep, bool ok);
+  bool closing_ = false;  // Stop closes the endpoints: a flush completing then sends nothing
   std::vector<std::shared_ptr<Peer>> made_;        // every peer given an endpoint, closed at Stop
   std::unordered_map<uint64_t, Peer*> by_stream_;  // of made_: whose credits arrive
   // Per sender's stream: the next sequence number and the messages that wait for it.

@@ -24,6 +24,8 @@ struct VanCounters {
   std::atomic<uint64_t> send_queue_full{0};
   // Messages dropped because the receive queue was full (UcxVan: its peers cannot be paused).
   std::atomic<uint64_t> recv_queue_full{0};
+  // Endpoints of ours whose lanes include a shared-memory transport (UcxVan; a gauge).
+  std::atomic<uint64_t> shared_memory_peers{0};
   // Faults injected by FaultVan (tests).
   std::atomic<uint64_t> injected_drops{0};
   std::atomic<uint64_t> injected_duplicates{0};
