@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """ps over its two vans side by side: kv_bench (1S/1W and 2S/2W, replication on by default in
-2S/2W) under PS_VAN=zmq, PS_VAN=ucx with UCX's own choice of transport (shared memory between
-processes on this host) and PS_VAN=ucx with UCX_TLS=tcp, taken in alternation (--rounds); then
+2S/2W) under PS_VAN=zmq, PS_VAN=ucx with UCX's own choice of transport (TCP over loopback: UCX 1.13
+leaves shared memory out of an endpoint with peer error handling), PS_VAN=ucx with the shared
+memory opt-in (UCX_MM_ERROR_HANDLING=y) and PS_VAN=ucx with UCX_TLS=tcp, taken in alternation
+(--rounds); then
 the floors of the same run (raw TCP, bare ZeroMQ, UCX over TCP and shared memory). Prints every
 measurement as a JSON line, then one summary line per configuration (medians over rounds) and
 the ratios issue 17's bars name.
@@ -21,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIGS = [("zmq", {"PS_VAN": "zmq"}),
            ("ucx", {"PS_VAN": "ucx"}),
+           ("ucx_shm", {"PS_VAN": "ucx", "UCX_MM_ERROR_HANDLING": "y"}),
            ("ucx_tcp", {"PS_VAN": "ucx", "UCX_TLS": "tcp"})]
 
 
