@@ -23,6 +23,9 @@ void Block<V>::Seek(Key k, size_t* cursor) const {
   if (base >= n || keys_[base] >= k) return;
   // Scattered keys a few slots apart (counts that move: LDA's word-topic cells) are found by
   // counting the next eight keys below k, one vector compare and no branch per key.
+  // Exponential search forward from the cursor (past the eight keys just found below k, when
+  // they were), then binary search in the last doubling.
+  size_t bound = 2;
   if (base + 8 <= n) {
     size_t below = 0;
     for (size_t j = 0; j < 8; ++j) below += keys_[base + j] < k;
@@ -30,9 +33,8 @@ void Block<V>::Seek(Key k, size_t* cursor) const {
       *cursor = base + below;
       return;
     }
+    bound = 16;
   }
-  // Exponential search forward from the cursor, then binary search in the last doubling.
-  size_t bound = 2;
   while (base + bound <= n && keys_[base + bound - 1] < k) bound *= 2;
   const size_t lo = base + bound / 2, hi = std::min(n, base + bound);
   *cursor = std::lower_bound(keys_.begin() + lo, keys_.begin() + hi, k) - keys_.begin();

@@ -106,6 +106,9 @@ class UcxVan : public Van {
     bool shared_memory = false;  // its lanes include a shared-memory transport
   };
   void OnWired(Peer* peer);
+  // Calls done(ok) once the endpoint's first flush completes (its lanes are set up), at once
+  // when UCX finishes or fails it at once.
+  void WhenWired(ucp_ep_h ep, std::function<void(bool)> done);
   void Drain(Peer* peer);  // hands over the waiting sends the window and the wiring allow
   void OnCredit(const void* header, size_t length);
 

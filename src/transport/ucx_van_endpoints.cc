@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,25 +28,26 @@ void UcxVan::OnConnRequest(ucp_conn_request_h req) {
   if (ucp_ep_create(worker_, &ep, &e) != UCS_OK) return;
   accepted_.push_back(e);
   // Credits wait for the lanes as sends do (Peer::wired).
-  struct Flush {
-    UcxVan* van;
-    ucp_ep_h ep;
-  };
+  unwired_[e];
+  WhenWired(e, [this, e](bool ok) { OnAcceptedWired(e, ok); });
+}
+
+void UcxVan::WhenWired(ucp_ep_h ep, std::function<void(bool)> done) {
   ucp_request_param_t fp{};
   fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   fp.cb.send = [](void* req, ucs_status_t st, void* user) {
     ucp_request_free(req);
-    std::unique_ptr<Flush> f(static_cast<Flush*>(user));
-    f->van->OnAcceptedWired(f->ep, st == UCS_OK);
+    std::unique_ptr<std::function<void(bool)>> f(static_cast<std::function<void(bool)>*>(user));
+    (*f)(st == UCS_OK);
   };
-  auto* f = new Flush{this, e};
-  fp.user_data = f;
-  unwired_[e];
-  void* r = ucp_ep_flush_nbx(e, &fp);
-  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
-    delete f;
-    OnAcceptedWired(e, r == nullptr);
+  auto f = std::make_unique<std::function<void(bool)>>(std::move(done));
+  fp.user_data = f.get();
+  void* r = ucp_ep_flush_nbx(ep, &fp);
+  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+    f.release();  // the callback owns it
+    return;
   }
+  (*f)(r == nullptr);  // done at once, or failed at once
 }
 
 void UcxVan::OnAcceptedWired(ucp_ep_h ep, bool ok) {
@@ -97,18 +99,12 @@ void UcxVan::MakeEndpoint(Job* job) {
   peer.ep = e;
   made_.push_back(job->peer);
   by_stream_[peer.stream] = &peer;
-  ucp_request_param_t fp{};
-  fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  fp.cb.send = [](void* req, ucs_status_t st, void* user) {
-    ucp_request_free(req);
-    auto* peer = static_cast<Peer*>(user);
-    // A failed flush (the peer died, or Stop cancels it) sends nothing more: the error
-    // handler reports a dead peer.
-    if (st == UCS_OK) peer->van->OnWired(peer);
-  };
-  fp.user_data = &peer;
-  void* r = ucp_ep_flush_nbx(e, &fp);
-  if (r == nullptr) OnWired(&peer);  // else wired when it completes; an error: see above
+  // A failed flush (the peer died, or Stop cancels it) sends nothing more: the error handler
+  // reports a dead peer.
+  Peer* wired = &peer;
+  WhenWired(e, [this, wired](bool ok) {
+    if (ok) OnWired(wired);
+  });
 }
 
 void UcxVan::OnWired(Peer* peer) {

@@ -58,6 +58,21 @@ def check_exact(rc, out, workers, failures):
         failures.append("expected exact sums from %d workers, got %d" % (workers, len(ok)))
 
 
+def check_task_pool(out, shards, failures, redone=False):
+    """task_job's end: worker 0 found every shard marked exactly once, and the scheduler's pool
+    added and finished each once (with redone, at least one shard was given out again).
+    Returns the pool's TASKS line (or None)."""
+    if not re.search(r"^\[worker 0\] SHARDS ok=%d of %d " % (shards, shards), out, re.M):
+        failures.append("not every shard was marked exactly once")
+    m = re.search(r"TASKS added=(\d+) done=(\d+) redone=(\d+)", out)
+    if (not m or int(m.group(1)) != shards or int(m.group(2)) != shards or
+            (redone and int(m.group(3)) < 1)):
+        failures.append("scheduler's pool: %s; want %d added, %d done%s"
+                        % (m.group(0) if m else "no TASKS line", shards, shards,
+                           ", the stopped or killed worker's shard redone" if redone else ""))
+    return m.group(0) if m else None
+
+
 def stream(cmd, on_line):
     """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
     Returns the exit code and the whole output."""
