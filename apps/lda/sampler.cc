@@ -11,10 +11,14 @@ Sampler::Sampler(const Hyper& h, int mh_steps, uint64_t seed)
 void Sampler::BeginPass(const Counts& c, bool fresh) {
   c_ = c;
   const uint32_t K = h_.topics;
+  LeaveWord();
+  if (row_scratch_.size() != K) {
+    row_scratch_.assign(K, 0);
+    prop_scratch_.assign(K, 0);
+  }
   if (fresh || pass_ == 0) {
     ++pass_;
     pool_.clear();
-    proposal_.Reset(K, h_.words);
     gen_ = 0;
   } else {
     ++gen_;
@@ -46,8 +50,7 @@ void Sampler::BuildWord(uint32_t w, const WordTopicTable& from) {
   p.since = 0;
   p.mass = 0;
   const std::vector<double>& inv = gens_[gen_].inv_total;
-  proposal_.CopyRow(w, from);
-  proposal_.ForEach(w, [&](uint32_t t, int32_t n) {
+  from.ForEach(w, [&](uint32_t t, int32_t n) {
     if (n <= 0) return;
     const double m = n * inv[t];
     scratch_t_[p.n] = t;
@@ -91,13 +94,53 @@ __attribute__((always_inline)) inline uint32_t Sampler::DrawWord(uint32_t w, int
   return g.smooth.Draw(&rng_);
 }
 
-__attribute__((always_inline)) inline Sampler::Cand Sampler::Live(uint32_t w, uint32_t x,
-                                                                  uint32_t s, int32_t ndx) const {
+void Sampler::EnterWord(uint32_t w, size_t run) {
+  LeaveWord();
+  row_word_ = w;
+  word_row_ = c_.live->DenseRow(w);
+  const uint64_t cells = c_.live->RowCells(w);
+  copy_run_ = cells > 0 && cells <= kCopyCellsPerToken * run;
+  if (copy_run_) {
+    int32_t* copy = row_scratch_.data();
+    c_.live->ForEach(w, [&](uint32_t t, int32_t n) { copy[t] = n; });
+    word_row_ = copy;
+    row_copied_ = true;
+  }
+  SetPropRow();
+}
+
+void Sampler::SetPropRow() {
+  const WordProposal& p = word_[row_word_];
+  int32_t* copy = prop_scratch_.data();
+  for (uint32_t i = 0; i < p.n; ++i) copy[pool_[p.at + i].a.value] = pool_[p.at + i].value_n;
+  prop_row_ = copy;
+  prop_copied_ = true;
+}
+
+void Sampler::ClearPropCopy() {
+  if (!prop_copied_) return;
+  const WordProposal& p = word_[row_word_];
+  for (uint32_t i = 0; i < p.n; ++i) prop_scratch_[pool_[p.at + i].a.value] = 0;
+  prop_copied_ = false;
+  prop_row_ = nullptr;
+}
+
+void Sampler::LeaveWord() {
+  ClearPropCopy();
+  prop_row_ = nullptr;
+  if (!row_copied_) return;
+  int32_t* copy = row_scratch_.data();
+  c_.live->ForEach(row_word_, [&](uint32_t t, int32_t) { copy[t] = 0; });
+  row_copied_ = false;
+}
+
+__attribute__((always_inline)) inline Sampler::Cand Sampler::Live(uint32_t x, uint32_t s,
+                                                                  int32_t ndx) const {
   const int self = x == s;
   Cand c;
   c.x = x;
-  c.phi =
-      (c_.live->Get(w, x) - self + h_.beta) / (static_cast<double>(c_.totals[x] - self) + vbeta_);
+  c.phi = ((word_row_ ? word_row_[x] : c_.live->Get(row_word_, x)) - self + h_.beta) /
+          (static_cast<double>(c_.totals[x] - self) + vbeta_);
   c.nd = ndx - self;
   return c;
 }
@@ -105,7 +148,7 @@ __attribute__((always_inline)) inline Sampler::Cand Sampler::Live(uint32_t w, ui
 __attribute__((always_inline)) inline void Sampler::WordTerms(uint32_t w, uint32_t s, Cand* c,
                                                               int32_t n) const {
   const int self = c->x == s;
-  const double nw = (n >= 0 ? n : proposal_.Get(w, c->x)) - self + h_.beta;
+  const double nw = (n >= 0 ? n : prop_row_[c->x]) - self + h_.beta;
   const double nt = static_cast<double>(gens_[word_[w].gen].totals[c->x] - self) + vbeta_;
   c->g = nw / nt;
   c->d = (nw + 1) / (nt + 1) - c->g;
@@ -114,7 +157,7 @@ __attribute__((always_inline)) inline void Sampler::WordTerms(uint32_t w, uint32
 template <typename Doc>
 uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const uint32_t* dz,
                          size_t len, int steps, Ahead* ahead) {
-  Cand y = Live(w, s, s, nd[s]);
+  Cand y = Live(s, s, nd[s]);
   WordTerms(w, s, &y);
   const double gs = y.g, ds = y.d;
   const double z = word_[w].mass + gens_[word_[w].gen].smooth_mass - ds;  // Z' = sum of g
@@ -133,7 +176,7 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const 
       }
       while (t == s && rng_.Uniform() * (gs + ds) >= gs) t = DrawWord(w, &n);
       if (t != y.x) {
-        Cand c = Live(w, t, s, nd[t]);
+        Cand c = Live(t, s, nd[t]);
         WordTerms(w, s, &c, n);
         const double a = (c.nd + h_.alpha) * c.phi * y.g * (z + y.d) /
                          ((y.nd + h_.alpha) * y.phi * c.g * (z + c.d));
@@ -151,7 +194,7 @@ uint32_t Sampler::Update(uint32_t w, uint32_t s, size_t i, const Doc& nd, const 
       t = rng_.Below(h_.topics);
     }
     if (t != y.x) {
-      Cand c = Live(w, t, s, 0);
+      Cand c = Live(t, s, 0);
       const double a = c.phi / y.phi;
       if (a >= 1 || rng_.Uniform() < a) {
         // The document's count is read only when the chain moves (a later word step needs it).
@@ -224,12 +267,21 @@ uint64_t Sampler::SampleBlock(Table* docs, const Corpus& corpus, size_t begin, s
     // counts it proposes for (stale proposals bias the sweep: see sampler.h).
     // (Draws made ahead for this token never meet a rebuild: they were made only if p.since
     // was below p.n after the previous token, the very test that rebuilds here.)
-    if (p.pass != pass_) {
-      BuildWord(w, *c_.snapshot);
-    } else if (p.since >= p.n) {
-      BuildWord(w, *c_.live);
+    const bool new_run = j == 0 || w != row_word_;
+    if (new_run) LeaveWord();
+    const bool build = p.pass != pass_ || p.since >= p.n;
+    if (build) {
+      if (!new_run) ClearPropCopy();
+      BuildWord(w, *c_.live);  // at the first meet of a pass the same as the snapshot's row
     }
     p.since++;
+    if (new_run) {
+      size_t run = 1;
+      while (j + run < n && corpus.words[order[j + run].pos] == w) ++run;
+      EnterWord(w, run);
+    } else if (build) {
+      SetPropRow();
+    }
     // The next token's word-step proposals do not depend on this token's update (the proposal
     // stays until a rebuild): drawn now, the document counts they will read are fetched while
     // this token is sampled.
@@ -258,17 +310,25 @@ uint64_t Sampler::SampleBlock(Table* docs, const Corpus& corpus, size_t begin, s
     docs->Add(r, c, 1);
     c_.live->Add(w, s, -1);
     c_.live->Add(w, c, 1);
+    if (row_copied_) {
+      row_scratch_[s]--;
+      row_scratch_[c]++;
+    }
     c_.totals[s]--;
     c_.totals[c]++;
     changed++;
   }
+  LeaveWord();
   return changed;
 }
 
 uint32_t Sampler::Chain(uint32_t w, uint32_t s, size_t i, const int32_t* doc_counts,
                         const uint32_t* doc_z, size_t len, int steps) {
   if (word_[w].pass != pass_) BuildWord(w, *c_.snapshot);
-  return Update(w, s, i, doc_counts, doc_z, len, steps);
+  EnterWord(w, size_t{1} << 32);
+  const uint32_t t = Update(w, s, i, doc_counts, doc_z, len, steps);
+  LeaveWord();
+  return t;
 }
 
 std::vector<double> ExactConditional(const Hyper& h, uint32_t w, uint32_t s,

@@ -103,7 +103,17 @@ class Sampler {
     uint32_t x;
     double phi, nd, g, d;
   };
-  Cand Live(uint32_t w, uint32_t x, uint32_t s, int32_t ndx) const;
+  Cand Live(uint32_t x, uint32_t s, int32_t ndx) const;
+  // Points word_row_ and prop_row_ at word w's live and proposal counts as K dense counts: the
+  // tables' own rows where dense, else (for a run of tokens long enough to pay for it) copies
+  // in row_scratch_ and prop_scratch_ that the sampler keeps in step with the rows (lookups by
+  // index, no probes), else null (lookups in the tables). LeaveWord clears the copies.
+  void EnterWord(uint32_t w, size_t run);
+  void LeaveWord();
+  // prop_row_ for the current word's proposal (after a build), and the copy's clearing.
+  void SetPropRow();
+  void ClearPropCopy();
+  static constexpr uint64_t kCopyCellsPerToken = 4;
   // n: the proposal's count N_wx if known (a draw from the word's own table carries it), or -1.
   void WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n = -1) const;
   uint32_t DrawWord(uint32_t w, int32_t* n);
@@ -137,8 +147,8 @@ class Sampler {
   };
   std::vector<Generation> gens_;
   uint32_t gen_ = 0;  // this block's
-  // Word proposals of this pass, built when the word is first met: cells in one pool, and the
-  // counts they were built from in proposal_ (rows copied from the snapshot).
+  // Word proposals of this pass, built when the word is first met: cells in one pool, each with
+  // the counts it was built from (the current word's also in prop_scratch_, by topic).
   struct WordProposal {
     uint32_t pass = 0;  // built in this pass
     uint32_t gen = 0;
@@ -158,7 +168,6 @@ class Sampler {
   std::vector<AliasCell> scratch_cells_;
   std::vector<uint32_t> scratch_at_;
   std::vector<int32_t> scratch_n_;
-  WordTopicTable proposal_;
   uint32_t pass_ = 0;
   // Sample's block loop over the documents' counts held in docs.
   template <typename Table>
@@ -167,6 +176,11 @@ class Sampler {
   // The block's documents' counts, a row per document: small cells where they fit.
   DocCounts small_docs_;
   WordTopicTable wide_docs_;
+  std::vector<int32_t> row_scratch_, prop_scratch_;  // K each; zero outside a copied run
+  const int32_t* word_row_ = nullptr;
+  const int32_t* prop_row_ = nullptr;
+  uint32_t row_word_ = 0;
+  bool copy_run_ = false, row_copied_ = false, prop_copied_ = false;
   std::vector<uint32_t> seen_;  // per topic: 1 + the last document row that counted it
   std::vector<uint32_t> scratch_t_;
   std::vector<float> scratch_w_;

@@ -34,6 +34,14 @@ class WordTopicTable {
   uint32_t num_words() const { return static_cast<uint32_t>(where_.size()); }
   bool Has(uint32_t w) const { return where_[w] != kNone; }
   bool IsDense(uint32_t w) const { return where_[w] >= 0; }
+  /// Cells of hash row w (0 for a dense row).
+  uint64_t RowCells(uint32_t w) const {
+    return where_[w] >= 0 ? 0 : uint64_t{rows_[static_cast<size_t>(-where_[w] - 1)].mask} + 1;
+  }
+  /// Row w's K counts if it is dense (valid until a row is added or turns dense), else null.
+  const int32_t* DenseRow(uint32_t w) const {
+    return where_[w] >= 0 ? &dense_[static_cast<size_t>(where_[w])] : nullptr;
+  }
 
   int32_t Get(uint32_t w, uint32_t t) const {
     const int64_t at = where_[w];
