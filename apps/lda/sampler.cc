@@ -99,7 +99,7 @@ void Sampler::EnterWord(uint32_t w, size_t run) {
   row_word_ = w;
   word_row_ = c_.live->DenseRow(w);
   const uint64_t cells = c_.live->RowCells(w);
-  copy_run_ = cells > 0 && cells <= kCopyCellsPerToken * run;
+  copy_run_ = cells > 0 && cells <= copy_cells_per_token_ * run;
   if (copy_run_) {
     int32_t* copy = row_scratch_.data();
     c_.live->ForEach(w, [&](uint32_t t, int32_t n) { copy[t] = n; });

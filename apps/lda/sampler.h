@@ -88,6 +88,11 @@ class Sampler {
   uint64_t Sample(const Corpus& corpus, size_t begin, size_t end, const TokenRef* order, size_t n,
                   uint32_t* z);
 
+  /// A word's hash row is copied into a dense row for a run of its tokens when it has at most
+  /// this many cells per token of the run (default 4; 0: never). The chain is the same either
+  /// way: only the cost of its lookups changes (tests compare the two).
+  void set_copy_cells_per_token(uint64_t n) { copy_cells_per_token_ = n; }
+
   /// One token's update (tests): word w at topic s, position i of a document whose counts
   /// (including the token) are doc_counts and whose assignments are doc_z (length len); the
   /// live counts and the snapshot include the token at s. Returns the topic after `steps`
@@ -113,7 +118,6 @@ class Sampler {
   // prop_row_ for the current word's proposal (after a build), and the copy's clearing.
   void SetPropRow();
   void ClearPropCopy();
-  static constexpr uint64_t kCopyCellsPerToken = 4;
   // n: the proposal's count N_wx if known (a draw from the word's own table carries it), or -1.
   void WordTerms(uint32_t w, uint32_t s, Cand* c, int32_t n = -1) const;
   uint32_t DrawWord(uint32_t w, int32_t* n);
@@ -176,6 +180,7 @@ class Sampler {
   // The block's documents' counts, a row per document: small cells where they fit.
   DocCounts small_docs_;
   WordTopicTable wide_docs_;
+  uint64_t copy_cells_per_token_ = 4;
   std::vector<int32_t> row_scratch_, prop_scratch_;  // K each; zero outside a copied run
   const int32_t* word_row_ = nullptr;
   const int32_t* prop_row_ = nullptr;

@@ -591,6 +591,41 @@ TEST(LdaTrainingTest, LiveCountsEqualARecountAfterEveryPass) {
   }
 }
 
+// A word's hash row copied into a dense row for a run of its tokens must read as the row
+// itself: the copy follows every move the sampler makes and is cleared for the next word. So
+// samplers that copy every row, some rows and none walk the same chain from one seed. (Without
+// the copy's updates as tokens move, or with a copy left uncleared, they part within a pass.)
+TEST(SamplerTest, RowsCopiedForAWordsRunReadAsTheTable) {
+  const uint64_t seed = 23;
+  Rng r(seed);
+  Corpus c;
+  std::vector<uint32_t> doc;
+  for (int d = 0; d < 300; ++d) {
+    doc.clear();
+    // Frequent words (long runs, rows that turn dense) and rare ones (short runs, hash rows).
+    for (int i = 0; i < 40; ++i) {
+      doc.push_back(r.Uniform() < 0.4 ? r.Below(10) : 10 + r.Below(1500));
+    }
+    c.Add(doc.data(), doc.size());
+  }
+  const Hyper h = MakeHyper(128, 1510, 0.3, 0.05);
+  std::vector<std::vector<uint32_t>> ends;
+  for (uint64_t copy : {uint64_t{0}, uint64_t{4}, uint64_t{1} << 40}) {
+    Shard s(h, c);
+    s.RandomTopics(seed);
+    Sampler sampler(h, 2, seed);
+    sampler.set_copy_cells_per_token(copy);
+    for (int pass = 0; pass < 4; ++pass) {
+      s.LayoutOwn();
+      s.StartPass();
+      s.Pass(&sampler, 3);
+    }
+    ends.push_back(s.z());
+  }
+  EXPECT_TRUE(ends[0] == ends[1]) << "seed " << seed << ": copying some rows changed the chain";
+  EXPECT_TRUE(ends[0] == ends[2]) << "seed " << seed << ": copying every row changed the chain";
+}
+
 // The MH sampler samples the same posterior as plain collapsed Gibbs: started from one state
 // of the reference chain, both hold the same log-likelihood on average (within noise). (From
 // separate random starts both can sit in different local modes for hundreds of passes, topics
