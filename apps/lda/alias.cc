@@ -38,4 +38,15 @@ void BuildAlias(const uint32_t* values, const float* weights, size_t n, AliasCel
   }
 }
 
+void AliasTable::Build(const float* weights, size_t n) {
+  thread_local std::vector<uint32_t> index;
+  thread_local std::vector<AliasCell> full;
+  index.resize(n);
+  full.resize(n);
+  for (size_t i = 0; i < n; ++i) index[i] = static_cast<uint32_t>(i);
+  BuildAlias(index.data(), weights, n, full.data());
+  cells_.resize(n);
+  for (size_t i = 0; i < n; ++i) cells_[i] = Cell{full[i].prob, full[i].alias};
+}
+
 }  // namespace lda

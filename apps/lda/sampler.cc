@@ -38,7 +38,7 @@ void Sampler::BeginPass(const Counts& c, bool fresh) {
     scratch_w_[x] = static_cast<float>(h_.beta * g.inv_total[x]);
     g.smooth_mass += h_.beta * g.inv_total[x];
   }
-  g.smooth.Build(scratch_t_.data(), scratch_w_.data(), K);
+  g.smooth.Build(scratch_w_.data(), K);
 }
 
 void Sampler::BuildWord(uint32_t w, const WordTopicTable& from) {

@@ -57,18 +57,25 @@ TEST(AliasTest, DrawsFollowTheWeights) {
   const uint64_t seed = 11;
   const uint32_t values[5] = {3, 9, 4, 7, 1};
   const float weights[5] = {0.5f, 3.0f, 0.0f, 1.25f, 0.25f};
-  AliasTable a;
-  a.Build(values, weights, 5);
+  AliasCell cells[5];
+  BuildAlias(values, weights, 5, cells);
+  AliasTable a;  // over the indices 0..4
+  a.Build(weights, 5);
   Rng r(seed);
-  std::vector<uint64_t> seen(10, 0);
+  std::vector<uint64_t> seen(10, 0), by_index(10, 0);
   const uint64_t n = 200000;
-  for (uint64_t i = 0; i < n; ++i) seen[a.Draw(&r)]++;
+  for (uint64_t i = 0; i < n; ++i) {
+    seen[DrawAlias(cells, 5, &r)]++;
+    by_index[values[a.Draw(&r)]]++;
+  }
   std::vector<double> p(10, 0);
   for (int i = 0; i < 5; ++i) p[values[i]] = weights[i] / 5.0;
-  EXPECT_EQ(seen[4], 0u) << "a zero weight is never drawn, seed " << seed;
-  int dof = 0;
-  const double x2 = ChiSquare(seen, p, n, &dof);
-  EXPECT_LT(x2, ChiSquareCritical(dof)) << "seed " << seed;
+  for (const auto* s : {&seen, &by_index}) {
+    EXPECT_EQ((*s)[4], 0u) << "a zero weight is never drawn, seed " << seed;
+    int dof = 0;
+    const double x2 = ChiSquare(*s, p, n, &dof);
+    EXPECT_LT(x2, ChiSquareCritical(dof)) << "seed " << seed;
+  }
 }
 
 // A block's document counts agree with a plain map through growth, dense rows and counts that
