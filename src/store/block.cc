@@ -234,12 +234,16 @@ void Block<V>::MergeSide(Fresh* fresh) {
       // A run of kept main slots above the next fresh key moves as one block.
       const Key above = j > 0 ? add.keys[j - 1] : 0;
       size_t m = 0;
-      while (m < i && (j == 0 || keys_[i - 1 - m] > above)) {
-        if (Dropped(data_.data() + Off(i - 1 - m), Off(i - m) - Off(i - 1 - m))) {
-          if (drop) break;
-          ++zeros_;
+      if (!drop) {
+        // Nothing is dropped: the run ends at the fresh key, found by galloping down (runs
+        // between scattered fresh keys are short), and its zero slots are counted in one loop.
+        m = j == 0 ? i : RunAbove(above, i);
+        if (drops_) zeros_ += ZeroSlots(i - m, i);
+      } else {
+        while (m < i && (j == 0 || keys_[i - 1 - m] > above)) {
+          if (Dropped(data_.data() + Off(i - 1 - m), Off(i - m) - Off(i - 1 - m))) break;
+          ++m;
         }
-        ++m;
       }
       if (m == 0) {  // a dropped slot
         --i;
@@ -248,10 +252,10 @@ void Block<V>::MergeSide(Fresh* fresh) {
       const uint64_t from = Off(i - m), size = Off(i) - from, to = wd - size;
       std::memmove(data_.data() + to, data_.data() + from, size * sizeof(V));
       // From the top down: the targets lie at or above the sources.
-      for (size_t x = 0; x < m; ++x) {
-        keys_[wk - 1 - x] = keys_[i - 1 - x];
-        if (!strided) off_[wk - 1 - x] = off_[i - 1 - x] - from + to;
-      }
+      std::copy_backward(keys_.begin() + static_cast<std::ptrdiff_t>(i - m),
+                         keys_.begin() + static_cast<std::ptrdiff_t>(i),
+                         keys_.begin() + static_cast<std::ptrdiff_t>(wk));
+      for (size_t x = 0; !strided && x < m; ++x) off_[wk - 1 - x] = off_[i - 1 - x] - from + to;
       i -= m;
       wk -= m;
       wd = to;
@@ -279,6 +283,31 @@ void Block<V>::MergeSide(Fresh* fresh) {
   }
   Compact();
   CountBytes();
+}
+
+template <typename V>
+size_t Block<V>::RunAbove(Key k, size_t i) const {
+  // The main keys in [0, i) above k, counted down from i: gallop, then binary search.
+  size_t step = 1;
+  while (step <= i && keys_[i - step] > k) step *= 2;
+  const size_t lo = step > i ? 0 : i - step, hi = i - step / 2;
+  const size_t first = std::upper_bound(keys_.begin() + static_cast<std::ptrdiff_t>(lo),
+                                        keys_.begin() + static_cast<std::ptrdiff_t>(hi), k) -
+                       keys_.begin();
+  return i - first;
+}
+
+template <typename V>
+size_t Block<V>::ZeroSlots(size_t lo, size_t hi) const {
+  if (stride_ == 1) {
+    const V* d = data_.data();
+    size_t n = 0;
+    for (size_t x = lo; x < hi; ++x) n += d[x] == V(0);
+    return n;
+  }
+  size_t n = 0;
+  for (size_t x = lo; x < hi; ++x) n += Dropped(data_.data() + Off(x), Off(x + 1) - Off(x));
+  return n;
 }
 
 template <typename V>

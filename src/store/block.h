@@ -115,6 +115,10 @@ class Block {
   Found FindSide(Key k);
   void Insert(Fresh* fresh);
   void MergeSide(Fresh* fresh);
+  // How many main keys of [0, i) lie above k (they all do from some index on: keys ascend).
+  size_t RunAbove(Key k, size_t i) const;
+  // Main slots in [lo, hi) whose values and state are all zero (a rule that drops them).
+  size_t ZeroSlots(size_t lo, size_t hi) const;
   void Rebuild();  // uniform_, the offsets' form and bytes_ from the arrays
   // Where main slot i starts (i == keys_.size(): where the last one ends).
   uint64_t Off(size_t i) const { return stride_ ? i * stride_ : off_[i]; }
