@@ -121,21 +121,41 @@ void ModelClient::PullFinish(Shard* s, const Vocab& vocab, Pulled* p) {
 std::vector<std::pair<ps::KVWorkerBase*, int64_t>> ModelClient::Push(const Shard& s) {
   const uint32_t K = o_.hyper.topics;
   const WordTopicTable& live = s.live();
+  const WordTopicTable& snap = s.snapshot();
   ps::SArray<ps::Key> dk, ck;
   ps::SArray<int32_t> dv, cv;
-  std::vector<int32_t> row(K);
+  // Most rows change every pass: room for as many as the last push held.
+  dk.reserve(pushed_rows_);
+  dv.reserve(pushed_rows_ * K);
+  ck.reserve(pushed_cells_);
+  cv.reserve(pushed_cells_);
   for (size_t i = 0; i < dense_words_.size(); ++i) {
     const uint32_t w = dense_words_[i];
     if (!live.Has(w)) continue;
-    std::fill(row.begin(), row.end(), 0);
+    const size_t at = dv.size();
+    dv.resize(at + K);
+    int32_t* out = dv.data() + at;
+    const int32_t *a = live.DenseRow(w), *b = snap.DenseRow(w);
     bool any = false;
-    s.RowDelta(w, [&](uint32_t t, int32_t d) {
-      row[t] = d;
-      any = true;
-    });
-    if (!any) continue;
+    if (a && b) {  // both dense (the common case): one loop the compiler vectorises
+      int32_t differ = 0;
+      for (uint32_t t = 0; t < K; ++t) {
+        out[t] = a[t] - b[t];
+        differ |= out[t];
+      }
+      any = differ != 0;
+    } else {
+      std::fill(out, out + K, 0);
+      s.RowDelta(w, [&](uint32_t t, int32_t d) {
+        out[t] = d;
+        any = true;
+      });
+    }
+    if (!any) {
+      dv.resize(at);
+      continue;
+    }
     dk.push_back(dense_keys_[i]);
-    for (int32_t d : row) dv.push_back(d);
   }
   std::vector<std::pair<uint32_t, int32_t>> cells;
   for (const auto& r : sparse_rows_) {
@@ -147,6 +167,8 @@ std::vector<std::pair<ps::KVWorkerBase*, int64_t>> ModelClient::Push(const Shard
       cv.push_back(c.second);
     }
   }
+  pushed_rows_ = dk.size();
+  pushed_cells_ = ck.size();
   const std::vector<int64_t> td = s.TotalsDelta();
   std::vector<std::pair<ps::KVWorkerBase*, int64_t>> out;
   if (!dk.empty()) out.emplace_back(&dense_, dense_.Push(dk, dv));

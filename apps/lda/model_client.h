@@ -165,6 +165,7 @@ class ModelClient {
   std::string plan_note_;
   std::vector<int64_t> clocks_;
   std::vector<std::pair<ps::KVWorkerBase*, int64_t>> pulls_;
+  size_t pushed_rows_ = 0, pushed_cells_ = 0;  // dense rows and cells of the last push
 };
 
 // Every count of a whole pull, by (word, topic).

@@ -41,6 +41,7 @@ class Shard {
   /// snapshot (a serial run's model, a worker's first push).
   void LayoutOwn();
   WordTopicTable& snapshot() { return snap_; }
+  const WordTopicTable& snapshot() const { return snap_; }
   std::vector<int64_t>& snapshot_totals() { return snap_totals_; }
   /// Live = snapshot; call after the snapshot is filled.
   void StartPass();
