@@ -480,11 +480,13 @@ void Node::Impl::HandleControl(const Message& msg) {
     SendMetrics(false);
   }
   if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
-    // The scheduler heard a heartbeat sent at beat_us: after a stall, the lease holds again.
-    int64_t since = suspect_since_us_.load();
-    if (since > 0 && c.beat_us() >= since && suspect_since_us_.compare_exchange_strong(since, 0)) {
+    // The scheduler heard a heartbeat sent at beat_us: the lease runs from it, and after a
+    // stall it holds again.
+    const bool was_unechoed = unechoed_.load() && !lease_.Fresh(SteadyUs());
+    if (lease_.Echoed(c.beat_us()) || was_unechoed) {
       LOG(INFO) << "node " << id() << ": the scheduler confirmed it is in the job; serving again";
     }
+    unechoed_.store(false);
     return;
   }
   std::unique_lock<std::mutex> lk(mu_);
@@ -528,6 +530,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);
       }
       SetRing(RingOf(c.ring()));
+      lease_.Start(SteadyUs());  // the scheduler counted this node in when it sent the table
       ready_ = true;
       cv_.notify_all();
       break;

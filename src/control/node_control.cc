@@ -436,8 +436,7 @@ void Node::Impl::Leave() {
 }
 
 void Node::Impl::Stalled(int64_t gap_ms) {
-  int64_t none = 0;
-  if (!suspect_since_us_.compare_exchange_strong(none, SteadyUs())) return;
+  if (!lease_.Stall(SteadyUs())) return;
   stalled_ = true;
   served_since_stall_ = 0;
   LOG(WARNING) << "node " << id() << " stalled for " << gap_ms
@@ -450,12 +449,22 @@ void Node::Impl::BeatRan(int64_t now_ms) {
 }
 
 bool Node::Impl::LeaseValid() {
-  if (suspect_since_us_.load() == 0) {
-    // The receive thread may run first after a stall: it checks the heartbeat thread's clock.
-    const int64_t ran = beat_ran_ms_.load();
-    const int64_t gap = NowMs() - ran;
-    if (ran >= INT64_MAX / 2 || gap <= StallMs()) return true;
+  if (lease_.Suspect()) return false;
+  // The receive thread may run first after a stall: it checks the heartbeat thread's clock.
+  const int64_t ran = beat_ran_ms_.load();
+  const int64_t gap = NowMs() - ran;
+  if (ran < INT64_MAX / 2 && gap > StallMs()) {
     Stalled(gap);
+    return false;
+  }
+  const int64_t now = SteadyUs();
+  if (lease_.Fresh(now)) return true;
+  if (!unechoed_.exchange(true)) {
+    LOG(WARNING) << "node " << id() << ": no echo of its heartbeats from the scheduler for "
+                 << lease_.EchoAgeMs(now) << " ms (the lease is " << lease_.LeaseMs()
+                 << " ms: PS_HEARTBEAT_TIMEOUT_MS less a quarter of PS_HEARTBEAT_INTERVAL_MS): "
+                    "it serves nothing until the scheduler answers, which may have declared it "
+                    "dead";
   }
   return false;
 }

@@ -20,6 +20,7 @@
 #include "control/membership.h"
 #include "control/metrics.h"
 #include "control/metrics_http.h"
+#include "control/read_lease.h"
 #include "control/ring_core.h"
 #include "control/table_registry.h"
 #include "control/task_pool.h"
@@ -62,6 +63,7 @@ struct Node::Impl {
         filters(new FilterChain(FilterOptions::Parse(cfg.compress, cfg.quantize_bits,
                                                      cfg.key_cache_mb, cfg.max_message_mb),
                                 cfg.seed * 0x9E3779B97F4A7C15ull + 77)),
+        lease_(cfg.heartbeat_timeout_ms, cfg.heartbeat_interval_ms),
         policy_(cfg.consistency),
         max_delay_(cfg.max_delay) {
     for (const auto& g : cfg.group_consistency) {
@@ -365,14 +367,12 @@ struct Node::Impl {
   std::atomic<bool> has_fatal_{false};
   std::atomic<uint64_t> filter_rejected_{0};  // messages whose frames did not decode
   std::atomic<uint64_t> alloc_dropped_{0};    // messages dropped: memory ran out handling them
-  // Read lease (DESIGN §8, invariant 2). A server whose heartbeat thread did not run for longer
-  // than the heartbeat timeout (the process stalled: a hang, SIGSTOP) may have been declared
-  // dead and replaced meanwhile: it serves no request until the scheduler echoes a heartbeat
-  // sent after the stall (then it knows it is still in the job; a dead node gets ABORT
-  // instead). Judged by the stall, not by how late messages arrive, so a receive backlog does
-  // not stop a live server.
+  // Read lease (DESIGN §8, invariant 2; read_lease.h): a server that stalled, or that heard no
+  // echo of its heartbeats for the lease, may have been declared dead and replaced: it serves
+  // no request until the scheduler echoes a later beat (a dead node gets ABORT instead).
+  ReadLease lease_;
   std::atomic<int64_t> beat_ran_ms_{INT64_MAX / 2};  // the heartbeat thread's last run
-  std::atomic<int64_t> suspect_since_us_{0};         // 0: the lease holds
+  std::atomic<bool> unechoed_{false};                // said that the echoes stopped
   std::atomic<uint64_t> lease_dropped_{0};
   std::atomic<bool> stalled_{false};             // this node stalled at least once
   std::atomic<uint64_t> served_since_stall_{0};  // requests it served since its last stall
@@ -380,12 +380,7 @@ struct Node::Impl {
   bool LeaseValid();
   // The heartbeat thread ran at now_ms (after a gap longer than StallMs: a stall).
   void BeatRan(int64_t now_ms);
-  // A gap in the heartbeat thread's runs that may have let the scheduler declare this node
-  // dead: the scheduler waits the timeout from the last beat it got, which may have left an
-  // interval before the gap began, so half the timeout (and at least two intervals).
-  int64_t StallMs() const {
-    return std::max<int64_t>(cfg.heartbeat_timeout_ms / 2, 2 * int64_t{cfg.heartbeat_interval_ms});
-  }
+  int64_t StallMs() const { return lease_.StallMs(); }
   static int64_t SteadyUs() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::steady_clock::now().time_since_epoch())

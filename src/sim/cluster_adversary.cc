@@ -12,7 +12,7 @@ std::vector<int> ClusterSim::State::Candidates(bool in_ring) {
   std::vector<int> out;
   for (const auto& s : servers) {
     const Server& v = s.second;
-    if (!v.up() || v.paused || declared.count(v.id)) continue;
+    if (!v.up() || v.paused || v.sched_cut_until > 0 || declared.count(v.id)) continue;
     if (in_ring && !InRing(*sched->ring(), v.id)) continue;
     out.push_back(v.id);
   }
@@ -24,7 +24,10 @@ int ClusterSim::State::Degraded() const {
   int n = sched->failures_since_full();
   for (const auto& s : servers) {
     const Server& v = s.second;
-    if (!declared.count(v.id) && (v.crashed || (v.paused && v.lease_until < 0))) n++;
+    if (!declared.count(v.id) &&
+        (v.crashed || (v.paused && v.lease_until < 0) || (v.sched_cut_until > 0 && v.cut_long))) {
+      n++;
+    }
   }
   return n;
 }
@@ -88,6 +91,42 @@ void ClusterSim::State::Partition() {
   Note(kPartition, 0, 0,
        "the data network splits for " + std::to_string(len) + " us:" + a + " | the rest");
   At(now + len, kHeal, 0);
+}
+
+void ClusterSim::State::SchedCut() {
+  At(now + Exp(o.sched_cut_every_us), kSchedCut, 0);
+  for (const auto& v : servers) {
+    if (v.second.sched_cut_until > 0) return;  // one at a time
+  }
+  auto c = Candidates(false);
+  if (c.empty()) return;
+  const int64_t len =
+      1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.sched_cut_max_us)));
+  Server& s = servers[c[rng.Below(c.size())]];
+  const bool long_cut = len > o.timeout_us / 2;
+  if (long_cut && InRing(*sched->ring(), s.id) && !MayFail()) return;
+  s.sched_cut_until = now + len;
+  s.cut_long = long_cut;
+  s.silent_since = now;
+  res.sched_cuts++;
+  Note(kSchedCut, s.id, 0, "cut from the scheduler for " + std::to_string(len) + " us");
+  At(now + len, kSchedHeal, s.id);
+}
+
+void ClusterSim::State::SchedHeal(Server& s) {
+  if (s.sched_cut_until == 0) return;
+  s.sched_cut_until = 0;
+  s.cut_long = false;
+  Note(kSchedHeal, s.id, 0, "its link to the scheduler is back");
+  if (s.up()) {
+    // Serving again waits for the echo of a beat sent now, which says whether it was replaced.
+    s.lease_until = now + 2 * (o.latency_us + o.jitter_us) + 1;
+    At(s.lease_until, kLease, s.id);
+  }
+  std::vector<HeldCtl> held;
+  held.swap(held_ctl[s.id]);
+  held_ctl.erase(s.id);
+  for (auto& h : held) SendCtl(h.from, h.to, std::move(h.ctl));
 }
 
 void ClusterSim::State::Resume(Server& s) {

@@ -51,6 +51,10 @@ const char kClusterUsage[] =
     "  --partition-every-s T --partition-max-s D\n"
     "                       the data network split in two halves at random for up to D (default\n"
     "                       1.5) seconds (default none); the scheduler's links stay up\n"
+    "  --sched-cut-every-s T --sched-cut-max-s D\n"
+    "                       one server cut from the scheduler for up to D (default 2.5) seconds\n"
+    "                       (default none): its data links stay up, it serves until its lease\n"
+    "                       lapses, and past --timeout-s it is declared dead\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --rule sum|assign    the servers' update rule (default sum; assign: the last write wins,\n"
@@ -139,6 +143,10 @@ int ClusterMain(int argc, char** argv) {
       o.partition_every_us = Us(k, v);
     } else if (k == "--partition-max-s") {
       o.partition_max_us = Us(k, v);
+    } else if (k == "--sched-cut-every-s") {
+      o.sched_cut_every_us = Us(k, v);
+    } else if (k == "--sched-cut-max-s") {
+      o.sched_cut_max_us = Us(k, v);
     } else if (k == "--max-worker-kills") {
       o.max_worker_kills = static_cast<int>(Number(k, v));
     } else if (k == "--step-every-s") {
@@ -197,7 +205,8 @@ int ClusterMain(int argc, char** argv) {
               << ",\"long_pauses\":" << r.long_pauses << ",\"joins\":" << r.joins
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
               << ",\"worker_kills\":" << r.worker_kills << ",\"partitions\":" << r.partitions
-              << ",\"partition_drops\":" << r.partition_drops << ",\"epochs\":" << r.epochs
+              << ",\"partition_drops\":" << r.partition_drops << ",\"sched_cuts\":" << r.sched_cuts
+              << ",\"sched_cut_deaths\":" << r.sched_cut_deaths << ",\"epochs\":" << r.epochs
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s

@@ -14,10 +14,10 @@
 
 namespace ps {
 const char* ClusterSim::State::KindName(int k) {
-  static const char* names[] = {"data",        "control",   "tick",       "push",   "resend",
-                                "detect",      "crash",     "pause",      "resume", "lease",
-                                "join",        "leave",     "faults-end", "step",   "compute",
-                                "kill-worker", "partition", "heal"};
+  static const char* names[] = {
+      "data",    "control",     "tick",      "push", "resend",    "detect",     "crash",
+      "pause",   "resume",      "lease",     "join", "leave",     "faults-end", "step",
+      "compute", "kill-worker", "partition", "heal", "sched-cut", "sched-heal"};
   return names[k];
 }
 
@@ -103,6 +103,12 @@ void ClusterSim::State::SendData(Message& m) {
 
 // In order per link, like the scheduler's TCP connections.
 void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
+  for (int id : {from, to}) {
+    if (id > 0 && id < kWorker0 && CutFromScheduler(id)) {
+      held_ctl[id].push_back(HeldCtl{from, to, std::move(c)});
+      return;
+    }
+  }
   int64_t& last = ctl_last[{from, to}];
   last = std::max(now + Delay(), last + 1);
   At(last, kControl, to, from, nullptr, std::move(c));
@@ -119,6 +125,8 @@ void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
     rule = std::make_shared<SumRule<int64_t>>();
   }
   s.store = std::make_shared<Store<int64_t>>(rule);
+  s.lease = std::make_unique<ReadLease>(o.timeout_us / 1000, o.heartbeat_us / 1000);
+  s.lease->Start(now);
   std::vector<int> wids;
   for (const auto& w : workers) {
     if (!w.second.declared) wids.push_back(w.first);
@@ -238,8 +246,11 @@ void ClusterSim::State::Detect() {
   for (auto& s : servers) {
     Server& v = s.second;
     if (declared.count(v.id) || v.gone) continue;
-    if ((v.crashed || v.paused) && now - v.silent_since > o.timeout_us) {
-      DeclareDead(v.id, v.crashed ? "crashed" : "silent (paused)");
+    if ((v.crashed || v.paused || v.sched_cut_until > 0) && now - v.silent_since > o.timeout_us) {
+      if (!v.crashed && !v.paused) res.sched_cut_deaths++;
+      DeclareDead(v.id, v.crashed  ? "crashed"
+                        : v.paused ? "silent (paused)"
+                                   : "silent (cut from the scheduler)");
       if (done) return;
     }
   }
@@ -298,6 +309,15 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
 
 void ClusterSim::State::ServerData(Server& s, Message& m) {
   if (m.meta.request() && now < s.lease_until) return;  // the lease is being confirmed
+  if (m.meta.request()) {
+    // While its link to the scheduler works, the echo of the beat it sent an interval and a
+    // round trip ago has come back (the beats themselves are not simulated); cut from the
+    // scheduler, none comes, and the lease lapses (node_control.cc, LeaseValid).
+    if (s.sched_cut_until == 0) {
+      s.lease->Echoed(now - o.heartbeat_us - 2 * (o.latency_us + o.jitter_us));
+    }
+    if (!s.lease->Holds(now)) return;
+  }
   // A fenced node serves nothing (DESIGN §8): once declared dead (others took its ranges
   // over) a server must not apply or answer a request; its lease stops it until it learns.
   if (m.meta.request() && declared.count(s.id)) {
@@ -428,6 +448,7 @@ void ClusterSim::State::Run() {
   if (o.leave_every_us > 0) At(Exp(o.leave_every_us), kLeave, 0);
   if (o.kill_worker_every_us > 0) At(Exp(o.kill_worker_every_us), kKillWorker, 0);
   if (o.partition_every_us > 0) At(Exp(o.partition_every_us), kPartition, 0);
+  if (o.sched_cut_every_us > 0) At(Exp(o.sched_cut_every_us), kSchedCut, 0);
   At(o.fault_us, kFaultsEnd, 0);
   while (!done && !q.empty()) {
     Event e = q.top();
@@ -595,6 +616,12 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kPartition:
       if (faults) Partition();
       return;
+    case kSchedCut:
+      if (faults) SchedCut();
+      return;
+    case kSchedHeal:
+      SchedHeal(servers[e.node]);
+      return;
     case kHeal:
       if (!cut_side.empty()) Note(kHeal, 0, 0, "the partition heals");
       cut_side.clear();
@@ -624,6 +651,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   if (o.step_every_us < 0) throw Error("--step-every-s must be >= 0");
   if (o.partition_every_us < 0 || o.partition_max_us < 1) {
     throw Error("--partition-every-s must be >= 0 and --partition-max-s > 0");
+  }
+  if (o.sched_cut_every_us < 0 || o.sched_cut_max_us < 1) {
+    throw Error("--sched-cut-every-s must be >= 0 and --sched-cut-max-s > 0");
   }
   ParsePolicy(o.policy, "--policy");  // throws naming the option
   if (o.rule != "sum" && o.rule != "assign") throw Error("--rule must be sum or assign");

@@ -52,6 +52,13 @@ struct ClusterSimOptions {
   // it begins still arrive. One partition at a time; the last heals when the faults end.
   int64_t partition_every_us = 0;
   int64_t partition_max_us = 1500000;
+  // Servers cut from the scheduler (0: none): for up to sched_cut_max_us (uniform) nothing
+  // passes between the scheduler and one server (its heartbeats and refill reports, the
+  // scheduler's rings wait, as on a control connection that stalls) while its data links stay
+  // up: it goes on running and serves until its lease on the scheduler's heartbeat echoes
+  // lapses. Past timeout_us the scheduler declares it dead. One server at a time.
+  int64_t sched_cut_every_us = 0;
+  int64_t sched_cut_max_us = 2500000;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -97,8 +104,9 @@ struct ClusterSimResult {
   uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
   uint64_t worker_kills = 0;
-  uint64_t partitions = 0, partition_drops = 0;  // partitions made, messages they stopped
-  uint64_t epochs = 0;                           // the last epoch issued
+  uint64_t partitions = 0, partition_drops = 0;   // partitions made, messages they stopped
+  uint64_t sched_cuts = 0, sched_cut_deaths = 0;  // servers cut from the scheduler, declared dead
+  uint64_t epochs = 0;                            // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
   // scheduler's decisions and in the servers' handling of a new or prepared ring (their

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/read_lease.h"
 #include "control/ring_core.h"
 #include "kv/server_core.h"
 #include "message/message.h"
@@ -62,7 +63,9 @@ struct ClusterSim::State {
     kCompute,     // a worker ends its step's work: it pushes its counter and calls Clock()
     kKillWorker,  // the adversary: a worker dies
     kPartition,   // the adversary: the data network splits in two
-    kHeal         // the end of a partition
+    kHeal,        // the end of a partition
+    kSchedCut,    // the adversary: a server's control link to the scheduler stalls
+    kSchedHeal    // the end of a server's cut from the scheduler
   };
   static const char* KindName(int k);
 
@@ -102,8 +105,14 @@ struct ClusterSim::State {
     bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
     int64_t silent_since = 0;  // crashed or paused since (for the scheduler's detector)
     int64_t lease_until = 0;   // requests are dropped until the lease is confirmed
-    uint64_t processed = 0;    // messages handled
-    std::deque<Event> inbox;   // what arrived during a pause, in order
+    // Cut from the scheduler until this time (0: not cut): no echo of its beats comes back, so
+    // its read lease (the real one, control/read_lease.h) lapses; a cut past half the timeout
+    // counts as a failure.
+    int64_t sched_cut_until = 0;
+    bool cut_long = false;
+    std::unique_ptr<ReadLease> lease;
+    uint64_t processed = 0;   // messages handled
+    std::deque<Event> inbox;  // what arrived during a pause, in order
     bool up() const { return !crashed && !fenced && !gone; }
   };
   struct Request {
@@ -210,6 +219,18 @@ struct ClusterSim::State {
   void CheckRead(const Worker& w, const Request& r);
   void KillWorker();
   void Partition();
+  void SchedCut();
+  void SchedHeal(Server& s);
+  // A server cut from the scheduler: control messages to or from it wait until the cut heals.
+  bool CutFromScheduler(int id) const {
+    auto it = servers.find(id);
+    return it != servers.end() && it->second.sched_cut_until > 0;
+  }
+  struct HeldCtl {
+    int from, to;
+    std::shared_ptr<Ctl> ctl;
+  };
+  std::map<int, std::vector<HeldCtl>> held_ctl;  // per cut server, in the order sent
   // True while a partition keeps a data message from `from` to `to`.
   bool Cut(int from, int to) const {
     return !cut_side.empty() && cut_side.count(from) != cut_side.count(to);

@@ -203,6 +203,26 @@ TEST(ClusterSimTest, SeedsWithPartitionsHoldEveryInvariant) {
   EXPECT_GT(drops, 7u * 100);
 }
 
+// A server cut from the scheduler for up to 2.5 s while its data links work keeps running: the
+// scheduler declares it dead past the timeout and others take its ranges over, so it must have
+// stopped serving first, by its own clock (its read lease on the scheduler's echoes, the
+// production ReadLease). With a lease judged by stalls alone the cut server served requests
+// after it was declared dead in 7 of seeds 1-10 ("a fenced node serves nothing").
+TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
+  uint64_t cuts = 0, deaths = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.sched_cut_every_us = 1000000;
+    const ClusterSimResult r = Holds(o, "--sched-cut-every-s 1");
+    if (!r.ok) return;
+    cuts += r.sched_cuts;
+    deaths += r.sched_cut_deaths;
+  }
+  EXPECT_GT(cuts, 10u);
+  EXPECT_GT(deaths, 3u) << "too few cuts outlasted the timeout to test the lease";
+}
+
 // Under the assign rule the last write wins, so a replica that applied a range's updates out
 // of its master's order ends with another value: seeds 9-16 keep every chain member's slots
 // equal to its master's (seed 16 finds replicas taking a gap as in order, put back on purpose).
