@@ -129,31 +129,30 @@ std::vector<std::pair<ps::KVWorkerBase*, int64_t>> ModelClient::Push(const Shard
   dv.reserve(pushed_rows_ * K);
   ck.reserve(pushed_cells_);
   cv.reserve(pushed_cells_);
+  std::vector<int32_t> row(K);
   for (size_t i = 0; i < dense_words_.size(); ++i) {
     const uint32_t w = dense_words_[i];
     if (!live.Has(w)) continue;
-    const size_t at = dv.size();
-    dv.resize(at + K);
-    int32_t* out = dv.data() + at;
     const int32_t *a = live.DenseRow(w), *b = snap.DenseRow(w);
-    bool any = false;
-    if (a && b) {  // both dense (the common case): one loop the compiler vectorises
+    if (a && b) {  // both dense (the common case): loops the compiler vectorises
       int32_t differ = 0;
-      for (uint32_t t = 0; t < K; ++t) {
-        out[t] = a[t] - b[t];
-        differ |= out[t];
-      }
-      any = differ != 0;
+      for (uint32_t t = 0; t < K; ++t) differ |= a[t] ^ b[t];
+      if (!differ) continue;
+      const size_t at = dv.size();
+      dv.resize(at + K);
+      int32_t* out = dv.data() + at;
+      for (uint32_t t = 0; t < K; ++t) out[t] = a[t] - b[t];
     } else {
-      std::fill(out, out + K, 0);
+      std::fill(row.begin(), row.end(), 0);
+      bool any = false;
       s.RowDelta(w, [&](uint32_t t, int32_t d) {
-        out[t] = d;
+        row[t] = d;
         any = true;
       });
-    }
-    if (!any) {
-      dv.resize(at);
-      continue;
+      if (!any) continue;
+      const size_t at = dv.size();
+      dv.resize(at + K);
+      std::copy(row.begin(), row.end(), dv.data() + at);
     }
     dk.push_back(dense_keys_[i]);
   }

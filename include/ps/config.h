@@ -100,6 +100,10 @@ struct Config {
   double fault_duplicate = 0;
   double fault_delay = 0;
   int fault_delay_ms = 20;
+  /// PS_FAULT_MUTE_SCHEDULER_FILE (tests): while a file named this plus "." and the process id
+  /// exists, the node's control messages to and from the scheduler are lost (its data links
+  /// work): a node cut from the scheduler alone.
+  std::string fault_mute_scheduler_file;
   /// A worker resends a request part that has no reply after this long (PS_RESEND_TIMEOUT_MS);
   /// servers recognise the copies and apply each push once.
   int resend_timeout_ms = 1000;

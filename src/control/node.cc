@@ -641,11 +641,13 @@ void Node::Impl::HandleControl(const Message& msg) {
 
 void Node::Impl::Dispatch(Message& msg) {
   if (cfg.role == Role::kServer && msg.meta.request()) {
-    if (!LeaseValid()) {
+    const int64_t now = SteadyUs();
+    if (!LeaseValid(now)) {
       lease_dropped_++;  // the sender resends; by then the lease is confirmed, or this node fenced
       return;
     }
     if (stalled_) served_since_stall_++;
+    last_served_us_.store(now, std::memory_order_relaxed);
   }
   if (msg.meta.codec_size() > 0 || filters->enabled() || msg.meta.key_miss()) {
     uint64_t missed = 0;

@@ -307,6 +307,9 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       ActOnRing(ring_core_->NodeDead(id, NowMs()), &ring);
     }
     JobEvent("node " + std::to_string(id) + " declared dead: " + how);
+    // On the host's steady clock, which every process of a host shares: a test compares it
+    // with the last request the node served (Fatal).
+    LOG(INFO) << "node " << id << " declared dead at steady clock " << SteadyUs() << " us";
     if (!ring.abort.empty()) {
       SendRingMessages(&ring);  // the events, then the abort
       return;
@@ -378,6 +381,10 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
       // What a fenced node did since it came back (the read lease keeps it at 0).
       fatal_ += "; requests served since it stalled: " + std::to_string(served_since_stall_.load());
     }
+    if (last_served_us_.load() > 0) {
+      fatal_ += "; its lease let its last request in at steady clock " +
+                std::to_string(last_served_us_.load()) + " us";
+    }
     fatal_code_ = code;
     has_fatal_.store(true, std::memory_order_release);
     cv_.notify_all();
@@ -448,7 +455,7 @@ void Node::Impl::BeatRan(int64_t now_ms) {
   if (last < INT64_MAX / 2 && now_ms - last > StallMs()) Stalled(now_ms - last);
 }
 
-bool Node::Impl::LeaseValid() {
+bool Node::Impl::LeaseValid(int64_t now) {
   if (lease_.Suspect()) return false;
   // The receive thread may run first after a stall: it checks the heartbeat thread's clock.
   const int64_t ran = beat_ran_ms_.load();
@@ -457,7 +464,6 @@ bool Node::Impl::LeaseValid() {
     Stalled(gap);
     return false;
   }
-  const int64_t now = SteadyUs();
   if (lease_.Fresh(now)) return true;
   if (!unechoed_.exchange(true)) {
     LOG(WARNING) << "node " << id() << ": no echo of its heartbeats from the scheduler for "

@@ -376,8 +376,10 @@ struct Node::Impl {
   std::atomic<uint64_t> lease_dropped_{0};
   std::atomic<bool> stalled_{false};             // this node stalled at least once
   std::atomic<uint64_t> served_since_stall_{0};  // requests it served since its last stall
+  std::atomic<int64_t> last_served_us_{0};       // when its lease last let a request in
   void Stalled(int64_t gap_ms);
-  bool LeaseValid();
+  // Whether a request may be served at now_us (SteadyUs).
+  bool LeaseValid(int64_t now_us);
   // The heartbeat thread ran at now_ms (after a gap longer than StallMs: a stall).
   void BeatRan(int64_t now_ms);
   int64_t StallMs() const { return lease_.StallMs(); }

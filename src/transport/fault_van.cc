@@ -1,5 +1,7 @@
 #include "transport/fault_van.h"
 
+#include <unistd.h>
+
 namespace ps {
 
 FaultVan::FaultVan(std::unique_ptr<Van> inner, const FaultSpec& spec)
@@ -9,8 +11,18 @@ FaultVan::FaultVan(std::unique_ptr<Van> inner, const FaultSpec& spec)
 
 FaultVan::~FaultVan() { Stop(0); }
 
+bool FaultVan::Muted(const Message& msg, int peer) {
+  if (spec_.mute_scheduler_file.empty() || peer != 0 || !msg.meta.has_control()) return false;
+  // A control message is rare enough for a look at the file each time.
+  const std::string path = spec_.mute_scheduler_file + "." + std::to_string(getpid());
+  if (access(path.c_str(), F_OK) != 0) return false;
+  inner_->mutable_counters().injected_drops++;
+  return true;
+}
+
 bool FaultVan::Send(const Message& msg) {
   if (msg.meta.has_control() && msg.meta.control().cmd() != pb::Control::NONE) {
+    if (Muted(msg, msg.meta.receiver())) return true;  // lost on the way to the scheduler
     return inner_->Send(msg);
   }
   // No path yet: say so, as the wrapped van would, so the caller connects and sends again. (A
@@ -44,7 +56,11 @@ bool FaultVan::Send(const Message& msg) {
   return inner_->Send(msg);
 }
 
-bool FaultVan::Recv(Message* msg, int timeout_ms) { return inner_->Recv(msg, timeout_ms); }
+bool FaultVan::Recv(Message* msg, int timeout_ms) {
+  if (!inner_->Recv(msg, timeout_ms)) return false;
+  // Lost on the way from the scheduler: to the caller, nothing came this time.
+  return !Muted(*msg, msg->meta.sender());
+}
 
 void FaultVan::DelayLoop() {
   std::unique_lock<std::mutex> lk(mu_);

@@ -1,7 +1,8 @@
 // A van that wraps another and injects faults into data messages for tests: it drops,
 // duplicates and delays a configured fraction of them, seeded. Control messages (registration,
 // heartbeats, barriers) pass untouched: their own repetition rules are not what the fault
-// tests exercise.
+// tests exercise. One exception: while a mute file exists, every control message to and from
+// the scheduler is lost, so that a test can cut one node from the scheduler alone.
 #ifndef PS_TRANSPORT_FAULT_VAN_H_
 #define PS_TRANSPORT_FAULT_VAN_H_
 
@@ -9,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,7 +25,12 @@ struct FaultSpec {
   double delay = 0;      // fraction held back for delay_ms (so they overtake nothing)
   int delay_ms = 20;
   uint64_t seed = 0;
-  bool any() const { return drop > 0 || duplicate > 0 || delay > 0; }
+  // While the file named this plus "." and the process id exists, control messages to and from
+  // the scheduler (node 0) are lost.
+  std::string mute_scheduler_file;
+  bool any() const {
+    return drop > 0 || duplicate > 0 || delay > 0 || !mute_scheduler_file.empty();
+  }
 };
 
 class FaultVan : public Van {
@@ -45,6 +52,8 @@ class FaultVan : public Van {
 
  private:
   void DelayLoop();
+  // Whether msg is a control message between this node and the scheduler while muted.
+  bool Muted(const Message& msg, int peer);
 
   std::unique_ptr<Van> inner_;
   FaultSpec spec_;

@@ -30,6 +30,7 @@ std::unique_ptr<Van> MakeVan(const Config& config) {
   f.duplicate = config.fault_duplicate;
   f.delay = config.fault_delay;
   f.delay_ms = config.fault_delay_ms;
+  f.mute_scheduler_file = config.fault_mute_scheduler_file;
   // Every node its own stream, reproducible from the seed and the launcher's role and rank.
   f.seed = config.seed * 1000003 + static_cast<uint64_t>(config.role) * 1009 +
            static_cast<uint64_t>(config.rank_hint + 1);

@@ -156,6 +156,13 @@ SCENARIOS = {
         "launch": ["--keep-going"],
         "job": ["--scenario", "hang"],
     },
+    "sched_cut": {
+        "servers": 4, "workers": 4,
+        "env": [],
+        "launch": ["--allow-dead-servers", "1"],
+        "job": ["--scenario", "sum", "--universe", "200000", "--keys", "20000",
+                "--rounds", "80"],
+    },
     "stop_scheduler": {
         "servers": 2, "workers": 3,
         "env": ["PS_HEARTBEAT_INTERVAL_MS=100", "PS_HEARTBEAT_TIMEOUT_MS=1000"],

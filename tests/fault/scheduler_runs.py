@@ -8,14 +8,24 @@
          judges the others: swapped out, starved, stopped) and then gets SIGCONT. The beats
          the nodes sent meanwhile wait unread, so its first look after the pause must not
          declare them dead: no node may be lost, and every shard counts exactly once.
+  sched_cut: 4 servers, 4 workers pushing (the sum job); once they push, a seeded server is cut
+         from the scheduler alone (PS_FAULT_MUTE_SCHEDULER_FILE: its control messages to and
+         from the scheduler are lost, its data links work) until the ring without it is out.
+         The scheduler declares it dead by the heartbeat timeout; it must have stopped serving
+         before that, by its read lease on the scheduler's echoes (the lease let its last
+         request in before the declaration, on the host's steady clock), and be fenced when
+         the link is back; the sums stay exact.
 """
 import os
+import random
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
-from fault_checks import check_task_pool, stream
+from fault_checks import check_exact, check_task_pool, stream
 
 
 def scheduler_pid(line, state):
@@ -118,4 +128,72 @@ def stop_scheduler(a, sc, cmd):
                       % (state["resumed_at"] - state["stopped_at"], timeout_ms, pool))
 
 
-RUNS = {"scheduler_loss": scheduler_loss, "stop_scheduler": stop_scheduler}
+def sched_cut(a, sc, cmd):
+    victim = random.Random(int(a.seed)).randrange(sc["servers"])
+    folder = tempfile.mkdtemp(prefix="ps_mute_")
+    prefix = os.path.join(folder, "mute")
+    at = cmd.index("--")
+    cmd = cmd[:at] + ["--env", "PS_FAULT_MUTE_SCHEDULER_FILE=" + prefix] + cmd[at:]
+    state = {"pids": {}, "up": 0, "file": None, "cut_at": None, "healed_at": None}
+    lock = threading.Lock()  # the timer's heal against the end of the run
+
+    def heal():
+        with lock:
+            if state["file"] is None or state["healed_at"] is not None:
+                return
+            os.unlink(state["file"])
+            state["healed_at"] = time.time()
+        print("run_fault: server %d's link to the scheduler is back after %.1f s"
+              % (victim, state["healed_at"] - state["cut_at"]), flush=True)
+
+    def on_line(line):
+        m = re.search(r"started server (\d+) pid (\d+)", line)
+        if m:
+            state["pids"][int(m.group(1))] = int(m.group(2))
+        if "PUSHING worker" in line:
+            state["up"] += 1
+            if state["up"] == sc["workers"] and victim in state["pids"]:
+                path = "%s.%d" % (prefix, state["pids"][victim])
+                open(path, "w").close()
+                state["file"], state["cut_at"] = path, time.time()
+                print("run_fault: server %d (pid %d) cut from the scheduler"
+                      % (victim, state["pids"][victim]), flush=True)
+        if "] ring epoch 2:" in line and state["file"] and state["healed_at"] is None:
+            threading.Timer(0.3, heal).start()  # once the ring without it is out
+
+    try:
+        rc, out = stream(cmd, on_line)
+        heal()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if state["cut_at"] is None:
+        return ["the server was never cut from the scheduler"], ""
+    failures = []
+    check_exact(rc, out, sc["workers"], failures)
+    if "ring epoch 2" not in out:
+        failures.append("the scheduler never published a ring without the cut server")
+    if not re.search(r"^\[server %d\] .*no echo of its heartbeats from the scheduler" % victim,
+                     out, re.M):
+        failures.append("the cut server's lease did not run out")
+    fenced = re.search(r"^\[server %d\] .*node (\d+) was declared dead by the scheduler.*"
+                       r"its lease let its last request in at steady clock (\d+) us" % victim,
+                       out, re.M)
+    if not fenced:
+        failures.append("the cut server was not fenced when its link came back")
+    else:
+        node, served = int(fenced.group(1)), int(fenced.group(2))
+        declared = re.search(r"node %d declared dead at steady clock (\d+) us" % node, out)
+        if not declared:
+            failures.append("the scheduler did not declare node %d dead" % node)
+        elif served >= int(declared.group(1)):
+            failures.append("the cut server's lease let a request in %.1f ms after it was "
+                            "declared dead" % ((served - int(declared.group(1))) / 1000.0))
+    if not re.search(r"server %d \(pid \d+\) exited with code 1" % victim, out):
+        failures.append("the fenced server did not exit with code 1")
+    return failures, ("server %d cut from the scheduler for %.1f s, stopped serving before it "
+                      "was declared dead, fenced, sums exact"
+                      % (victim, (state["healed_at"] or time.time()) - state["cut_at"]))
+
+
+RUNS = {"scheduler_loss": scheduler_loss, "stop_scheduler": stop_scheduler,
+        "sched_cut": sched_cut}
