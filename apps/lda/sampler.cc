@@ -99,8 +99,7 @@ void Sampler::EnterWord(uint32_t w, size_t run) {
   row_word_ = w;
   word_row_ = c_.live->DenseRow(w);
   const uint64_t cells = c_.live->RowCells(w);
-  copy_run_ = cells > 0 && cells <= copy_cells_per_token_ * run;
-  if (copy_run_) {
+  if (cells > 0 && cells <= copy_cells_per_token_ * run) {
     int32_t* copy = row_scratch_.data();
     c_.live->ForEach(w, [&](uint32_t t, int32_t n) { copy[t] = n; });
     word_row_ = copy;
@@ -114,20 +113,17 @@ void Sampler::SetPropRow() {
   int32_t* copy = prop_scratch_.data();
   for (uint32_t i = 0; i < p.n; ++i) copy[pool_[p.at + i].a.value] = pool_[p.at + i].value_n;
   prop_row_ = copy;
-  prop_copied_ = true;
 }
 
 void Sampler::ClearPropCopy() {
-  if (!prop_copied_) return;
+  if (!prop_row_) return;
   const WordProposal& p = word_[row_word_];
   for (uint32_t i = 0; i < p.n; ++i) prop_scratch_[pool_[p.at + i].a.value] = 0;
-  prop_copied_ = false;
   prop_row_ = nullptr;
 }
 
 void Sampler::LeaveWord() {
   ClearPropCopy();
-  prop_row_ = nullptr;
   if (!row_copied_) return;
   int32_t* copy = row_scratch_.data();
   c_.live->ForEach(row_word_, [&](uint32_t t, int32_t) { copy[t] = 0; });

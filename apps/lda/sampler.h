@@ -109,10 +109,11 @@ class Sampler {
     double phi, nd, g, d;
   };
   Cand Live(uint32_t x, uint32_t s, int32_t ndx) const;
-  // Points word_row_ and prop_row_ at word w's live and proposal counts as K dense counts: the
-  // tables' own rows where dense, else (for a run of tokens long enough to pay for it) copies
-  // in row_scratch_ and prop_scratch_ that the sampler keeps in step with the rows (lookups by
-  // index, no probes), else null (lookups in the tables). LeaveWord clears the copies.
+  // Points word_row_ at word w's live counts as K dense counts: the table's own row where dense,
+  // else (for a run of tokens long enough to pay for it) a copy in row_scratch_ that the sampler
+  // keeps in step with the row, else null (lookups in the table); and prop_row_ at its
+  // proposal's counts, copied into prop_scratch_ from the proposal's cells. Lookups by index, no
+  // probes. LeaveWord clears the copies.
   void EnterWord(uint32_t w, size_t run);
   void LeaveWord();
   // prop_row_ for the current word's proposal (after a build), and the copy's clearing.
@@ -185,7 +186,7 @@ class Sampler {
   const int32_t* word_row_ = nullptr;
   const int32_t* prop_row_ = nullptr;
   uint32_t row_word_ = 0;
-  bool copy_run_ = false, row_copied_ = false, prop_copied_ = false;
+  bool row_copied_ = false;     // prop_row_ is set while prop_scratch_ holds a copy
   std::vector<uint32_t> seen_;  // per topic: 1 + the last document row that counted it
   std::vector<uint32_t> scratch_t_;
   std::vector<float> scratch_w_;

@@ -482,11 +482,10 @@ void Node::Impl::HandleControl(const Message& msg) {
   if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
     // The scheduler heard a heartbeat sent at beat_us: the lease runs from it, and after a
     // stall it holds again.
-    const bool was_unechoed = unechoed_.load() && !lease_.Fresh(SteadyUs());
-    if (lease_.Echoed(c.beat_us()) || was_unechoed) {
+    const bool lapsed = unechoed_.exchange(false);  // LeaseValid found no fresh echo
+    if (lease_.Echoed(c.beat_us()) || lapsed) {
       LOG(INFO) << "node " << id() << ": the scheduler confirmed it is in the job; serving again";
     }
-    unechoed_.store(false);
     return;
   }
   std::unique_lock<std::mutex> lk(mu_);

@@ -381,9 +381,9 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
       // What a fenced node did since it came back (the read lease keeps it at 0).
       fatal_ += "; requests served since it stalled: " + std::to_string(served_since_stall_.load());
     }
-    if (last_served_us_.load() > 0) {
-      fatal_ += "; its lease let its last request in at steady clock " +
-                std::to_string(last_served_us_.load()) + " us";
+    if (const int64_t last = last_served_us_.load(); last > 0) {
+      fatal_ +=
+          "; its lease let its last request in at steady clock " + std::to_string(last) + " us";
     }
     fatal_code_ = code;
     has_fatal_.store(true, std::memory_order_release);
@@ -459,7 +459,7 @@ bool Node::Impl::LeaseValid(int64_t now) {
   if (lease_.Suspect()) return false;
   // The receive thread may run first after a stall: it checks the heartbeat thread's clock.
   const int64_t ran = beat_ran_ms_.load();
-  const int64_t gap = NowMs() - ran;
+  const int64_t gap = now / 1000 - ran;
   if (ran < INT64_MAX / 2 && gap > StallMs()) {
     Stalled(gap);
     return false;

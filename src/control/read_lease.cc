@@ -8,17 +8,15 @@ ReadLease::ReadLease(int64_t heartbeat_timeout_ms, int64_t heartbeat_interval_ms
     : stall_ms_(std::max<int64_t>(heartbeat_timeout_ms / 2, 2 * heartbeat_interval_ms)),
       lease_ms_(heartbeat_timeout_ms - heartbeat_interval_ms / 4) {}
 
-void ReadLease::Start(int64_t now_us) {
+void ReadLease::Confirmed(int64_t at_us) {
+  // Echoes may arrive out of order (a resent beat): the lease runs from the newest one.
   int64_t have = echoed_us_.load();
-  while (have < now_us && !echoed_us_.compare_exchange_weak(have, now_us)) {
+  while (have < at_us && !echoed_us_.compare_exchange_weak(have, at_us)) {
   }
 }
 
 bool ReadLease::Echoed(int64_t beat_us) {
-  // Echoes may arrive out of order (a resent beat): the lease runs from the newest beat heard.
-  int64_t have = echoed_us_.load();
-  while (have < beat_us && !echoed_us_.compare_exchange_weak(have, beat_us)) {
-  }
+  Confirmed(beat_us);
   int64_t since = suspect_since_us_.load();
   return since > 0 && beat_us >= since && suspect_since_us_.compare_exchange_strong(since, 0);
 }

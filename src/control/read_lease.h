@@ -29,7 +29,7 @@ class ReadLease {
 
   /// The node table arrived at now_us: the scheduler counted this node in when it sent it.
   /// Before Start the lease makes no claim (Holds is true: nothing is served yet).
-  void Start(int64_t now_us);
+  void Start(int64_t now_us) { Confirmed(now_us); }
   /// The scheduler echoed a beat this node sent at beat_us. Returns true when that ends a
   /// stall's suspicion (the beat was sent after the stall began).
   bool Echoed(int64_t beat_us);
@@ -54,6 +54,9 @@ class ReadLease {
   int64_t LeaseMs() const { return lease_ms_; }
 
  private:
+  // The scheduler counted this node in at at_us (its clock): the lease runs from the latest.
+  void Confirmed(int64_t at_us);
+
   static constexpr int64_t kNotStarted = std::numeric_limits<int64_t>::min();
   const int64_t stall_ms_, lease_ms_;
   std::atomic<int64_t> suspect_since_us_{0};  // 0: no stall suspected

@@ -25,7 +25,7 @@ int ClusterSim::State::Degraded() const {
   for (const auto& s : servers) {
     const Server& v = s.second;
     if (!declared.count(v.id) &&
-        (v.crashed || (v.paused && v.lease_until < 0) || (v.sched_cut_until > 0 && v.cut_long))) {
+        (v.crashed || (v.paused && v.lease_until < 0) || (v.sched_cut_until > 0 && LongCut(v)))) {
       n++;
     }
   }
@@ -103,10 +103,8 @@ void ClusterSim::State::SchedCut() {
   const int64_t len =
       1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.sched_cut_max_us)));
   Server& s = servers[c[rng.Below(c.size())]];
-  const bool long_cut = len > o.timeout_us / 2;
-  if (long_cut && InRing(*sched->ring(), s.id) && !MayFail()) return;
+  if (len > o.timeout_us / 2 && InRing(*sched->ring(), s.id) && !MayFail()) return;
   s.sched_cut_until = now + len;
-  s.cut_long = long_cut;
   s.silent_since = now;
   res.sched_cuts++;
   Note(kSchedCut, s.id, 0, "cut from the scheduler for " + std::to_string(len) + " us");
@@ -116,7 +114,6 @@ void ClusterSim::State::SchedCut() {
 void ClusterSim::State::SchedHeal(Server& s) {
   if (s.sched_cut_until == 0) return;
   s.sched_cut_until = 0;
-  s.cut_long = false;
   Note(kSchedHeal, s.id, 0, "its link to the scheduler is back");
   if (s.up()) {
     // Serving again waits for the echo of a beat sent now, which says whether it was replaced.

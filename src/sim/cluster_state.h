@@ -105,11 +105,10 @@ struct ClusterSim::State {
     bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
     int64_t silent_since = 0;  // crashed or paused since (for the scheduler's detector)
     int64_t lease_until = 0;   // requests are dropped until the lease is confirmed
-    // Cut from the scheduler until this time (0: not cut): no echo of its beats comes back, so
-    // its read lease (the real one, control/read_lease.h) lapses; a cut past half the timeout
-    // counts as a failure.
+    // Cut from the scheduler until this time (0: not cut; silent_since is when it began): no
+    // echo of its beats comes back, so its read lease (the real one, control/read_lease.h)
+    // lapses.
     int64_t sched_cut_until = 0;
-    bool cut_long = false;
     std::unique_ptr<ReadLease> lease;
     uint64_t processed = 0;   // messages handled
     std::deque<Event> inbox;  // what arrived during a pause, in order
@@ -221,6 +220,10 @@ struct ClusterSim::State {
   void Partition();
   void SchedCut();
   void SchedHeal(Server& s);
+  // A cut past half the timeout counts as a failure (the server may be declared dead).
+  bool LongCut(const Server& s) const {
+    return s.sched_cut_until - s.silent_since > o.timeout_us / 2;
+  }
   // A server cut from the scheduler: control messages to or from it wait until the cut heals.
   bool CutFromScheduler(int id) const {
     auto it = servers.find(id);

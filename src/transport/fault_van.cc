@@ -5,17 +5,21 @@
 namespace ps {
 
 FaultVan::FaultVan(std::unique_ptr<Van> inner, const FaultSpec& spec)
-    : inner_(std::move(inner)), spec_(spec), rng_(spec.seed * 0x2545F4914F6CDD1Dull + 17) {
+    : inner_(std::move(inner)),
+      spec_(spec),
+      mute_path_(spec.mute_scheduler_file.empty()
+                     ? ""
+                     : spec.mute_scheduler_file + "." + std::to_string(getpid())),
+      rng_(spec.seed * 0x2545F4914F6CDD1Dull + 17) {
   delayer_ = std::thread([this] { DelayLoop(); });
 }
 
 FaultVan::~FaultVan() { Stop(0); }
 
 bool FaultVan::Muted(const Message& msg, int peer) {
-  if (spec_.mute_scheduler_file.empty() || peer != 0 || !msg.meta.has_control()) return false;
+  if (mute_path_.empty() || peer != 0 || !msg.meta.has_control()) return false;
   // A control message is rare enough for a look at the file each time.
-  const std::string path = spec_.mute_scheduler_file + "." + std::to_string(getpid());
-  if (access(path.c_str(), F_OK) != 0) return false;
+  if (access(mute_path_.c_str(), F_OK) != 0) return false;
   inner_->mutable_counters().injected_drops++;
   return true;
 }

@@ -57,6 +57,7 @@ class FaultVan : public Van {
 
   std::unique_ptr<Van> inner_;
   FaultSpec spec_;
+  std::string mute_path_;  // the mute file of this process ("": no muting)
   std::mutex mu_;
   std::condition_variable cv_;
   Rng rng_;

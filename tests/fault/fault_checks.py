@@ -73,6 +73,13 @@ def check_task_pool(out, shards, failures, redone=False):
     return m.group(0) if m else None
 
 
+def note_server_pid(line, pids):
+    """Notes a server's PID (pids[rank]) from ps-launch's line that starts it."""
+    m = re.search(r"started server (\d+) pid (\d+)", line)
+    if m:
+        pids[int(m.group(1))] = int(m.group(2))
+
+
 def stream(cmd, on_line):
     """Runs cmd, echoing its output; on_line(line) may act on each line (send a signal).
     Returns the exit code and the whole output."""

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import threading
 
-from fault_checks import CAPTURED, check_exact, stream
+from fault_checks import CAPTURED, check_exact, note_server_pid, stream
 
 # The scheduler publishes a ring: after a failure ("ring epoch N: M servers") or at a cut-over.
 PUBLISHED = re.compile(r"(?<!preparing )ring epoch (\d+)(?::| with) (\d+)")
@@ -63,9 +63,7 @@ def join_dies_cutover(a, sc, cmd, join_cmd, old=False):
     rng = random.Random(int(a.seed))
 
     def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
+        note_server_pid(line, state["pids"])
         m = re.search(r"scheduler listens on [\d.]+:(\d+)", line)
         if m:
             state["port"] = int(m.group(1))
@@ -130,9 +128,7 @@ def leave_and_kill(a, sc, cmd, join_cmd, kill_leaver=True):
         os.kill(state["leaver"], signal.SIGUSR1)
 
     def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
+        note_server_pid(line, state["pids"])
         m = re.search(r"LEAVE-READY server \d+ pid (\d+)", line)
         if m:
             state["leaver"] = int(m.group(1))

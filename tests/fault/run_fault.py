@@ -72,7 +72,8 @@ import sys
 import threading
 import time
 
-from fault_checks import CAPTURED, check_chains, check_exact, check_task_pool, stream
+from fault_checks import (CAPTURED, check_chains, check_exact, check_task_pool, note_server_pid,
+                          stream)
 from handoff_runs import RUNS as HANDOFF_RUNS
 from scheduler_runs import RUNS as SCHEDULER_RUNS
 from scenarios import SCENARIOS
@@ -94,9 +95,7 @@ def run_and_kill_server(cmd, servers, workers, seed, sig=signal.SIGKILL, resume=
               % (signal.Signals(sig).name, victim, pid, delay * 1000), flush=True)
 
     def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
+        note_server_pid(line, state["pids"])
         if "PUSHING worker" in line:
             state["up"] += 1
             if state["up"] == workers:
@@ -134,9 +133,7 @@ def run_and_kill_two(cmd, servers, workers, seed):
         kill(0)
 
     def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
+        note_server_pid(line, state["pids"])
         if "PUSHING worker" in line:
             state["up"] += 1
             if state["up"] == workers:

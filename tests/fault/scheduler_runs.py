@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from fault_checks import check_exact, check_task_pool, stream
+from fault_checks import check_exact, check_task_pool, note_server_pid, stream
 
 
 def scheduler_pid(line, state):
@@ -147,9 +147,7 @@ def sched_cut(a, sc, cmd):
               % (victim, state["healed_at"] - state["cut_at"]), flush=True)
 
     def on_line(line):
-        m = re.search(r"started server (\d+) pid (\d+)", line)
-        if m:
-            state["pids"][int(m.group(1))] = int(m.group(2))
+        note_server_pid(line, state["pids"])
         if "PUSHING worker" in line:
             state["up"] += 1
             if state["up"] == sc["workers"] and victim in state["pids"]:
