@@ -162,7 +162,7 @@ void UcxVan::Start(const sockaddr_in& where) {
   }
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the progress thread alone calls UCX
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the progress role's holder alone calls UCX
   st = ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) {
     throw Error(ErrorCode::kBadConfig, std::string("UCX worker: ") + ucs_status_string(st));
@@ -197,21 +197,95 @@ void UcxVan::Run(const sockaddr_in& where) {
   if (!progress_.joinable()) progress_ = std::thread([this] { ProgressLoop(); });
 }
 
+namespace {
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// How long the progress thread leaves the role to Recv after a Recv gave it up: the node's
+// receive loop is back within a message's handling, and taking the role in between would cost
+// both threads a wake-up per message. Longer gaps (a long message, a worker computing) are
+// covered by the progress thread, which looks again after at most kMaxNapUs.
+constexpr int64_t kRecvGraceNs = 1000000;
+constexpr int64_t kMaxNapUs = 20000;
+
+}  // namespace
+
+bool UcxVan::Turn(std::chrono::steady_clock::time_point* last_event, int wait_ms) {
+  const bool ran = RunJobs();
+  if (ucp_worker_progress(worker_) || ran) {
+    if (busy_poll_us_ > 0) *last_event = std::chrono::steady_clock::now();
+    return true;
+  }
+  if (busy_poll_us_ > 0 &&
+      std::chrono::steady_clock::now() - *last_event < std::chrono::microseconds(busy_poll_us_)) {
+    return false;
+  }
+  // A job queued (or an Interrupt, or a Recv that wants the role) after RunJobs signalled the
+  // worker: arm sees the signal and says busy.
+  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return true;
+  pollfd p{efd_, POLLIN, 0};
+  poll(&p, 1, wait_ms);
+  return false;
+}
+
 void UcxVan::ProgressLoop() {
-  auto last_event = std::chrono::steady_clock::now();
-  const auto spin = std::chrono::microseconds(busy_poll_us_);
+  int64_t nap_us = 1000;
   while (!stop_.load()) {
-    const bool ran = RunJobs();
-    if (ucp_worker_progress(worker_) || ran) {
-      if (busy_poll_us_ > 0) last_event = std::chrono::steady_clock::now();
+    const bool kicked = kick_.exchange(false);
+    if (want_.load() > 0 || (!kicked && SteadyNs() - recv_released_ns_.load() < kRecvGraceNs) ||
+        !role_mu_.try_lock()) {
+      // A Recv drives UCX, or did just now and will again soon: stand by.
+      std::unique_lock<std::mutex> l(aside_mu_);
+      aside_cv_.wait_for(l, std::chrono::microseconds(nap_us),
+                         [this] { return stop_.load() || kick_.load(); });
+      nap_us = std::min(nap_us * 2, kMaxNapUs);
       continue;
     }
-    if (busy_poll_us_ > 0 && std::chrono::steady_clock::now() - last_event < spin) continue;
-    // A job queued after RunJobs signalled the worker: arm sees the signal and says busy.
-    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
-    pollfd p{efd_, POLLIN, 0};
-    poll(&p, 1, 100);  // Send, Connect and Stop signal the worker; the timeout is a backstop
+    nap_us = 1000;
+    role_owner_.store(std::this_thread::get_id());
+    auto last_event = std::chrono::steady_clock::now();
+    // Send, Connect, Stop and a Recv that wants the role signal the worker; the timeout is a
+    // backstop.
+    while (!stop_.load() && want_.load() == 0 && lost_pending_empty()) Turn(&last_event, 100);
+    role_owner_.store(std::thread::id());
+    role_mu_.unlock();
+    RunLost();
   }
+}
+
+bool UcxVan::lost_pending_empty() {
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  return lost_pending_.empty();
+}
+
+void UcxVan::RunLost() {
+  std::vector<int> ids;
+  std::function<void(int)> lost;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    ids.swap(lost_pending_);
+    lost = lost_;
+  }
+  if (lost) {
+    for (int id : ids) lost(id);
+  }
+}
+
+void UcxVan::Kick() {
+  {
+    std::lock_guard<std::mutex> l(aside_mu_);
+    kick_ = true;
+  }
+  aside_cv_.notify_one();
+}
+
+bool UcxVan::JobsQueued() {
+  std::lock_guard<std::mutex> lk(jobs_mu_);
+  return !jobs_.empty();
 }
 
 bool UcxVan::RunJobs() {
@@ -285,6 +359,7 @@ void UcxVan::Connect(int id, const std::string& host, int port) {
     jobs_.push_back(std::move(job));
   }
   ucp_worker_signal(worker_);
+  if (role_owner_.load() == std::thread::id()) Kick();  // nobody drives UCX to make it
 }
 
 void UcxVan::Drain(Peer* peer) {
@@ -301,15 +376,11 @@ void UcxVan::OnPeerError(Peer* peer) {
   peer->failed = true;  // its queued sends are dropped; the endpoint is closed at Stop
   peer->inflight -= static_cast<int>(peer->waiting.size());
   peer->waiting.clear();
-  std::function<void(int)> lost;
-  {
-    std::lock_guard<std::mutex> lk(peers_mu_);
-    auto it = peers_.find(peer->id);
-    if (it == peers_.end() || it->second.get() != peer) return;  // replaced since
-    peers_.erase(it);
-    lost = lost_;
-  }
-  if (lost) lost(peer->id);
+  std::lock_guard<std::mutex> lk(peers_mu_);
+  auto it = peers_.find(peer->id);
+  if (it == peers_.end() || it->second.get() != peer) return;  // replaced since
+  peers_.erase(it);
+  lost_pending_.push_back(peer->id);  // told once the role is released (RunLost)
 }
 
 bool UcxVan::Connected(int id) const { return GetPeer(id) != nullptr; }
@@ -370,13 +441,30 @@ bool UcxVan::Send(const Message& msg) {
   Job job;
   job.peer = std::move(peer);
   job.send = std::move(hold);
+  counters_.messages_sent++;
+  counters_.bytes_sent += bytes;
+  if (role_owner_.load() != std::this_thread::get_id() && role_mu_.try_lock()) {
+    // Nobody drives UCX: hand the message over on this thread, behind what was queued.
+    role_owner_.store(std::this_thread::get_id());
+    RunJobs();
+    Peer* p = job.peer.get();
+    SendNow(&job);
+    // What is left for UCX to finish (a large message's tail, sends waiting for credits or
+    // wiring) needs a driver now, not after the progress thread's nap.
+    const bool pending = p->inflight.load() > 0;
+    role_owner_.store(std::thread::id());
+    role_mu_.unlock();
+    if (pending || JobsQueued()) Kick();
+    RunLost();
+    return true;
+  }
   {
     std::lock_guard<std::mutex> lk(jobs_mu_);
     jobs_.push_back(std::move(job));
   }
   ucp_worker_signal(worker_);
-  counters_.messages_sent++;
-  counters_.bytes_sent += bytes;
+  // The holder may have let the role go before it saw the signal.
+  if (role_owner_.load() == std::thread::id()) Kick();
   return true;
 }
 
@@ -603,16 +691,13 @@ void UcxVan::OnCredit(const void* header, size_t length) {
   Drain(peer);
 }
 
-bool UcxVan::Recv(Message* msg, int timeout_ms) {
-  std::unique_lock<std::mutex> lk(q_mu_);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (ready_.empty() && !interrupted_ && !stopped_) {
-    if (q_cv_.wait_until(lk, until) == std::cv_status::timeout) break;
-  }
+bool UcxVan::TakeReady(Message* msg, bool* got) {
+  std::lock_guard<std::mutex> lk(q_mu_);
   if (interrupted_) {
     interrupted_ = false;
-    return false;
+    return true;
   }
+  if (stopped_) return true;
   if (ready_.empty()) return false;
   const uint64_t stream = ready_.front();
   ready_.pop_front();
@@ -626,13 +711,73 @@ bool UcxVan::Recv(Message* msg, int timeout_ms) {
     ready_.push_back(stream);
   }
   Taken(stream, &in, bytes);
+  *got = true;
   return true;
+}
+
+bool UcxVan::Recv(Message* msg, int timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool got = false;
+  {
+    // The worker lives until Stop, which sets stopped_ first (under q_mu_) and destroys it only
+    // with the role: Recv touches it after this check only with the role, or under q_mu_.
+    std::unique_lock<std::mutex> lk(q_mu_);
+    if (!worker_ || stopped_) {  // not bound (nothing can come), or stopped
+      q_cv_.wait_until(lk, until, [this] { return interrupted_ || stopped_; });
+      interrupted_ = false;
+      return false;
+    }
+  }
+  std::unique_lock<std::mutex> role(role_mu_, std::defer_lock);
+  auto last_event = std::chrono::steady_clock::now();
+  while (!TakeReady(msg, &got)) {
+    if (!role.owns_lock()) {
+      if (!role.try_lock()) {
+        // The progress thread gives it up at the signal, a Send at once.
+        want_++;
+        {
+          std::lock_guard<std::mutex> lk(q_mu_);
+          if (!stopped_) ucp_worker_signal(worker_);
+        }
+        role.lock();
+        want_--;
+      }
+      role_owner_.store(std::this_thread::get_id());
+      continue;  // what the last holder received is in the inbox
+    }
+    if (stop_.load()) break;
+    if (!lost_pending_empty()) {
+      role_owner_.store(std::thread::id());
+      role.unlock();
+      RunLost();
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          until - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) {
+      // Time is up: one look without sleeping, then what came.
+      Turn(&last_event, 0);
+      TakeReady(msg, &got);
+      break;
+    }
+    Turn(&last_event, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+  if (role.owns_lock()) {
+    role_owner_.store(std::thread::id());
+    recv_released_ns_.store(SteadyNs());
+    role.unlock();
+  }
+  RunLost();
+  return got;
 }
 
 void UcxVan::Interrupt() {
   std::lock_guard<std::mutex> lk(q_mu_);
   interrupted_ = true;
   q_cv_.notify_all();
+  // A Recv sleeps on the worker's fd. The worker lives until Stop sets stopped_ (under q_mu_).
+  if (worker_ && !stopped_) ucp_worker_signal(worker_);
 }
 
 void UcxVan::WatchPeers(std::function<void(int)> lost) {
@@ -657,9 +802,13 @@ void UcxVan::Stop(int linger_ms) {
   // A Send or Connect that read stop_ before it was set may still touch the worker.
   while (callers_.load() > 0) std::this_thread::yield();
   ucp_worker_signal(worker_);
+  aside_cv_.notify_all();
   if (progress_.joinable()) progress_.join();
-  // The progress thread is gone: this thread is UCX's only caller now. Sends queued before
-  // Stop go out, and get up to linger_ms with everything still in flight.
+  // A Recv in progress saw stopped_ (the signal woke it) and gives the role up: this thread
+  // takes it for good and is UCX's only caller now. Sends queued before Stop go out, and get
+  // up to linger_ms with everything still in flight.
+  role_mu_.lock();
+  role_owner_.store(std::this_thread::get_id());
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
   if (linger_ms > 0) {
     RunJobs();
@@ -703,6 +852,12 @@ void UcxVan::Stop(int linger_ms) {
   worker_ = nullptr;
   listener_ = nullptr;
   context_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    lost_pending_.clear();
+  }
+  role_owner_.store(std::thread::id());
+  role_mu_.unlock();
 }
 
 }  // namespace ps

@@ -4,13 +4,20 @@
 // (8-byte aligned), sent from the SArrays without a copy and, when UCX uses rendezvous for a
 // large message, received into one buffer without a copy.
 //
-// Threads: one progress thread is the only caller of UCX (the worker is single-threaded, so
-// UCX takes no locks). It sleeps on the worker's event fd when idle, runs the receive and
-// error callbacks, and makes the endpoints and sends that other threads queue: Send and
-// Connect only queue the work and wake it (ucp_worker_signal may be called from any thread),
-// so a caller never waits for the network or for UCX's lock. With a shared thread-safe worker
-// the progress thread, busy with incoming traffic, held UCX's lock for hundreds of ms at a
-// time: senders waited, a server's heartbeat stalled and the scheduler declared it dead.
+// Threads: UCX's worker is driven by one thread at a time, the holder of the progress role
+// (role_mu_; the worker is UCS_THREAD_MODE_SERIALIZED, so UCX takes no locks of its own). The
+// thread in Recv takes the role and sleeps on the worker's event fd itself, so a message is
+// received and handed over on one thread, with no wake-up between a progress thread and the
+// receiver (it cost about 30 us of each round trip, and more than the whole shared-memory
+// floor). A Send made while nobody holds the role hands the message to UCX on the caller's
+// thread; one made while another thread holds it is queued for the holder, woken by
+// ucp_worker_signal (callable from any thread), so a caller never waits for the network or
+// for another thread's progress: with a thread-safe worker, UCX's own lock was held for
+// hundreds of ms by a thread busy with incoming traffic, a server's heartbeat stalled and the
+// scheduler declared it dead. The progress thread takes the role when no Recv has held it for
+// a grace period (a node busy with one message still reads, sends and answers its peers),
+// and gives it up as soon as a Recv wants it. Callbacks into the node (a lost peer) run after
+// the role is released.
 // Received messages wait for Recv (one thread) in a queue per sender's stream, taken in turn
 // as ZeroMQ's router does: a scheduler's heartbeat never waits behind a worker's backlog.
 //
@@ -32,6 +39,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -53,9 +61,10 @@ class UcxVan : public Van {
   /// max_message: the largest message accepted (larger ones are dropped and counted);
   /// queue: messages held for Recv, and messages in flight to one peer, before more are
   /// dropped and counted (recv_queue_full, send_queue_full).
-  /// busy_poll_us: the progress thread spins this long after its last event before it sleeps
-  /// on the worker's file descriptor (PS_UCX_BUSY_POLL_US; 0 = sleep at once). Spinning saves
-  /// the wake-up of each message that comes within it, at the price of a core while it spins.
+  /// busy_poll_us: the holder of the progress role (Recv, or the progress thread) spins this
+  /// long after its last event before it sleeps on the worker's file descriptor
+  /// (PS_UCX_BUSY_POLL_US; 0 = sleep at once). Spinning saves the wake-up of each message that
+  /// comes within it, at the price of a core while it spins.
   explicit UcxVan(int64_t max_message = int64_t{4} << 30, int queue = 10000, int busy_poll_us = 0);
   ~UcxVan() override;
   int Bind(const std::string& host, int port) override;
@@ -67,7 +76,7 @@ class UcxVan : public Van {
   void Stop(int linger_ms) override;
   void WatchPeers(std::function<void(int)> lost) override;
 
-  // Entry points of UCX's callbacks (progress thread; not for callers).
+  // Entry points of UCX's callbacks (the role's holder; not for callers).
   ucs_status_t OnMessage(const void* header, size_t header_length, void* data, size_t length,
                          const ucp_am_recv_param_t* param);
   void OnConnRequest(ucp_conn_request_h req);
@@ -87,18 +96,18 @@ class UcxVan : public Van {
   struct Peer {
     UcxVan* van = nullptr;
     int id = -1;
-    ucp_ep_h ep = nullptr;              // made by the progress thread
-    bool failed = false;                // progress thread: its sends are dropped
-    uint64_t stream = 0;                // random: names this endpoint's sequence to the receiver
-    uint64_t next_seq = 0;              // progress thread
+    // Fields without an atomic type belong to the progress role's holder.
+    ucp_ep_h ep = nullptr;
+    bool failed = false;  // its sends are dropped
+    uint64_t stream = 0;  // random: names this endpoint's sequence to the receiver
+    uint64_t next_seq = 0;
     std::atomic<int> inflight{0};       // queued or in UCX, not yet completed
     std::atomic<uint64_t> sent{0};      // messages Send accepted
     std::atomic<uint64_t> credited{0};  // of them, taken by the receiver (its credits)
-    // Progress thread: bytes handed to UCX and taken by the receiver; sends that wait for
-    // credits.
+    // Bytes handed to UCX and taken by the receiver; sends that wait for credits.
     uint64_t bytes_out = 0, bytes_credited = 0;
     std::deque<std::unique_ptr<SendHold>> waiting;
-    // Progress thread: the endpoint's lanes are set up (its first flush completed). UCX 1.13
+    // The endpoint's lanes are set up (its first flush completed). UCX 1.13
     // replays the sends made before that on the final lanes with the first lanes' protocol
     // choice: over shared memory that failed ("Invalid am_short_iov length") or crashed
     // (ucp_wireup_replay_pending_requests), so nothing is handed to UCX before.
@@ -126,7 +135,7 @@ class UcxVan : public Van {
     bool listed = false;                         // in ready_
   };
   void Taken(uint64_t stream, Inbox* in, uint64_t bytes);  // q_mu_ held
-  // Work for the progress thread, in the order queued: make an endpoint, send, or credit.
+  // Work for the role's holder, in the order queued: make an endpoint, send, or credit.
   struct Job {
     std::shared_ptr<Peer> peer;
     uint64_t credit_stream = 0, credit = 0, credit_bytes = 0;  // peer null: a credit
@@ -139,7 +148,16 @@ class UcxVan : public Van {
   void Start(const sockaddr_in& where);  // context and worker, once
   void Run(const sockaddr_in& where);    // the progress thread, once
   void ProgressLoop();
+  // One turn of the role's holder: queued jobs, then UCX's progress; when neither did
+  // anything (and the busy poll is over), sleeps on the worker's fd up to wait_ms. True when
+  // something happened.
+  bool Turn(std::chrono::steady_clock::time_point* last_event, int wait_ms);
+  bool TakeReady(Message* msg, bool* got);  // true: Recv returns (*got: with a message)
+  void RunLost();                           // without the role
+  bool lost_pending_empty();
+  void Kick();     // the progress thread takes the role now (work waits and nobody holds it)
   bool RunJobs();  // false when none were queued
+  bool JobsQueued();
   void MakeEndpoint(Job* job);
   void SendNow(Job* job);
   void Hand(Peer* peer, std::unique_ptr<SendHold> hold);     // to UCX
@@ -149,7 +167,7 @@ class UcxVan : public Van {
 
   int64_t max_message_;
   uint64_t max_held_;        // bytes of messages held back for order, at most
-  uint64_t held_bytes_ = 0;  // progress thread
+  uint64_t held_bytes_ = 0;  // the role's holder
   size_t queue_bound_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -165,13 +183,23 @@ class UcxVan : public Van {
     std::atomic<int>* n_;
   };
 
+  // The progress role: its holder alone calls UCX (the worker, its endpoints and requests).
+  std::mutex role_mu_;
+  std::atomic<std::thread::id> role_owner_{};
+  std::atomic<int> want_{0};                  // Recv callers waiting for the role
+  std::atomic<int64_t> recv_released_ns_{0};  // when a Recv last gave it up (steady clock)
+  std::atomic<bool> kick_{false};
+  std::mutex aside_mu_;  // the progress thread's stand-by
+  std::condition_variable aside_cv_;
+  std::vector<int> lost_pending_;  // under peers_mu_
+
   std::mutex jobs_mu_;
   std::deque<Job> jobs_;
 
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
   std::function<void(int)> lost_;
-  // Progress thread (and Stop, after it ends) only.
+  // The role's holder (and Stop, which takes it for good) only.
   std::vector<ucp_ep_h> accepted_;  // endpoints of peers that connected to us
   std::vector<ucp_ep_h> retired_;   // accepted ones that failed, closed at Stop
   // Accepted endpoints whose first flush has not completed (see Peer::wired), with the last

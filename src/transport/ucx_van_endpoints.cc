@@ -85,15 +85,11 @@ void UcxVan::MakeEndpoint(Job* job) {
   if (st != UCS_OK) {
     LOG(WARNING) << "UCX: cannot connect to node " << peer.id << ": " << ucs_status_string(st);
     peer.failed = true;
-    std::function<void(int)> lost;
-    {
-      std::lock_guard<std::mutex> lk(peers_mu_);
-      auto it = peers_.find(peer.id);
-      if (it == peers_.end() || it->second != job->peer) return;  // replaced since
-      peers_.erase(it);
-      lost = lost_;
-    }
-    if (lost) lost(peer.id);
+    std::lock_guard<std::mutex> lk(peers_mu_);
+    auto it = peers_.find(peer.id);
+    if (it == peers_.end() || it->second != job->peer) return;  // replaced since
+    peers_.erase(it);
+    lost_pending_.push_back(peer.id);  // told once the role is released (RunLost)
     return;
   }
   peer.ep = e;

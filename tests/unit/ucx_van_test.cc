@@ -482,5 +482,78 @@ TEST(UcxVanTest, SendsMadeWhileEndpointsAreWiredUpArriveInOrder) {
   }
 }
 
+// The progress role moves between a van's threads: its Recv caller (which receives on its own
+// thread), senders that hand messages over while nobody holds it, and the progress thread,
+// which covers the gaps while the receiver is away. Under all of it, with Interrupts at random,
+// each sending thread's messages arrive once and in order, small and large.
+TEST(UcxVanTest, TheProgressRoleMovesBetweenThreadsWithoutLossOrReorder) {
+  const uint64_t seed = 23;
+  constexpr int kSenders = 2, kMessages = 600;
+  UcxVan v[2];
+  const int ports[2] = {v[0].Bind("127.0.0.1", 0), v[1].Bind("127.0.0.1", 0)};
+  v[0].Connect(1, "127.0.0.1", ports[1]);
+  v[1].Connect(0, "127.0.0.1", ports[0]);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int side = 0; side < 2; ++side) {
+    for (int t = 0; t < kSenders; ++t) {
+      threads.emplace_back([&, side, t] {
+        std::mt19937_64 rng(seed * 131 + side * 7 + t);
+        for (int k = 0; k < kMessages; ++k) {
+          const size_t size =
+              rng() % 50 == 0 ? (size_t{1} << 20) + rng() % (size_t{3} << 20) : 8 + rng() % 600;
+          Message m = Frames(1 - side, {size}, rng());
+          m.meta.set_sender(t);
+          m.meta.set_app_id(k);
+          while (!v[side].Send(m)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+        }
+      });
+    }
+    threads.emplace_back([&, side] {  // interrupts now and then
+      std::mt19937_64 rng(seed * 977 + side);
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(500 + rng() % 5000));
+        v[side].Interrupt();
+      }
+    });
+  }
+  std::string failure[2];
+  std::thread receivers[2];
+  for (int side = 0; side < 2; ++side) {
+    receivers[side] = std::thread([&, side] {
+      std::mt19937_64 rng(seed * 31 + side);
+      std::vector<int> next(kSenders, 0);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      for (int n = 0; n < kSenders * kMessages;) {
+        if (std::chrono::steady_clock::now() > until) {
+          failure[side] = "got " + std::to_string(n) + " messages in 60 s";
+          return;
+        }
+        if (rng() % 4 == 0) {  // away: the progress thread takes over
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
+        }
+        Message got;
+        if (!v[side].Recv(&got, static_cast<int>(rng() % 4))) continue;
+        const int from = got.meta.sender();
+        if (from < 0 || from >= kSenders || got.meta.app_id() != next[from]) {
+          failure[side] = "from " + std::to_string(from) + ": message " +
+                          std::to_string(got.meta.app_id()) + " where " +
+                          std::to_string(from >= 0 && from < kSenders ? next[from] : -1) +
+                          " was due";
+          return;
+        }
+        next[from]++;
+        ++n;
+      }
+    });
+  }
+  for (auto& r : receivers) r.join();
+  done = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failure[0], "") << "seed " << seed;
+  EXPECT_EQ(failure[1], "") << "seed " << seed;
+}
+
 }  // namespace
 }  // namespace ps
