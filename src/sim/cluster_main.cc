@@ -55,6 +55,9 @@ const char kClusterUsage[] =
     "                       one server cut from the scheduler for up to D (default 2.5) seconds\n"
     "                       (default none): its data links stay up, it serves until its lease\n"
     "                       lapses, and past --timeout-s it is declared dead\n"
+    "  --worker-cut-every-s T --worker-cut-max-s D\n"
+    "                       the same for one worker: it pushes on; declared dead, it is fenced\n"
+    "                       by the servers (a death: counted in --max-worker-kills)\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --rule sum|assign    the servers' update rule (default sum; assign: the last write wins,\n"
@@ -147,6 +150,10 @@ int ClusterMain(int argc, char** argv) {
       o.sched_cut_every_us = Us(k, v);
     } else if (k == "--sched-cut-max-s") {
       o.sched_cut_max_us = Us(k, v);
+    } else if (k == "--worker-cut-every-s") {
+      o.worker_cut_every_us = Us(k, v);
+    } else if (k == "--worker-cut-max-s") {
+      o.worker_cut_max_us = Us(k, v);
     } else if (k == "--max-worker-kills") {
       o.max_worker_kills = static_cast<int>(Number(k, v));
     } else if (k == "--step-every-s") {
@@ -206,7 +213,10 @@ int ClusterMain(int argc, char** argv) {
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
               << ",\"worker_kills\":" << r.worker_kills << ",\"partitions\":" << r.partitions
               << ",\"partition_drops\":" << r.partition_drops << ",\"sched_cuts\":" << r.sched_cuts
-              << ",\"sched_cut_deaths\":" << r.sched_cut_deaths << ",\"epochs\":" << r.epochs
+              << ",\"sched_cut_deaths\":" << r.sched_cut_deaths
+              << ",\"worker_cuts\":" << r.worker_cuts
+              << ",\"worker_cut_deaths\":" << r.worker_cut_deaths
+              << ",\"fenced_workers\":" << r.fenced_workers << ",\"epochs\":" << r.epochs
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s

@@ -15,9 +15,10 @@
 namespace ps {
 const char* ClusterSim::State::KindName(int k) {
   static const char* names[] = {
-      "data",    "control",     "tick",      "push", "resend",    "detect",     "crash",
-      "pause",   "resume",      "lease",     "join", "leave",     "faults-end", "step",
-      "compute", "kill-worker", "partition", "heal", "sched-cut", "sched-heal"};
+      "data",       "control",    "tick",       "push",        "resend",    "detect",
+      "crash",      "pause",      "resume",     "lease",       "join",      "leave",
+      "faults-end", "step",       "compute",    "kill-worker", "partition", "heal",
+      "sched-cut",  "sched-heal", "worker-cut", "worker-heal"};
   return names[k];
 }
 
@@ -104,7 +105,7 @@ void ClusterSim::State::SendData(Message& m) {
 // In order per link, like the scheduler's TCP connections.
 void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
   for (int id : {from, to}) {
-    if (id > 0 && id < kWorker0 && CutFromScheduler(id)) {
+    if (id > 0 && CutFromScheduler(id)) {
       held_ctl[id].push_back(HeldCtl{from, to, std::move(c)});
       return;
     }
@@ -255,8 +256,13 @@ void ClusterSim::State::Detect() {
     }
   }
   for (auto& w : workers) {
-    if (w.second.dead && !w.second.declared && now - w.second.died_at > o.timeout_us) {
-      DeclareWorkerDead(w.second);
+    Worker& v = w.second;
+    if (v.declared) continue;
+    if (v.dead && now - v.died_at > o.timeout_us) {
+      DeclareWorkerDead(v);
+    } else if (!v.dead && v.sched_cut_until > 0 && now - v.cut_since > o.timeout_us) {
+      res.worker_cut_deaths++;
+      DeclareWorkerDead(v);
     }
   }
   At(now + o.heartbeat_us, kDetect, 0);
@@ -283,6 +289,7 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
         return;
       }
       s.core->WorkerDead(c.dead, c.dead >= kWorker0);
+      if (c.dead >= kWorker0) s.dead_workers.insert(c.dead);
       if (c.ring && c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
       break;
     case Ctl::kPrepare:
@@ -332,7 +339,24 @@ void ClusterSim::State::ServerData(Server& s, Message& m) {
       s.view->epoch() < m.meta.epoch()) {
     ServerView(s, s.prepared);
   }
+  // Fencing a worker (DESIGN §8: its shards went to others): a server that heard of its
+  // death applies nothing it sends, however late it was cut off from the scheduler.
+  std::vector<std::pair<Key, int64_t>> before;
+  const int from = m.meta.sender();
+  if (m.meta.request() && m.meta.push() && !m.meta.replica() && s.dead_workers.count(from) &&
+      !m.data.empty()) {
+    const SArray<Key> keys(m.data[0]);
+    for (Key k : keys) before.emplace_back(k, ValueOf(s.store.get(), k));
+  }
   s.core->Process(m);
+  for (const auto& kv : before) {
+    if (ValueOf(s.store.get(), kv.first) != kv.second) {
+      Fail("a fenced worker's updates are refused",
+           "server " + std::to_string(s.id) + " applied a push of worker " + std::to_string(from) +
+               " after it heard that the worker was declared dead");
+      return;
+    }
+  }
   // The replicator's books (every waiting request counted by the copies it waits for) walk
   // all of its state: every 16th message, which keeps large clusters fast.
   if (res.ok && ++s.processed % 16 == 0) {
@@ -449,6 +473,7 @@ void ClusterSim::State::Run() {
   if (o.kill_worker_every_us > 0) At(Exp(o.kill_worker_every_us), kKillWorker, 0);
   if (o.partition_every_us > 0) At(Exp(o.partition_every_us), kPartition, 0);
   if (o.sched_cut_every_us > 0) At(Exp(o.sched_cut_every_us), kSchedCut, 0);
+  if (o.worker_cut_every_us > 0) At(Exp(o.worker_cut_every_us), kWorkerCut, 0);
   At(o.fault_us, kFaultsEnd, 0);
   while (!done && !q.empty()) {
     Event e = q.top();
@@ -622,6 +647,12 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kSchedHeal:
       SchedHeal(servers[e.node]);
       return;
+    case kWorkerCut:
+      if (faults) WorkerCut();
+      return;
+    case kWorkerHeal:
+      WorkerHeal(workers[e.node]);
+      return;
     case kHeal:
       if (!cut_side.empty()) Note(kHeal, 0, 0, "the partition heals");
       cut_side.clear();
@@ -654,6 +685,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   }
   if (o.sched_cut_every_us < 0 || o.sched_cut_max_us < 1) {
     throw Error("--sched-cut-every-s must be >= 0 and --sched-cut-max-s > 0");
+  }
+  if (o.worker_cut_every_us < 0 || o.worker_cut_max_us < 1) {
+    throw Error("--worker-cut-every-s must be >= 0 and --worker-cut-max-s > 0");
   }
   ParsePolicy(o.policy, "--policy");  // throws naming the option
   if (o.rule != "sum" && o.rule != "assign") throw Error("--rule must be sum or assign");

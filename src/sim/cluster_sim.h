@@ -59,6 +59,13 @@ struct ClusterSimOptions {
   // lapses. Past timeout_us the scheduler declares it dead. One server at a time.
   int64_t sched_cut_every_us = 0;
   int64_t sched_cut_max_us = 2500000;
+  // Workers cut from the scheduler (0: none), the same for a worker: its beats and the
+  // scheduler's notices wait while it goes on pushing, reading and clocking over its data
+  // links. Past timeout_us the scheduler declares it dead, the servers refuse what it still
+  // sends (fencing, DESIGN §8) and it stops at the first refusal or when the link is back. A
+  // death counts against max_worker_kills. One worker at a time.
+  int64_t worker_cut_every_us = 0;
+  int64_t worker_cut_max_us = 2500000;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -106,7 +113,10 @@ struct ClusterSimResult {
   uint64_t worker_kills = 0;
   uint64_t partitions = 0, partition_drops = 0;   // partitions made, messages they stopped
   uint64_t sched_cuts = 0, sched_cut_deaths = 0;  // servers cut from the scheduler, declared dead
-  uint64_t epochs = 0;                            // the last epoch issued
+  // Workers cut from the scheduler, of them declared dead, and fenced workers (stopped by a
+  // server's refusal or by the scheduler once the link was back).
+  uint64_t worker_cuts = 0, worker_cut_deaths = 0, fenced_workers = 0;
+  uint64_t epochs = 0;  // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
   // scheduler's decisions and in the servers' handling of a new or prepared ring (their

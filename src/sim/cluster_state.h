@@ -65,7 +65,9 @@ struct ClusterSim::State {
     kPartition,   // the adversary: the data network splits in two
     kHeal,        // the end of a partition
     kSchedCut,    // the adversary: a server's control link to the scheduler stalls
-    kSchedHeal    // the end of a server's cut from the scheduler
+    kSchedHeal,   // the end of a server's cut from the scheduler
+    kWorkerCut,   // the adversary: a worker's control link to the scheduler stalls
+    kWorkerHeal   // the end of a worker's cut
   };
   static const char* KindName(int k);
 
@@ -110,8 +112,9 @@ struct ClusterSim::State {
     // lapses.
     int64_t sched_cut_until = 0;
     std::unique_ptr<ReadLease> lease;
-    uint64_t processed = 0;   // messages handled
-    std::deque<Event> inbox;  // what arrived during a pause, in order
+    uint64_t processed = 0;      // messages handled
+    std::set<int> dead_workers;  // workers whose death it has heard of
+    std::deque<Event> inbox;     // what arrived during a pause, in order
     bool up() const { return !crashed && !fenced && !gone; }
   };
   struct Request {
@@ -142,6 +145,7 @@ struct ClusterSim::State {
     int64_t step = 0;  // steps begun: Clock() ends one
     bool dead = false, declared = false;
     int64_t died_at = 0;
+    int64_t sched_cut_until = 0, cut_since = 0;  // cut from the scheduler (0: not cut)
   };
 
   ClusterSimOptions o;
@@ -220,12 +224,22 @@ struct ClusterSim::State {
   void Partition();
   void SchedCut();
   void SchedHeal(Server& s);
+  void WorkerCut();
+  void WorkerHeal(Worker& w);
+  // The worker stops, as a real one does at a fenced refusal or ABORT (Node::Fatal).
+  void FenceWorker(Worker& w, const std::string& why);
+  // A worker is gone: its pushes not acknowledged may have been applied or not.
+  void Abandon(Worker& w);
   // A cut past half the timeout counts as a failure (the server may be declared dead).
   bool LongCut(const Server& s) const {
     return s.sched_cut_until - s.silent_since > o.timeout_us / 2;
   }
   // A server cut from the scheduler: control messages to or from it wait until the cut heals.
   bool CutFromScheduler(int id) const {
+    if (id >= kWorker0) {
+      auto w = workers.find(id);
+      return w != workers.end() && w->second.sched_cut_until > 0;
+    }
     auto it = servers.find(id);
     return it != servers.end() && it->second.sched_cut_until > 0;
   }
@@ -233,7 +247,7 @@ struct ClusterSim::State {
     int from, to;
     std::shared_ptr<Ctl> ctl;
   };
-  std::map<int, std::vector<HeldCtl>> held_ctl;  // per cut server, in the order sent
+  std::map<int, std::vector<HeldCtl>> held_ctl;  // per cut node, in the order sent
   // True while a partition keeps a data message from `from` to `to`.
   bool Cut(int from, int to) const {
     return !cut_side.empty() && cut_side.count(from) != cut_side.count(to);

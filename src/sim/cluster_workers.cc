@@ -47,6 +47,11 @@ void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
   Request& r = it->second;
   if (!m.meta.held_why().empty()) return;  // a notice that a read is still held, and why
   if (!m.meta.error().empty()) {
+    if (m.meta.error_code() == static_cast<int>(ErrorCode::kFenced) && w.declared) {
+      // Declared dead while cut from the scheduler: the servers refuse it, and it stops.
+      FenceWorker(w, "server " + std::to_string(m.meta.sender()) + " refused it: fenced");
+      return;
+    }
     Fail("a request is never refused", "server " + std::to_string(m.meta.sender()) +
                                            " refused worker " + std::to_string(w.id) + ": " +
                                            m.meta.error());
@@ -115,8 +120,10 @@ void ClusterSim::State::CheckRead(const Worker& w, const Request& r) {
   // t - S steps: the read holds each counter at t - S or more.
   const int64_t need = r.step - staleness;
   for (size_t i = 0; i < counters.size(); ++i) {
-    // A dead worker is out of every guarantee (the servers drop it from their step tables).
-    if (workers[kWorker0 + static_cast<int>(i)].dead) continue;
+    // A dead worker is out of every guarantee (the servers drop it from their step tables),
+    // and so is one declared dead while it runs on, cut from the scheduler.
+    const Worker& v = workers.at(kWorker0 + static_cast<int>(i));
+    if (v.dead || v.declared) continue;
     auto g = r.got.find(counters[i]);
     const int64_t got = g == r.got.end() ? -1 : g->second;
     if (got < need) {
@@ -141,6 +148,11 @@ void ClusterSim::State::KillWorker() {
   w.dead = true;
   w.died_at = now;
   res.worker_kills++;
+  Abandon(w);
+  Note(kKillWorker, w.id, 0, "dies");
+}
+
+void ClusterSim::State::Abandon(Worker& w) {
   // Its pushes not yet acknowledged, part by part, may have been applied or not.
   for (auto& q : w.inflight) {
     Request& r = q.second;
@@ -156,7 +168,54 @@ void ClusterSim::State::KillWorker() {
     }
   }
   w.inflight.clear();
-  Note(kKillWorker, w.id, 0, "dies");
+}
+
+void ClusterSim::State::FenceWorker(Worker& w, const std::string& why) {
+  if (w.dead) return;
+  w.dead = true;
+  w.died_at = now;
+  res.fenced_workers++;
+  Abandon(w);
+  Note(kControl, w.id, 0, "stops: " + why);
+}
+
+void ClusterSim::State::WorkerCut() {
+  At(now + Exp(o.worker_cut_every_us), kWorkerCut, 0);
+  std::vector<int> live;
+  for (const auto& w : workers) {
+    if (w.second.sched_cut_until > 0) return;  // one at a time
+    if (!w.second.dead && !w.second.declared) live.push_back(w.first);
+  }
+  if (live.size() < 2) return;
+  const int64_t len =
+      1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.worker_cut_max_us)));
+  // A cut that may outlast the timeout is a death: within the budget of worker deaths.
+  if (len > o.timeout_us / 2 &&
+      static_cast<int>(res.worker_kills + res.worker_cut_deaths) >= o.max_worker_kills) {
+    return;
+  }
+  Worker& w = workers[live[rng.Below(live.size())]];
+  w.sched_cut_until = now + len;
+  w.cut_since = now;
+  res.worker_cuts++;
+  Note(kWorkerCut, w.id, 0, "cut from the scheduler for " + std::to_string(len) + " us");
+  At(now + len, kWorkerHeal, w.id);
+}
+
+void ClusterSim::State::WorkerHeal(Worker& w) {
+  if (w.sched_cut_until == 0) return;
+  w.sched_cut_until = 0;
+  std::vector<HeldCtl> held;
+  held.swap(held_ctl[w.id]);
+  held_ctl.erase(w.id);
+  if (w.dead) return;
+  Note(kWorkerHeal, w.id, 0, "its link to the scheduler is back");
+  if (w.declared) {
+    // Its first beat meets the scheduler's ABORT: it was declared dead and replaced.
+    FenceWorker(w, "the scheduler declared it dead while it was cut off");
+    return;
+  }
+  for (auto& h : held) SendCtl(h.from, h.to, std::move(h.ctl));
 }
 
 void ClusterSim::State::DeclareWorkerDead(Worker& w) {

@@ -59,8 +59,8 @@ really happened (so a pass is not vacuous).
   join_dies_cutover, leave_and_kill, leave_survives_kill: a joiner killed at the cut-over; a
          leaver and another server killed in one preparation; another server killed while a
          leave is prepared (tests/fault/handoff_runs.py).
-  scheduler_loss, stop_scheduler, sched_cut: the scheduler killed or stopped, or a server cut
-         from it alone (tests/fault/scheduler_runs.py).
+  scheduler_loss, stop_scheduler, sched_cut, worker_cut: the scheduler killed or stopped, or a
+         server or a worker cut from it alone (tests/fault/scheduler_runs.py).
 """
 import argparse
 import os

@@ -15,6 +15,12 @@
          before that, by its read lease on the scheduler's echoes (the lease let its last
          request in before the declaration, on the host's steady clock), and be fenced when
          the link is back; the sums stay exact.
+  worker_cut: 2 servers, 3 workers taking 240 shards from the task pool; worker 1 is cut from
+         the scheduler alone when it takes its third shard (its beats and task requests are
+         lost, its pushes reach the servers) until another worker took that shard again. The
+         scheduler declares it dead and gives its shard to another worker; the servers refuse
+         what it still sends (fencing) and it stops with code 1 (at a refusal, or at the
+         scheduler's ABORT once the link is back). Every shard counts exactly once.
 """
 import os
 import random
@@ -193,5 +199,62 @@ def sched_cut(a, sc, cmd):
                       % (victim, (state["healed_at"] or time.time()) - state["cut_at"]))
 
 
+def worker_cut(a, sc, cmd):
+    folder = tempfile.mkdtemp(prefix="ps_mute_")
+    prefix = os.path.join(folder, "mute")
+    at = cmd.index("--")
+    cmd = cmd[:at] + ["--env", "PS_FAULT_MUTE_SCHEDULER_FILE=" + prefix] + cmd[at:]
+    state = {"pid": None, "taken": 0, "shard": None, "file": None, "cut_at": None,
+             "healed_at": None}
+
+    def heal():
+        if state["file"] is None or state["healed_at"] is not None:
+            return
+        os.unlink(state["file"])
+        state["healed_at"] = time.time()
+        print("run_fault: worker 1's link to the scheduler is back after %.1f s"
+              % (state["healed_at"] - state["cut_at"]), flush=True)
+
+    def on_line(line):
+        m = re.search(r"started worker 1 pid (\d+)", line)
+        if m:
+            state["pid"] = int(m.group(1))
+        m = re.match(r"\[worker 1\] TAKEN (\d+)", line)
+        if m and state["file"] is None and state["pid"]:
+            state["taken"] += 1
+            if state["taken"] == 3:
+                state["file"] = "%s.%d" % (prefix, state["pid"])
+                open(state["file"], "w").close()
+                state["shard"], state["cut_at"] = int(m.group(1)), time.time()
+                print("run_fault: worker 1 (pid %d) cut from the scheduler holding shard %d"
+                      % (state["pid"], state["shard"]), flush=True)
+        m = re.match(r"\[worker [02]\] TAKEN (\d+)", line)
+        if m and state["shard"] is not None and int(m.group(1)) == state["shard"]:
+            heal()  # its shard was given to another worker: it was declared dead
+
+    try:
+        rc, out = stream(cmd, on_line)
+        heal()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if state["cut_at"] is None:
+        return ["worker 1 was never cut from the scheduler"], ""
+    failures = []
+    if rc != 0:
+        failures.append("ps-launch exited with %d" % rc)
+    if not re.search(r"^\[scheduler 0\] .*node \d+ declared dead at steady clock", out, re.M):
+        failures.append("the scheduler declared no node dead")
+    if not re.search(r"^\[worker 1\] .*was declared dead", out, re.M):
+        failures.append("the cut worker did not stop naming that it was declared dead")
+    if not re.search(r"worker 1 \(pid \d+\) exited with code 1", out):
+        failures.append("the cut worker did not exit with code 1")
+    if state["healed_at"] is None:
+        failures.append("worker 1's shard %d was never taken again" % state["shard"])
+    shards = int(sc["job"][sc["job"].index("--shards") + 1])
+    pool = check_task_pool(out, shards, failures, redone=True)
+    return failures, ("worker 1 cut from the scheduler holding shard %d, declared dead, fenced, "
+                      "%s" % (state["shard"], pool))
+
+
 RUNS = {"scheduler_loss": scheduler_loss, "stop_scheduler": stop_scheduler,
-        "sched_cut": sched_cut}
+        "sched_cut": sched_cut, "worker_cut": worker_cut}

@@ -1,8 +1,10 @@
-// The job behind fault.kill_worker: the scheduler puts --shards data shards in the task pool;
-// workers take them one at a time, "process" each (a short sleep, then marking the shard's key
-// with an assign rule, so redoing a shard cannot count it twice) and report it done. The test
-// kills a worker while it holds a shard: the shard must be redone by another worker, and in the
-// end every shard is marked exactly once and reported done exactly once.
+// The job behind fault.kill_worker, stop_worker and worker_cut: the scheduler puts --shards data
+// shards in the task pool; workers take them one at a time, "process" each (a short sleep, then
+// adding 1 to the shard's key as push 0 of its task, KVWorker::PushForTask) and report it done.
+// The tests kill, stop or cut off a worker while it holds a shard: the shard must be redone by
+// another worker, and in the end every shard is marked exactly once (a worker cut from the
+// scheduler pushes its shard and its report is lost: the redone push is the same request, and
+// with a plain Push the shard would read 2) and reported done exactly once.
 //
 //   task_job [--shards N] [--work-ms M] [--seed S]
 #include <algorithm>
@@ -51,8 +53,8 @@ int main(int argc, char** argv) {
       std::printf("TAKEN %d\n", t);
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::milliseconds(work_ms));
-      kv.Wait(kv.Push(ps::SArray<ps::Key>(1, ps::HashKey(t) % (ps::kMaxKey - 1)),
-                      ps::SArray<int64_t>(1, 1)));
+      kv.Wait(kv.PushForTask(t, 0, ps::SArray<ps::Key>(1, ps::HashKey(t) % (ps::kMaxKey - 1)),
+                             ps::SArray<int64_t>(1, 1)));
       node.TaskDone(t);
       mine++;
     }

@@ -223,6 +223,26 @@ TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
   EXPECT_GT(deaths, 3u) << "too few cuts outlasted the timeout to test the lease";
 }
 
+// A worker cut from the scheduler pushes on over its data links; declared dead, the servers
+// that heard of it refuse what it sends (no push of it changes their store), and it stops at
+// the first refusal or when its link is back. Its unacknowledged pushes may or may not count.
+TEST(ClusterSimTest, SeedsWithWorkersCutFromTheSchedulerHoldEveryInvariant) {
+  uint64_t cuts = 0, deaths = 0, fenced = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.worker_cut_every_us = 500000;
+    const ClusterSimResult r = Holds(o, "--worker-cut-every-s 0.5");
+    if (!r.ok) return;
+    cuts += r.worker_cuts;
+    deaths += r.worker_cut_deaths;
+    fenced += r.fenced_workers;
+  }
+  EXPECT_GT(cuts, 10u);
+  EXPECT_GT(deaths, 5u) << "too few cuts outlasted the timeout to test the fencing";
+  EXPECT_EQ(fenced, deaths) << "a worker declared dead went on running";
+}
+
 // Under the assign rule the last write wins, so a replica that applied a range's updates out
 // of its master's order ends with another value: seeds 9-16 keep every chain member's slots
 // equal to its master's (seed 16 finds replicas taking a gap as in order, put back on purpose).
