@@ -134,43 +134,61 @@ def stop_scheduler(a, sc, cmd):
                       % (state["resumed_at"] - state["stopped_at"], timeout_ms, pool))
 
 
+class Mute:
+    """Cuts one node's control link to the scheduler and heals it: PS_FAULT_MUTE_SCHEDULER_FILE
+    (tests only) loses its control messages to and from the scheduler while a file named after
+    its PID exists; its data links keep working."""
+
+    def __init__(self, cmd, who):
+        self.folder = tempfile.mkdtemp(prefix="ps_mute_")
+        self.prefix = os.path.join(self.folder, "mute")
+        at = cmd.index("--")
+        self.cmd = cmd[:at] + ["--env", "PS_FAULT_MUTE_SCHEDULER_FILE=" + self.prefix] + cmd[at:]
+        self.who = who
+        self.file = self.cut_at = self.healed_at = None
+        self.lock = threading.Lock()  # a timer's heal against the end of the run
+
+    def cut(self, pid, what=""):
+        self.file = "%s.%d" % (self.prefix, pid)
+        open(self.file, "w").close()
+        self.cut_at = time.time()
+        print("run_fault: %s (pid %d) cut from the scheduler%s" % (self.who, pid, what),
+              flush=True)
+
+    def heal(self):
+        with self.lock:
+            if self.file is None or self.healed_at is not None:
+                return
+            os.unlink(self.file)
+            self.healed_at = time.time()
+        print("run_fault: %s's link to the scheduler is back after %.1f s"
+              % (self.who, self.healed_at - self.cut_at), flush=True)
+
+    def run(self, on_line):
+        try:
+            rc, out = stream(self.cmd, on_line)
+            self.heal()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        return rc, out
+
+
 def sched_cut(a, sc, cmd):
     victim = random.Random(int(a.seed)).randrange(sc["servers"])
-    folder = tempfile.mkdtemp(prefix="ps_mute_")
-    prefix = os.path.join(folder, "mute")
-    at = cmd.index("--")
-    cmd = cmd[:at] + ["--env", "PS_FAULT_MUTE_SCHEDULER_FILE=" + prefix] + cmd[at:]
-    state = {"pids": {}, "up": 0, "file": None, "cut_at": None, "healed_at": None}
-    lock = threading.Lock()  # the timer's heal against the end of the run
-
-    def heal():
-        with lock:
-            if state["file"] is None or state["healed_at"] is not None:
-                return
-            os.unlink(state["file"])
-            state["healed_at"] = time.time()
-        print("run_fault: server %d's link to the scheduler is back after %.1f s"
-              % (victim, state["healed_at"] - state["cut_at"]), flush=True)
+    mute = Mute(cmd, "server %d" % victim)
+    state = {"pids": {}, "up": 0}
 
     def on_line(line):
         note_server_pid(line, state["pids"])
         if "PUSHING worker" in line:
             state["up"] += 1
             if state["up"] == sc["workers"] and victim in state["pids"]:
-                path = "%s.%d" % (prefix, state["pids"][victim])
-                open(path, "w").close()
-                state["file"], state["cut_at"] = path, time.time()
-                print("run_fault: server %d (pid %d) cut from the scheduler"
-                      % (victim, state["pids"][victim]), flush=True)
-        if "] ring epoch 2:" in line and state["file"] and state["healed_at"] is None:
-            threading.Timer(0.3, heal).start()  # once the ring without it is out
+                mute.cut(state["pids"][victim])
+        if "] ring epoch 2:" in line and mute.file and mute.healed_at is None:
+            threading.Timer(0.3, mute.heal).start()  # once the ring without it is out
 
-    try:
-        rc, out = stream(cmd, on_line)
-        heal()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if state["cut_at"] is None:
+    rc, out = mute.run(on_line)
+    if mute.cut_at is None:
         return ["the server was never cut from the scheduler"], ""
     failures = []
     check_exact(rc, out, sc["workers"], failures)
@@ -196,48 +214,29 @@ def sched_cut(a, sc, cmd):
         failures.append("the fenced server did not exit with code 1")
     return failures, ("server %d cut from the scheduler for %.1f s, stopped serving before it "
                       "was declared dead, fenced, sums exact"
-                      % (victim, (state["healed_at"] or time.time()) - state["cut_at"]))
+                      % (victim, (mute.healed_at or time.time()) - mute.cut_at))
 
 
 def worker_cut(a, sc, cmd):
-    folder = tempfile.mkdtemp(prefix="ps_mute_")
-    prefix = os.path.join(folder, "mute")
-    at = cmd.index("--")
-    cmd = cmd[:at] + ["--env", "PS_FAULT_MUTE_SCHEDULER_FILE=" + prefix] + cmd[at:]
-    state = {"pid": None, "taken": 0, "shard": None, "file": None, "cut_at": None,
-             "healed_at": None}
-
-    def heal():
-        if state["file"] is None or state["healed_at"] is not None:
-            return
-        os.unlink(state["file"])
-        state["healed_at"] = time.time()
-        print("run_fault: worker 1's link to the scheduler is back after %.1f s"
-              % (state["healed_at"] - state["cut_at"]), flush=True)
+    mute = Mute(cmd, "worker 1")
+    state = {"pid": None, "taken": 0, "shard": None}
 
     def on_line(line):
         m = re.search(r"started worker 1 pid (\d+)", line)
         if m:
             state["pid"] = int(m.group(1))
         m = re.match(r"\[worker 1\] TAKEN (\d+)", line)
-        if m and state["file"] is None and state["pid"]:
+        if m and mute.file is None and state["pid"]:
             state["taken"] += 1
             if state["taken"] == 3:
-                state["file"] = "%s.%d" % (prefix, state["pid"])
-                open(state["file"], "w").close()
-                state["shard"], state["cut_at"] = int(m.group(1)), time.time()
-                print("run_fault: worker 1 (pid %d) cut from the scheduler holding shard %d"
-                      % (state["pid"], state["shard"]), flush=True)
+                state["shard"] = int(m.group(1))
+                mute.cut(state["pid"], " holding shard %d" % state["shard"])
         m = re.match(r"\[worker [02]\] TAKEN (\d+)", line)
         if m and state["shard"] is not None and int(m.group(1)) == state["shard"]:
-            heal()  # its shard was given to another worker: it was declared dead
+            mute.heal()  # its shard was given to another worker: it was declared dead
 
-    try:
-        rc, out = stream(cmd, on_line)
-        heal()
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if state["cut_at"] is None:
+    rc, out = mute.run(on_line)
+    if mute.cut_at is None:
         return ["worker 1 was never cut from the scheduler"], ""
     failures = []
     if rc != 0:
@@ -248,7 +247,7 @@ def worker_cut(a, sc, cmd):
         failures.append("the cut worker did not stop naming that it was declared dead")
     if not re.search(r"worker 1 \(pid \d+\) exited with code 1", out):
         failures.append("the cut worker did not exit with code 1")
-    if state["healed_at"] is None:
+    if mute.healed_at is None:
         failures.append("worker 1's shard %d was never taken again" % state["shard"])
     shards = int(sc["job"][sc["job"].index("--shards") + 1])
     pool = check_task_pool(out, shards, failures, redone=True)
