@@ -47,6 +47,7 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
+    scenarios.whole_lines(c, launch, job)
     scenarios.failing_worker(c, launch, job)
     scenarios.interrupt(c, launch, job)
     scenarios.dry_run(c, launch, job, expect_lines=1,

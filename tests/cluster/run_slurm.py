@@ -78,6 +78,7 @@ def main():
                     "submitted job: 8 processes ran (%d) and none is left (left: %s)"
                     % (len(procs), left))
 
+        scenarios.whole_lines(c, launch, job, env=env)
         scenarios.failing_worker(c, launch, job, env=env)
         scenarios.interrupt(c, launch, job, env=env)
         scenarios.dry_run(c, launch, job, env=env, expect_lines=1,

@@ -79,6 +79,7 @@ def main():
                 "--group-cmd over ssh: group b's workers ran its command (%s), every worker's "
                 "sums are exact (%s; rc=%d)" % (said, ok, rc))
 
+        scenarios.whole_lines(c, launch, job)
         scenarios.failing_worker(c, launch, job)
         scenarios.interrupt(c, launch, job)
         scenarios.interrupt(c, launch, job, sig=signal.SIGKILL)

@@ -102,6 +102,22 @@ def exact_sum(c, launch, job, env=None, servers=3, workers=4, label="", extra_en
     return out
 
 
+def whole_lines(c, launch, job, env=None, servers=2, workers=3, size=200000):
+    """Every process prints three lines of `size` letters at once: each must reach ps-launch's
+    output whole (mpirun's own forwarding split long lines of several ranks mid-way)."""
+    rc, out = run(launch + ["-s", str(servers), "-w", str(workers), "--timeout", "120", "--",
+                            job, "--shout", str(size)] + SMALL, env)
+    lines = re.findall(r"^\[(?:server|worker) \d+\] SHOUT (\w) (\w*)$", out, re.M)
+    whole = [1 for ch, body in lines if len(body) == size and body == ch * size]
+    if len(whole) != 3 * (servers + workers):
+        for line in out.splitlines():  # what came instead, shortened
+            if "SHOUT" in line or len(line) > 1000:
+                say("%d chars: %s ... %s" % (len(line), line[:60], line[-30:]))
+    c.check(rc == 0 and len(whole) == 3 * (servers + workers),
+            "every process's long lines arrive whole (%d of %d; rc=%d)"
+            % (len(whole), 3 * (servers + workers), rc))
+
+
 def failing_worker(c, launch, job, env=None):
     rc, out = run(launch + ["-s", "1", "-w", "2", "--timeout", "120", "--", job, "--scenario",
                             "fail"] + SMALL, env)

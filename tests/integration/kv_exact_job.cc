@@ -10,6 +10,8 @@
 //   rounds until the ring reaches epoch E (a join's cut-over; at most 200 s).
 //                [--leave-rank R --leave-after-ms MS]  (server R leaves the running job;
 //                MS < 0: when it gets SIGUSR1, after printing LEAVE-READY with its pid)
+//                [--shout N]  (each process prints three lines of N letters of its own: a
+//                cluster launcher must forward every line whole)
 //                [--rules sum,assign,adagrad]  (the same pushes also go to app 2 under Assign
 //                and app 3 under AdaGrad, whose results depend on the order of updates;
 //                servers print a DIGEST line per chain segment and app at the end, which
@@ -52,6 +54,7 @@ struct Options {
   int leave_after_ms = 0;   // ... this long after it started serving
   uint64_t seed = 2026;
   bool assign = false, adagrad = false;  // --rules: also push to the order-dependent apps
+  size_t shout = 0;
 };
 
 Options Parse(int argc, char** argv) {
@@ -82,6 +85,8 @@ Options Parse(int argc, char** argv) {
       o.seconds = std::stod(v);
     } else if (k == "--seed") {
       o.seed = std::stoull(v);
+    } else if (k == "--shout") {
+      o.shout = std::stoull(v);
     } else if (k == "--rules") {
       o.assign = v.find("assign") != std::string::npos;
       o.adagrad = v.find("adagrad") != std::string::npos;
@@ -445,6 +450,12 @@ int main(int argc, char** argv) {
   try {
     ps::Node node(ps::Config::FromEnv());
     node.Start();
+    if (o.shout > 0) {
+      const char c =
+          static_cast<char>('a' + (node.rank() + (node.role() == ps::Role::kWorker ? 13 : 0)) % 26);
+      const std::string line(o.shout, c);
+      for (int i = 0; i < 3; ++i) std::cout << "SHOUT " << c << " " << line << std::endl;
+    }
     int rc = 0;
     if (node.role() == ps::Role::kServer) {
       std::this_thread::sleep_for(std::chrono::milliseconds(o.server_delay_ms));

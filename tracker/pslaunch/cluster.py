@@ -53,6 +53,11 @@ class Conn:
         self.sock.close()
 
 
+# Writes of tasks' output lines and of the launchers' own: TextIOWrapper is not thread-safe, and
+# two threads' long lines came out interleaved mid-way.
+OUT_LOCK = threading.Lock()
+
+
 class Rendezvous:
     """The TCP port every ps-task connects to. Messages are JSON lines; each one read becomes
     an event (conn, message) on the queue, and a closed connection the event (conn, None)."""
@@ -68,6 +73,7 @@ class Rendezvous:
         self.sock.listen(1024)
         self.port = self.sock.getsockname()[1]
         self.conns = []
+        self.readers = []
         self.closed = False
         threading.Thread(target=self.accept_loop, daemon=True).start()
 
@@ -80,7 +86,9 @@ class Rendezvous:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c = Conn(s, peer[0])
             self.conns.append(c)
-            threading.Thread(target=self.read_loop, args=(c,), daemon=True).start()
+            t = threading.Thread(target=self.read_loop, args=(c,), daemon=True)
+            self.readers.append(t)
+            t.start()
 
     def read_loop(self, c):
         buf = b""
@@ -101,7 +109,25 @@ class Rendezvous:
                     msg = {"garbage": True}
                 if not isinstance(msg, dict):
                     msg = {"garbage": True}
+                if "out" in msg and c.name is not None:
+                    # A line of a task's output, whole: written here, so that a chatty task
+                    # is held back by this stream (through its connection) rather than queued.
+                    out = msg["out"] if isinstance(msg["out"], dict) else {}
+                    text = out.get("text")
+                    if isinstance(text, str):
+                        stream = sys.stderr if out.get("fd") == 2 else sys.stdout
+                        with OUT_LOCK:
+                            stream.write(text)
+                            stream.flush()
+                    continue
                 self.events.put((c, msg))
+
+    def drain(self, timeout):
+        """Waits (up to timeout s) until every task closed its connection: the lines of output
+        it sent last are written by then."""
+        deadline = time.time() + timeout
+        for t in list(self.readers):
+            t.join(timeout=max(deadline - time.time(), 0.01))
 
     def close(self):
         self.closed = True
@@ -138,10 +164,10 @@ class ClusterJob:
         # ps-task already prefixes its process's lines; the launcher's own (ssh's or mpirun's
         # complaints) pass through as they are.
         for line in iter(stream.readline, b""):
-            out.write(line.decode("utf-8", "replace"))
-            if not line.endswith(b"\n"):
-                out.write("\n")
-            out.flush()
+            text = line.decode("utf-8", "replace")
+            with OUT_LOCK:
+                out.write(text if text.endswith("\n") else text + "\n")
+                out.flush()
         stream.close()
 
     def start(self, launch):
@@ -421,6 +447,7 @@ class ClusterJob:
                 except subprocess.TimeoutExpired:
                     pass
         if self.rv is not None:
+            self.rv.drain(3.0)  # the launchers are gone: so are their tasks, or nearly
             self.rv.close()
         for t in self.pumps:
             t.join(timeout=5)
