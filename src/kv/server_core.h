@@ -84,6 +84,8 @@ class ServerCore : private ChainReplicator::Host {
   std::vector<std::pair<Range, uint64_t>> ChainDigests() const;
   /// Ranges this server still has to fetch.
   size_t PendingRanges() const;
+  /// Copies this server sent down its chains that no replica has acknowledged yet.
+  size_t CopiesInFlight() const;
   /// Range copies (refill, join, leave) travel in pieces of about this many bytes of slots
   /// (one slot more at most), so neither end holds more than a piece of a range at once.
   void SetPieceBytes(uint64_t bytes) {

@@ -32,6 +32,11 @@ size_t ServerCore::PendingRanges() const {
   return fetches_.size();
 }
 
+size_t ServerCore::CopiesInFlight() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return chain_.copies_in_flight();
+}
+
 size_t ServerCore::NumMastered() const {
   std::lock_guard<std::mutex> lk(mu);
   auto ring = ring_ ? ring_() : nullptr;

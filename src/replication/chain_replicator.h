@@ -179,6 +179,8 @@ class ChainReplicator {
     bool handing_over = false;  // requests wait for an old master's last updates
   };
   OrderStats order_stats() const;
+  /// Copies sent and not acknowledged yet (each waits for its resend timer if lost).
+  size_t copies_in_flight() const { return hops_.size(); }
   /// "" or how the count of copies a request waits for differs from the copies in flight and
   /// in batches (a protocol invariant; tests check it after every step).
   std::string CheckEntries() const;

@@ -156,6 +156,33 @@ void ClusterSim::State::Lease(Server& s) {
   s.lease_until = 0;
 }
 
+void ClusterSim::State::SchedPause() {
+  At(now + Exp(o.sched_pause_every_us), kSchedPause, 0);
+  if (SchedPaused()) return;
+  const int64_t len =
+      1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.sched_pause_max_us)));
+  sched_paused_until = now + len;
+  sched_paused_at = now;
+  res.sched_pauses++;
+  Note(kSchedPause, 0, 0, "the scheduler stops for " + std::to_string(len) + " us");
+  At(sched_paused_until, kSchedResume, 0);
+}
+
+void ClusterSim::State::SchedResume() {
+  if (sched_paused_until == 0 || SchedPaused()) return;
+  // Its pause is nobody's silence (Membership::Paused, as node_control.cc applies it at the
+  // first look after a gap): the silences the detector measures start that much later.
+  const int64_t pause = now - sched_paused_at;
+  for (auto& s : servers) s.second.silent_since = std::min(now, s.second.silent_since + pause);
+  for (auto& w : workers) {
+    w.second.died_at = std::min(now, w.second.died_at + pause);
+    w.second.cut_since = std::min(now, w.second.cut_since + pause);
+  }
+  Note(kSchedResume, 0, 0, "the scheduler runs again after " + std::to_string(pause) + " us");
+  sched_resumed_at = now;
+  sched_paused_until = 0;
+}
+
 void ClusterSim::State::Join() {
   At(now + Exp(o.join_every_us), kJoin, 0);
   const int id = next_server++;

@@ -55,6 +55,9 @@ const char kClusterUsage[] =
     "                       one server cut from the scheduler for up to D (default 2.5) seconds\n"
     "                       (default none): its data links stay up, it serves until its lease\n"
     "                       lapses, and past --timeout-s it is declared dead\n"
+    "  --sched-pause-every-s T --sched-pause-max-s D\n"
+    "                       the scheduler stops for up to D (default 3) seconds (default none):\n"
+    "                       no beat is read or echoed, every server's lease lapses\n"
     "  --worker-cut-every-s T --worker-cut-max-s D\n"
     "                       the same for one worker: it pushes on; declared dead, it is fenced\n"
     "                       by the servers (a death: counted in --max-worker-kills)\n"
@@ -150,6 +153,10 @@ int ClusterMain(int argc, char** argv) {
       o.sched_cut_every_us = Us(k, v);
     } else if (k == "--sched-cut-max-s") {
       o.sched_cut_max_us = Us(k, v);
+    } else if (k == "--sched-pause-every-s") {
+      o.sched_pause_every_us = Us(k, v);
+    } else if (k == "--sched-pause-max-s") {
+      o.sched_pause_max_us = Us(k, v);
     } else if (k == "--worker-cut-every-s") {
       o.worker_cut_every_us = Us(k, v);
     } else if (k == "--worker-cut-max-s") {
@@ -216,7 +223,9 @@ int ClusterMain(int argc, char** argv) {
               << ",\"sched_cut_deaths\":" << r.sched_cut_deaths
               << ",\"worker_cuts\":" << r.worker_cuts
               << ",\"worker_cut_deaths\":" << r.worker_cut_deaths
-              << ",\"fenced_workers\":" << r.fenced_workers << ",\"epochs\":" << r.epochs
+              << ",\"fenced_workers\":" << r.fenced_workers
+              << ",\"sched_pauses\":" << r.sched_pauses << ",\"lease_drops\":" << r.lease_drops
+              << ",\"declared_servers\":" << r.declared_servers << ",\"epochs\":" << r.epochs
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s

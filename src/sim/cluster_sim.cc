@@ -15,10 +15,10 @@
 namespace ps {
 const char* ClusterSim::State::KindName(int k) {
   static const char* names[] = {
-      "data",       "control",    "tick",       "push",        "resend",    "detect",
-      "crash",      "pause",      "resume",     "lease",       "join",      "leave",
-      "faults-end", "step",       "compute",    "kill-worker", "partition", "heal",
-      "sched-cut",  "sched-heal", "worker-cut", "worker-heal"};
+      "data",       "control",    "tick",       "push",        "resend",      "detect",
+      "crash",      "pause",      "resume",     "lease",       "join",        "leave",
+      "faults-end", "step",       "compute",    "kill-worker", "partition",   "heal",
+      "sched-cut",  "sched-heal", "worker-cut", "worker-heal", "sched-pause", "sched-resume"};
   return names[k];
 }
 
@@ -234,6 +234,7 @@ void ClusterSim::State::Act(const RingCore::Decision& d, int dead) {
 void ClusterSim::State::DeclareDead(int id, const std::string& why) {
   if (declared.count(id)) return;
   declared.insert(id);
+  res.declared_servers++;
   Note(kDetect, 0, id, "declared dead: " + why);
   RingCore::Decision d;
   {
@@ -244,6 +245,10 @@ void ClusterSim::State::DeclareDead(int id, const std::string& why) {
 }
 
 void ClusterSim::State::Detect() {
+  if (sched_paused_until != 0) {  // it looks again once it runs (after SchedResume)
+    At(sched_paused_until, kDetect, 0);
+    return;
+  }
   for (auto& s : servers) {
     Server& v = s.second;
     if (declared.count(v.id) || v.gone) continue;
@@ -320,10 +325,15 @@ void ClusterSim::State::ServerData(Server& s, Message& m) {
     // While its link to the scheduler works, the echo of the beat it sent an interval and a
     // round trip ago has come back (the beats themselves are not simulated); cut from the
     // scheduler, none comes, and the lease lapses (node_control.cc, LeaseValid).
-    if (s.sched_cut_until == 0) {
+    // A stopped scheduler echoes nothing; the first echo after it runs again takes a round trip.
+    if (s.sched_cut_until == 0 && !SchedPaused() &&
+        now >= sched_resumed_at + 2 * (o.latency_us + o.jitter_us)) {
       s.lease->Echoed(now - o.heartbeat_us - 2 * (o.latency_us + o.jitter_us));
     }
-    if (!s.lease->Holds(now)) return;
+    if (!s.lease->Holds(now)) {
+      res.lease_drops++;
+      return;
+    }
   }
   // A fenced node serves nothing (DESIGN §8): once declared dead (others took its ranges
   // over) a server must not apply or answer a request; its lease stops it until it learns.
@@ -374,7 +384,11 @@ bool ClusterSim::State::Settled() const {
   for (const auto& s : servers) {
     const Server& v = s.second;
     if (!v.up() || declared.count(v.id)) continue;
-    if (v.paused || v.view->epoch() != sched->ring()->epoch() || v.core->PendingRanges() > 0) {
+    // A copy still on its way (its resend timer grows to 8 s after long outages) leaves a
+    // replica behind its master: a dead worker's last push, acknowledged to nobody, say (seed
+    // 1073 of the scheduler-pause hunt settled with it in flight).
+    if (v.paused || v.view->epoch() != sched->ring()->epoch() || v.core->PendingRanges() > 0 ||
+        v.core->CopiesInFlight() > 0) {
       return false;
     }
   }
@@ -395,7 +409,7 @@ std::string ClusterSim::State::Pending() const {
   for (const auto& v : servers) {
     if (!v.second.up() || declared.count(v.first)) continue;
     s << "; server " << v.first << " view " << Str(v.second.view) << " pending "
-      << v.second.core->PendingRanges();
+      << v.second.core->PendingRanges() << " copies in flight " << v.second.core->CopiesInFlight();
     if (o.trace) s << "\n" << v.second.core->DebugHeld();
   }
   return s.str();
@@ -474,6 +488,7 @@ void ClusterSim::State::Run() {
   if (o.partition_every_us > 0) At(Exp(o.partition_every_us), kPartition, 0);
   if (o.sched_cut_every_us > 0) At(Exp(o.sched_cut_every_us), kSchedCut, 0);
   if (o.worker_cut_every_us > 0) At(Exp(o.worker_cut_every_us), kWorkerCut, 0);
+  if (o.sched_pause_every_us > 0) At(Exp(o.sched_pause_every_us), kSchedPause, 0);
   At(o.fault_us, kFaultsEnd, 0);
   while (!done && !q.empty()) {
     Event e = q.top();
@@ -556,7 +571,11 @@ void ClusterSim::State::StepOnce(Event& e) {
                  (m.fwd_id() ? " fwd " + std::to_string(m.fwd_id()) : "") +
                  (m.held_why().empty() ? "" : " held: " + m.held_why()));
       }
-      if (e.node == 0) {  // a refill report reaches the scheduler
+      if (e.node == 0) {                // a refill report reaches the scheduler
+        if (sched_paused_until != 0) {  // read once it runs again, in the order it came
+          At(sched_paused_until, e.kind, e.node, e.arg, e.msg, e.ctl);
+          return;
+        }
         if (declared.count(e.arg)) return;
         const Ctl& c = *e.ctl;
         const RefillReport& r = c.report;
@@ -611,6 +630,12 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kDetect:
       Detect();
       return;
+    case kSchedPause:
+      if (faults) SchedPause();
+      return;
+    case kSchedResume:
+      SchedResume();
+      return;
     case kCrash:
       if (faults) Crash();
       return;
@@ -623,11 +648,19 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kLease:
       Lease(servers[e.node]);
       return;
-    case kJoin:
-      if (faults) Join();
+    case kJoin:  // a join or leave is asked of the scheduler: not while it is stopped
+      if (faults && SchedPaused()) {
+        At(now + Exp(o.join_every_us), kJoin, 0);
+      } else if (faults) {
+        Join();
+      }
       return;
     case kLeave:
-      if (faults) Leave();
+      if (faults && SchedPaused()) {
+        At(now + Exp(o.leave_every_us), kLeave, 0);
+      } else if (faults) {
+        Leave();
+      }
       return;
     case kStep:
       BeginStep(workers[e.node]);
@@ -685,6 +718,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   }
   if (o.sched_cut_every_us < 0 || o.sched_cut_max_us < 1) {
     throw Error("--sched-cut-every-s must be >= 0 and --sched-cut-max-s > 0");
+  }
+  if (o.sched_pause_every_us < 0 || o.sched_pause_max_us < 1) {
+    throw Error("--sched-pause-every-s must be >= 0 and --sched-pause-max-s > 0");
   }
   if (o.worker_cut_every_us < 0 || o.worker_cut_max_us < 1) {
     throw Error("--worker-cut-every-s must be >= 0 and --worker-cut-max-s > 0");

@@ -66,6 +66,13 @@ struct ClusterSimOptions {
   // death counts against max_worker_kills. One worker at a time.
   int64_t worker_cut_every_us = 0;
   int64_t worker_cut_max_us = 2500000;
+  // Scheduler pauses (0: none): the scheduler does not run for up to sched_pause_max_us
+  // (uniform; SIGSTOP, swapped out, starved): it reads no beat or report, detects nothing,
+  // decides nothing and echoes no beat, so every server's read lease lapses. When it runs
+  // again, the pause is nobody's silence (Membership::Paused: the time is added to every
+  // node's last word), and what waited is handled in order.
+  int64_t sched_pause_every_us = 0;
+  int64_t sched_pause_max_us = 3000000;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -116,7 +123,10 @@ struct ClusterSimResult {
   // Workers cut from the scheduler, of them declared dead, and fenced workers (stopped by a
   // server's refusal or by the scheduler once the link was back).
   uint64_t worker_cuts = 0, worker_cut_deaths = 0, fenced_workers = 0;
-  uint64_t epochs = 0;  // the last epoch issued
+  uint64_t sched_pauses = 0;                            // the scheduler's own pauses
+  uint64_t declared_servers = 0, declared_workers = 0;  // declared dead by the scheduler
+  uint64_t lease_drops = 0;  // requests a server dropped because its read lease had lapsed
+  uint64_t epochs = 0;       // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
   // scheduler's decisions and in the servers' handling of a new or prepared ring (their

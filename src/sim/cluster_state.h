@@ -67,7 +67,9 @@ struct ClusterSim::State {
     kSchedCut,    // the adversary: a server's control link to the scheduler stalls
     kSchedHeal,   // the end of a server's cut from the scheduler
     kWorkerCut,   // the adversary: a worker's control link to the scheduler stalls
-    kWorkerHeal   // the end of a worker's cut
+    kWorkerHeal,  // the end of a worker's cut
+    kSchedPause,  // the adversary: the scheduler stops for a while
+    kSchedResume  // the end of the scheduler's pause
   };
   static const char* KindName(int k);
 
@@ -226,6 +228,11 @@ struct ClusterSim::State {
   void SchedHeal(Server& s);
   void WorkerCut();
   void WorkerHeal(Worker& w);
+  void SchedPause();
+  void SchedResume();
+  // The scheduler does not run until this time (0: it runs).
+  int64_t sched_paused_until = 0, sched_paused_at = 0, sched_resumed_at = 0;
+  bool SchedPaused() const { return sched_paused_until > now; }
   // The worker stops, as a real one does at a fenced refusal or ABORT (Node::Fatal).
   void FenceWorker(Worker& w, const std::string& why);
   // A worker is gone: its pushes not acknowledged may have been applied or not.

@@ -220,6 +220,7 @@ void ClusterSim::State::WorkerHeal(Worker& w) {
 
 void ClusterSim::State::DeclareWorkerDead(Worker& w) {
   w.declared = true;
+  res.declared_workers++;
   Note(kControl, 0, w.id, "declared worker " + std::to_string(w.id) + " dead");
   auto c = std::make_shared<Ctl>();
   c->type = Ctl::kNodeDead;
