@@ -169,7 +169,7 @@ void ClusterSim::State::SchedPause() {
 }
 
 void ClusterSim::State::SchedResume() {
-  if (sched_paused_until == 0 || SchedPaused()) return;
+  if (!SchedPaused() || now < sched_paused_until) return;
   // Its pause is nobody's silence (Membership::Paused, as node_control.cc applies it at the
   // first look after a gap): the silences the detector measures start that much later.
   const int64_t pause = now - sched_paused_at;

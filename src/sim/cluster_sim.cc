@@ -245,7 +245,7 @@ void ClusterSim::State::DeclareDead(int id, const std::string& why) {
 }
 
 void ClusterSim::State::Detect() {
-  if (sched_paused_until != 0) {  // it looks again once it runs (after SchedResume)
+  if (SchedPaused()) {  // it looks again once it runs (after SchedResume)
     At(sched_paused_until, kDetect, 0);
     return;
   }
@@ -571,8 +571,8 @@ void ClusterSim::State::StepOnce(Event& e) {
                  (m.fwd_id() ? " fwd " + std::to_string(m.fwd_id()) : "") +
                  (m.held_why().empty() ? "" : " held: " + m.held_why()));
       }
-      if (e.node == 0) {                // a refill report reaches the scheduler
-        if (sched_paused_until != 0) {  // read once it runs again, in the order it came
+      if (e.node == 0) {      // a refill report reaches the scheduler
+        if (SchedPaused()) {  // read once it runs again, in the order it came
           At(sched_paused_until, e.kind, e.node, e.arg, e.msg, e.ctl);
           return;
         }

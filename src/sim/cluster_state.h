@@ -230,9 +230,9 @@ struct ClusterSim::State {
   void WorkerHeal(Worker& w);
   void SchedPause();
   void SchedResume();
-  // The scheduler does not run until this time (0: it runs).
+  // The scheduler does not run until this time (0: it runs), and until its resume event ran.
   int64_t sched_paused_until = 0, sched_paused_at = 0, sched_resumed_at = 0;
-  bool SchedPaused() const { return sched_paused_until > now; }
+  bool SchedPaused() const { return sched_paused_until != 0; }
   // The worker stops, as a real one does at a fenced refusal or ABORT (Node::Fatal).
   void FenceWorker(Worker& w, const std::string& why);
   // A worker is gone: its pushes not acknowledged may have been applied or not.

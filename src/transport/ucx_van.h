@@ -154,7 +154,7 @@ class UcxVan : public Van {
   bool Turn(std::chrono::steady_clock::time_point* last_event, int wait_ms);
   bool TakeReady(Message* msg, bool* got);  // true: Recv returns (*got: with a message)
   void RunLost();                           // without the role
-  bool lost_pending_empty();
+  bool LostPending();                       // lost peers not told to lost_ yet
   void Kick();     // the progress thread takes the role now (work waits and nobody holds it)
   bool RunJobs();  // false when none were queued
   bool JobsQueued();

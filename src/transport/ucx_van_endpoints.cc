@@ -1,5 +1,5 @@
 // UcxVan's endpoints: made, accepted and wired up (their first flush). The rest of the van is
-// in ucx_van.cc.
+// in ucx_van.cc, the progress role and the receive side in ucx_van_progress.cc.
 #include <glog/logging.h>
 
 #include <cstdio>

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <sstream>
 
 #include "ps/base.h"
@@ -41,6 +42,19 @@ ClusterSimResult Holds(const ClusterSimOptions& o, const std::string& flags) {
   EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << o.seed << " " << flags
                     << " --trace";
   return r;
+}
+
+// Seeds 1-10 of base, each checked by Holds; add sees every result. False at the first seed
+// that fails.
+bool HoldsForSeeds(ClusterSimOptions base, const std::string& flags,
+                   const std::function<void(const ClusterSimResult&)>& add) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    base.seed = seed;
+    const ClusterSimResult r = Holds(base, flags);
+    if (!r.ok) return false;
+    add(r);
+  }
+  return true;
 }
 
 // The same with workers killed every 3 s (at most two per run), or under the assign rule.
@@ -210,14 +224,13 @@ TEST(ClusterSimTest, SeedsWithPartitionsHoldEveryInvariant) {
 // after it was declared dead in 7 of seeds 1-10 ("a fenced node serves nothing").
 TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
   uint64_t cuts = 0, deaths = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.sched_cut_every_us = 1000000;
-    const ClusterSimResult r = Holds(o, "--sched-cut-every-s 1");
-    if (!r.ok) return;
-    cuts += r.sched_cuts;
-    deaths += r.sched_cut_deaths;
+  ClusterSimOptions o;
+  o.sched_cut_every_us = 1000000;
+  if (!HoldsForSeeds(o, "--sched-cut-every-s 1", [&](const ClusterSimResult& r) {
+        cuts += r.sched_cuts;
+        deaths += r.sched_cut_deaths;
+      })) {
+    return;
   }
   EXPECT_GT(cuts, 10u);
   EXPECT_GT(deaths, 3u) << "too few cuts outlasted the timeout to test the lease";
@@ -228,15 +241,14 @@ TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
 // the first refusal or when its link is back. Its unacknowledged pushes may or may not count.
 TEST(ClusterSimTest, SeedsWithWorkersCutFromTheSchedulerHoldEveryInvariant) {
   uint64_t cuts = 0, deaths = 0, fenced = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.worker_cut_every_us = 500000;
-    const ClusterSimResult r = Holds(o, "--worker-cut-every-s 0.5");
-    if (!r.ok) return;
-    cuts += r.worker_cuts;
-    deaths += r.worker_cut_deaths;
-    fenced += r.fenced_workers;
+  ClusterSimOptions o;
+  o.worker_cut_every_us = 500000;
+  if (!HoldsForSeeds(o, "--worker-cut-every-s 0.5", [&](const ClusterSimResult& r) {
+        cuts += r.worker_cuts;
+        deaths += r.worker_cut_deaths;
+        fenced += r.fenced_workers;
+      })) {
+    return;
   }
   EXPECT_GT(cuts, 10u);
   EXPECT_GT(deaths, 5u) << "too few cuts outlasted the timeout to test the fencing";
@@ -249,14 +261,13 @@ TEST(ClusterSimTest, SeedsWithWorkersCutFromTheSchedulerHoldEveryInvariant) {
 // job settles once the faults stop (the leases come back with the first echoes).
 TEST(ClusterSimTest, SeedsWithTheSchedulerPausedHoldEveryInvariant) {
   uint64_t pauses = 0, drops = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.sched_pause_every_us = 1000000;
-    const ClusterSimResult r = Holds(o, "--sched-pause-every-s 1");
-    if (!r.ok) return;
-    pauses += r.sched_pauses;
-    drops += r.lease_drops;
+  ClusterSimOptions o;
+  o.sched_pause_every_us = 1000000;
+  if (!HoldsForSeeds(o, "--sched-pause-every-s 1", [&](const ClusterSimResult& r) {
+        pauses += r.sched_pauses;
+        drops += r.lease_drops;
+      })) {
+    return;
   }
   EXPECT_GT(pauses, 10u);
   EXPECT_GT(drops, 0u) << "no server's lease lapsed during the scheduler's pauses";
