@@ -97,6 +97,9 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
       if (LacksIn(msg, mine)) {
         VLOG(1) << "server " << self_ << " refuses a copy from node " << msg.meta.sender()
                 << " for ranges it masters";
+        // Told, so that the master stops sending it: resent for ever when its worker died
+        // (ps_sim --cluster --rule assign seeds 2092 and 2203).
+        if (!replay) Refuse(msg, mine);
         return Delivery::kRejected;
       }
       if (seq_.Check(Entries(msg), Words(msg), mine) != SeqMap::Verdict::kDuplicate) {
@@ -175,10 +178,7 @@ bool ChainReplicator::StripRanges(Message* msg, const RangeSet& rs) const {
   // Only explicit keys can be cut; a dense range or a part of one key's value goes on whole
   // (its entries in rs are duplicates or below the points there: the members after this one
   // follow this server's copies in rs, which move their points past them).
-  if (msg->meta.op() == pb::Meta::DENSE_PUSH || msg->meta.val_total() > 0 || msg->data.empty() ||
-      msg->data[0].size() % sizeof(Key) != 0) {
-    return true;
-  }
+  if (!CanCut(*msg)) return true;
   const SArray<Key> keys(msg->data[0]);
   std::vector<bool> keep(keys.size());
   size_t r = 0;  // keys and ranges are sorted: one walk
@@ -253,6 +253,19 @@ void ChainReplicator::Nack(const Message& held) {
   nack.meta.set_nack(true);
   nack.meta.set_fwd_id(held.meta.fwd_id());
   send_(nack);
+}
+
+void ChainReplicator::Refuse(const Message& copy, const RangeSet& mine) {
+  if (copy.meta.master() == self_) return;
+  Message no;
+  no.meta.set_receiver(copy.meta.master());
+  no.meta.set_app_id(app_);
+  no.meta.set_replica(true);
+  no.meta.set_request(false);
+  no.meta.set_refused(true);
+  no.meta.set_fwd_id(copy.meta.fwd_id());
+  no.data = {EncodeRanges(mine)};
+  send_(no);
 }
 
 void ChainReplicator::ReleaseHeld() {

@@ -243,6 +243,10 @@ void ChainReplicator::Pump(int receiver) {
 }
 
 void ChainReplicator::OnAck(const Message& msg) {
+  if (msg.meta.refused()) {
+    OnRefused(msg);
+    return;
+  }
   if (msg.meta.nack()) {
     // A replica holds this copy because an older one did not arrive: send it the older ones
     // again (not those sent a moment ago: they may be on their way). The replica may be
@@ -278,6 +282,34 @@ void ChainReplicator::OnAck(const Message& msg) {
     auto it = entries_.find(e);
     if (it != entries_.end() && --it->second.open == 0) Flush(e);
   }
+}
+
+void ChainReplicator::OnRefused(const Message& no) {
+  auto h = hops_.find(no.meta.fwd_id());
+  RangeSet refused;
+  if (h == hops_.end() || no.data.empty() || !ParseRanges(no.data[0], &refused)) return;
+  Hop hop = std::move(h->second);
+  const int receiver = hop.msg.meta.receiver();
+  Land(h->first, hop);
+  hops_.erase(h);
+  // The rest of the copy still goes down its path (members there may follow this server in
+  // those keys); a copy that cannot be cut by key is dropped whole.
+  Message rest = hop.msg;
+  const bool left = CanCut(rest) && StripRanges(&rest, refused);
+  for (uint64_t e : hop.entries) {
+    Entry& entry = entries_[e];
+    entry.open--;
+    entry.abandoned = true;
+  }
+  if (left) {
+    std::vector<int> path = {receiver};
+    path.insert(path.end(), rest.meta.chain().begin(), rest.meta.chain().end());
+    SendHop(hop.entries, ChainPiece{std::move(path), std::move(rest)});
+  }
+  for (uint64_t e : hop.entries) {
+    if (entries_.count(e) && entries_[e].open == 0) Flush(e);
+  }
+  Pump(receiver);
 }
 
 void ChainReplicator::Flush(uint64_t e) {

@@ -286,6 +286,12 @@ class ChainReplicator {
   // over it (acknowledged then).
   Delivery Deliver(Message& msg, bool replay);
   void Nack(const Message& held);
+  // Tells a copy's master that this server masters ranges `mine` of it and lacks the update
+  // there (Meta.refused).
+  void Refuse(const Message& copy, const RangeSet& mine);
+  // The master's side: the copy's keys in those ranges are cut from it; its requests are never
+  // acknowledged here (their workers resend to the new master, whose log decides).
+  void OnRefused(const Message& no);
   // True when a copy's sequence entries (the units its keys lie in) meet rs.
   static bool Touches(const Message& msg, const RangeSet& rs);
   // Keeps a copy until its turn (once: a copy of one that waits is not kept again; beyond
@@ -301,6 +307,11 @@ class ChainReplicator {
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.
   void Ack(const Message& msg);
+  // True when a copy holds explicit keys (StripRanges can cut it).
+  static bool CanCut(const Message& m) {
+    return m.meta.op() != pb::Meta::DENSE_PUSH && m.meta.val_total() == 0 && !m.data.empty() &&
+           m.data[0].size() % sizeof(Key) == 0;
+  }
   // Cuts the keys in rs (and their sequence entries) out of a copy; false when nothing is left.
   bool StripRanges(Message* msg, const RangeSet& rs) const;
   void HandOver(const Ring& before, const Ring& after);

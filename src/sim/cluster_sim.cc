@@ -568,6 +568,7 @@ void ClusterSim::State::StepOnce(Event& e) {
                  std::to_string(m.part()) + " attempt " + std::to_string(m.attempt()) + " epoch " +
                  std::to_string(m.epoch()) + (m.error().empty() ? "" : " error " + m.error()) +
                  (m.redirect() ? " redirect" : "") + (m.nack() ? " nack" : "") +
+                 (m.refused() ? " refused" : "") +
                  (m.fwd_id() ? " fwd " + std::to_string(m.fwd_id()) : "") +
                  (m.held_why().empty() ? "" : " held: " + m.held_why()));
       }

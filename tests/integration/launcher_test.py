@@ -4,6 +4,7 @@ Every process the launcher starts must be gone afterwards (checked by PID)."""
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,10 +68,26 @@ def main():
     check(rc == 2 and "not found on PATH" in out and "Traceback" not in out,
           "... and one looked up on PATH too (rc=%d)" % rc)
 
+    quiet = dict(os.environ)  # scripts/test.sh asks every launcher for stacks
+    quiet.pop("PS_LAUNCH_STACKS_ON_TIMEOUT", None)
     rc, out = run(L + ["-s", "1", "-w", "1", "--timeout", "3", "--", a.job, "--scenario",
-                       "hang"] + small)
+                       "hang"] + small, env=quiet)
     check(rc == 124, "--timeout stops a hanging job with exit code 124 (rc=%d)" % rc)
     check(not any(alive(x) for x in pids_of(out)), "no process survives a timeout")
+    check("stacks of" not in out, "no stacks without --stacks-on-timeout")
+
+    rc, out = run(L + ["-s", "1", "-w", "1", "--timeout", "3", "--stacks-on-timeout", "--",
+                       a.job, "--scenario", "hang"] + small, env=quiet)
+    if shutil.which("gdb"):
+        # The worker sleeps in its main thread: its stack shows where (a sleep), beside the
+        # node's own threads.
+        worker = re.search(r"stacks of worker 0 pid \d+:\n((#|Thread).*\n)+", out)
+        check(rc == 124 and worker is not None and "sleep" in worker.group(0) and
+              "RecvLoop" in worker.group(0),
+              "--stacks-on-timeout prints the hung worker's stacks before it stops the job")
+    else:
+        check(rc == 124 and "gdb not found" in out, "--stacks-on-timeout says gdb is missing")
+    check(not any(alive(x) for x in pids_of(out)), "... and no process survives")
 
     proc = subprocess.Popen(L + ["-s", "1", "-w", "1", "--", a.job, "--scenario", "hang"] + small,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

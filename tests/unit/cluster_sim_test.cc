@@ -289,6 +289,28 @@ TEST(ClusterSimTest, AssignRuleSeedsKeepEveryReplicaInItsMastersOrder) {
   }
 }
 
+// A copy that an old master sent before a ring change reaches the keys' new master, which lacks
+// the update (its worker's push reached only the old master) and refuses it there: the worker
+// is to resend it to the new master. When that worker is dead, nobody does, and the old master
+// resent the copy for ever (the run never settled). Now the refusal reaches the old master,
+// which cuts those keys from the copy and never acknowledges the push itself (found as seeds
+// 2092 and 2203 of these options; ChainReplicator::OnRefused).
+TEST(ClusterSimTest, Seeds2092And2203UnderAssignAnOldMasterStopsSendingWhatANewMasterRefuses) {
+  for (uint64_t seed : {2092, 2203}) {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.rule = "assign";
+    o.sched_pause_every_us = 800000;
+    o.partition_every_us = 1000000;
+    o.kill_worker_every_us = 3000000;
+    const ClusterSimResult r =
+        Holds(o,
+              "--rule assign --sched-pause-every-s 0.8 --partition-every-s 1 "
+              "--kill-worker-every-s 3");
+    EXPECT_GT(r.worker_kills, 0u) << "seed " << seed;
+  }
+}
+
 // Steps with reads and clocks hold every invariant without faults (only reordering), where
 // every read is answered soon.
 TEST(ClusterSimTest, StepsWithoutServerFaultsReadEveryCounterInTime) {

@@ -2,6 +2,7 @@
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,6 +98,27 @@ class Job:
             log("%s; its last error output:\n%s" % (what, "\n".join("    " + t for t in tail)))
         else:
             log("%s; it wrote no error output" % what)
+
+    def print_stacks(self):
+        """Prints every thread's stack of each process still running (gdb), so that a hang
+        is seen where it waits rather than only as a timeout."""
+        gdb = shutil.which("gdb")
+        if not gdb:
+            log("--stacks-on-timeout: gdb not found; no stacks")
+            return
+        with self.lock:
+            procs = list(self.procs)
+        for name, p in procs:
+            if p.poll() is not None:
+                continue
+            try:
+                out = subprocess.run([gdb, "-batch", "-p", str(p.pid), "-ex",
+                                      "thread apply all bt"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, timeout=60).stdout
+            except subprocess.TimeoutExpired:
+                out = "gdb did not finish within 60 s"
+            lines = [x for x in out.splitlines() if x.startswith(("Thread", "#"))]
+            log("stacks of %s pid %d:\n%s" % (name, p.pid, "\n".join(lines) or out))
 
     def stop_all(self, grace=3.0):
         with self.lock:
@@ -216,6 +238,8 @@ class Job:
                 return 0
             if a.timeout and time.time() - start > a.timeout:
                 log("timeout after %.0f s (--timeout); stopping the job" % a.timeout)
+                if a.stacks_on_timeout:
+                    self.print_stacks()
                 self.stop_all()
                 return EXIT_TIMEOUT
             time.sleep(0.05)
