@@ -41,6 +41,9 @@ struct NodeStats {
   /// Peers this node sends to through shared memory (PS_VAN=ucx, nodes on one host); the
   /// others go over TCP.
   uint64_t shared_memory_peers = 0;
+  /// Messages that left packed with others in one transport message (PS_VAN=ucx: small
+  /// messages queued for one peer at once travel together).
+  uint64_t messages_batched = 0;
   /// Faults the test-only fault injection (PS_FAULT_*) applied to this node's sends.
   uint64_t injected_drops = 0;
   uint64_t injected_duplicates = 0;

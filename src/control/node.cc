@@ -102,6 +102,7 @@ NodeStats Node::Impl::Stats() const {
   s.malformed_dropped = c.malformed_dropped + filter_rejected_.load() + alloc_dropped_.load();
   s.send_queue_full = c.send_queue_full;
   s.shared_memory_peers = c.shared_memory_peers;
+  s.messages_batched = c.messages_batched;
   s.injected_drops = c.injected_drops;
   s.injected_duplicates = c.injected_duplicates;
   s.injected_delays = c.injected_delays;
@@ -118,7 +119,7 @@ std::string Node::StatsJson() const {
      << ",\"malformed_dropped\":" << s.malformed_dropped
      << ",\"send_queue_full\":" << s.send_queue_full
      << ",\"shared_memory_peers\":" << s.shared_memory_peers
-     << ",\"injected_drops\":" << s.injected_drops
+     << ",\"messages_batched\":" << s.messages_batched << ",\"injected_drops\":" << s.injected_drops
      << ",\"injected_duplicates\":" << s.injected_duplicates
      << ",\"injected_delays\":" << s.injected_delays << ",\"lease_dropped\":" << s.lease_dropped
      << ",\"filters\":" << impl_->filters->StatsJson() << "}";

@@ -19,6 +19,7 @@ void Node::Impl::CollectMetrics(MetricSet* out) {
   out->Counter("ps_malformed_dropped_total", static_cast<double>(s.malformed_dropped));
   out->Counter("ps_send_queue_full_total", static_cast<double>(s.send_queue_full));
   out->Counter("ps_lease_dropped_total", static_cast<double>(s.lease_dropped));
+  out->Counter("ps_messages_batched_total", static_cast<double>(s.messages_batched));
   out->Gauge("ps_shared_memory_peers", static_cast<double>(s.shared_memory_peers));
   out->Gauge("ps_ring_epoch", static_cast<double>(ring_epoch()));
   peer_sent_.Emit(out, "sent");

@@ -14,52 +14,9 @@
 #include <cstring>
 #include <random>
 
+#include "transport/ucx_wire.h"
+
 namespace ps {
-namespace {
-
-constexpr unsigned kAmId = 7;
-constexpr unsigned kCreditAmId = 8;
-constexpr uint32_t kCreditMagic = 0x50534352;  // "PSCR"
-// A receiver's credit: of the sender's stream, this many messages and bytes are taken.
-struct Credit {
-  uint32_t magic, spare;
-  uint64_t stream, taken, bytes;
-};
-// What a sender keeps in a receiver's hands at most (UcxVan's flow control).
-constexpr uint64_t kWindowBytes = 16u << 20;
-constexpr uint32_t kHeaderMagic = 0x50535558;  // "PSUX"
-constexpr size_t kMaxFrames = 64;
-// The header: magic, meta length, frame count, flags, the sender's stream and the message's
-// sequence number in it, then the frame sizes and the meta bytes. A header larger than UCX
-// takes (its max_am_header: a meta of thousands of metric samples or nodes) leaves the meta
-// out: kMetaInData, and the meta leads the data, padded to 8 bytes.
-struct Fixed {
-  uint32_t magic, meta_size, frames, flags;
-  uint64_t stream, seq;
-};
-constexpr uint32_t kMetaInData = 1;
-constexpr size_t kFixed = sizeof(Fixed);
-// Bounds on what a sender (or garbage that passes for one) can make us hold back: how far
-// ahead of the next expected message of its stream a message may be, and how many streams we
-// track. Held messages' bytes are bounded too (UcxVan::max_held_).
-constexpr uint64_t kMaxAhead = 1u << 20;
-constexpr size_t kMaxStreams = 65536;
-const char kPad[8] = {0};
-
-size_t Padded(size_t n) { return (n + 7) & ~size_t{7}; }
-
-}  // namespace
-
-// Everything a send needs until UCX is done with it.
-struct SendHold {
-  std::shared_ptr<UcxVan::Peer> peer;
-  std::vector<char> header;
-  std::vector<char> meta;  // the meta, when it travels in the data (kMetaInData)
-  std::vector<ucp_dt_iov_t> iov;
-  std::vector<SArray<char>> frames;
-  uint64_t bytes = 0;  // header and padded frames: what the receiver counts
-};
-
 namespace {
 
 void CreditDone(void* request, ucs_status_t, void* user) {
@@ -69,7 +26,7 @@ void CreditDone(void* request, ucs_status_t, void* user) {
 
 void SendDone(void* request, ucs_status_t, void* user) {
   auto* hold = static_cast<SendHold*>(user);
-  hold->peer->inflight--;
+  hold->peer->inflight -= static_cast<int>(hold->count);
   delete hold;
   ucp_request_free(request);
 }
@@ -286,7 +243,7 @@ void UcxVan::Drain(Peer* peer) {
 void UcxVan::OnPeerError(Peer* peer) {
   if (peer->shared_memory && !peer->failed) counters_.shared_memory_peers--;
   peer->failed = true;  // its queued sends are dropped; the endpoint is closed at Stop
-  peer->inflight -= static_cast<int>(peer->waiting.size());
+  for (const auto& w : peer->waiting) peer->inflight -= static_cast<int>(w->count);
   peer->waiting.clear();
   std::lock_guard<std::mutex> lk(peers_mu_);
   auto it = peers_.find(peer->id);
@@ -350,17 +307,22 @@ bool UcxVan::Send(const Message& msg) {
   hold->peer = peer;
   peer->inflight++;
   peer->sent++;
+  Peer* p = peer.get();
   Job job;
   job.peer = std::move(peer);
   job.send = std::move(hold);
   counters_.messages_sent++;
   counters_.bytes_sent += bytes;
-  if (role_owner_.load() != std::this_thread::get_id() && role_mu_.try_lock()) {
-    // Nobody drives UCX: hand the message over on this thread, behind what was queued.
-    role_owner_.store(std::this_thread::get_id());
+  const std::thread::id me = std::this_thread::get_id();
+  {
+    std::lock_guard<std::mutex> lk(jobs_mu_);
+    jobs_.push_back(std::move(job));
+  }
+  if (role_owner_.load() != me && role_mu_.try_lock()) {
+    // Nobody drives UCX: hand the message over on this thread, with what was queued before
+    // it (packed with it when small).
+    role_owner_.store(me);
     RunJobs();
-    Peer* p = job.peer.get();
-    SendNow(&job);
     // What is left for UCX to finish (a large message's tail, sends waiting for credits or
     // wiring) needs a driver now, not after the progress thread's nap.
     const bool pending = p->inflight.load() > 0;
@@ -370,21 +332,16 @@ bool UcxVan::Send(const Message& msg) {
     RunLost();
     return true;
   }
-  {
-    std::lock_guard<std::mutex> lk(jobs_mu_);
-    jobs_.push_back(std::move(job));
-  }
   ucp_worker_signal(worker_);
   // The holder may have let the role go before it saw the signal.
   if (role_owner_.load() == std::thread::id()) Kick();
   return true;
 }
 
-void UcxVan::SendNow(Job* job) {
-  Peer& peer = *job->peer;
-  std::unique_ptr<SendHold> hold = std::move(job->send);
+void UcxVan::SendNow(const std::shared_ptr<Peer>& to, std::unique_ptr<SendHold> hold) {
+  Peer& peer = *to;
   if (peer.failed || !peer.ep) {
-    peer.inflight--;
+    peer.inflight -= static_cast<int>(hold->count);
     return;  // lost with the peer, as a message in a broken connection is
   }
   if (!peer.wired || !peer.waiting.empty() || !FitsWindow(peer, hold->bytes)) {
@@ -402,7 +359,8 @@ bool UcxVan::FitsWindow(const Peer& peer, uint64_t bytes) {
 }
 
 void UcxVan::Hand(Peer* peer, std::unique_ptr<SendHold> hold) {
-  const uint64_t seq = peer->next_seq++;
+  const uint64_t seq = peer->next_seq;  // a batch takes one number per message
+  peer->next_seq += hold->count;
   std::memcpy(hold->header.data() + offsetof(Fixed, seq), &seq, sizeof(seq));
   peer->bytes_out += hold->bytes;
   ucp_request_param_t p{};
@@ -423,7 +381,8 @@ void UcxVan::Hand(Peer* peer, std::unique_ptr<SendHold> hold) {
   if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
     hold.release();  // SendDone frees it
   } else {
-    peer->inflight--;  // done at once, or failed (the endpoint's error handler reports it)
+    // Done at once, or failed (the endpoint's error handler reports it).
+    peer->inflight -= static_cast<int>(hold->count);
   }
 }
 
@@ -440,6 +399,9 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
   Fixed fixed;
   std::memcpy(&fixed, header, kFixed);
   if (fixed.magic != kHeaderMagic) return drop();  // before it can name a stream
+  const bool batch = fixed.flags & kBatch;
+  const uint64_t count = batch ? fixed.frames : 1;
+  if (batch && (header_length != kFixed || count < 2 || count > kMaxBatch)) return drop();
   auto sit = streams_.find(fixed.stream);
   if (sit == streams_.end()) {
     if (streams_.size() >= kMaxStreams) return drop();
@@ -448,12 +410,18 @@ ucs_status_t UcxVan::OnMessage(const void* header, size_t header_length, void* d
   Stream& st = sit->second;
   if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) st.reply = param->reply_ep;
   const uint64_t bytes = header_length + length;
-  if (fixed.seq < st.next || fixed.seq - st.next >= kMaxAhead || st.held.count(fixed.seq) ||
+  auto overlaps = [&st](uint64_t seq, uint64_t n) {  // a slot held already covers one of them
+    auto it = st.held.lower_bound(seq);
+    if (it != st.held.end() && it->first < seq + n) return true;
+    return it != st.held.begin() && std::prev(it)->first + std::prev(it)->second->count > seq;
+  };
+  if (fixed.seq < st.next || fixed.seq - st.next >= kMaxAhead || overlaps(fixed.seq, count) ||
       held_bytes_ + bytes > max_held_) {
     return drop();  // a repeat, or further ahead or more than any peer of ours sends
   }
   held_bytes_ += bytes;
   auto slot = std::make_shared<Slot>();
+  slot->count = static_cast<uint32_t>(count);
   slot->header = SArray<char>(header_length);
   std::memcpy(slot->header.data(), header, header_length);
   st.held.emplace(fixed.seq, slot);
@@ -487,13 +455,15 @@ void UcxVan::Flush(uint64_t stream) {
   while (!st.held.empty() && st.held.begin()->first == st.next && st.held.begin()->second->ready) {
     std::shared_ptr<Slot> s = std::move(st.held.begin()->second);
     st.held.erase(st.held.begin());
-    st.next++;
+    st.next += s->count;
     held_bytes_ -= s->header.size() + s->data.size();
     if (s->failed) {
       std::lock_guard<std::mutex> lk(q_mu_);
       counters_.malformed_dropped++;
       counters_.bytes_received += s->header.size() + s->data.size();
-      Taken(stream, &inbox_[stream], s->header.size() + s->data.size());
+      Taken(stream, &inbox_[stream], s->header.size() + s->data.size(), s->count);
+    } else if (s->count > 1) {
+      DeliverBatch(stream, *s);
     } else {
       Deliver(s->header, s->data);
     }
@@ -548,8 +518,8 @@ void UcxVan::Deliver(const SArray<char>& header, SArray<char> data) {
   q_cv_.notify_one();
 }
 
-void UcxVan::Taken(uint64_t stream, Inbox* in, uint64_t bytes) {
-  in->taken++;
+void UcxVan::Taken(uint64_t stream, Inbox* in, uint64_t bytes, uint64_t count) {
+  in->taken += count;
   in->taken_bytes += bytes;
   if (in->taken - in->credited < credit_batch_ &&
       in->taken_bytes - in->credited_bytes < kWindowBytes / 8) {

@@ -21,6 +21,10 @@
 // Received messages wait for Recv (one thread) in a queue per sender's stream, taken in turn
 // as ZeroMQ's router does: a scheduler's heartbeat never waits behind a worker's backlog.
 //
+// Batches: small messages queued for one peer meanwhile (sent while another thread held the
+// role) travel as one active message, one send() instead of one per message; each keeps its
+// own sequence number, and the receiver splits the batch at its turn in the stream.
+//
 // Flow control: UCX reads every socket it progresses, so a receiver cannot stop reading one
 // peer as ZeroMQ does (TCP back-pressure). Instead the receiver tells each sender what it has
 // taken of its messages (credits: counts of messages and bytes, on the endpoint the sender's
@@ -91,7 +95,11 @@ class UcxVan : public Van {
   struct Slot {
     SArray<char> header, data;
     bool ready = false, failed = false;
+    uint32_t count = 1;  // messages in it (a batch: more than 1)
   };
+  // A batch's messages, in order (at its turn in the stream); false when it is malformed (its
+  // messages not delivered are dropped and counted).
+  void DeliverBatch(uint64_t stream, const Slot& batch);
   void Flush(uint64_t stream);
   struct Peer {
     UcxVan* van = nullptr;
@@ -134,7 +142,7 @@ class UcxVan : public Van {
     uint64_t credited = 0, credited_bytes = 0;   // what the sender was last told
     bool listed = false;                         // in ready_
   };
-  void Taken(uint64_t stream, Inbox* in, uint64_t bytes);  // q_mu_ held
+  void Taken(uint64_t stream, Inbox* in, uint64_t bytes, uint64_t count = 1);  // q_mu_ held
   // Work for the role's holder, in the order queued: make an endpoint, send, or credit.
   struct Job {
     std::shared_ptr<Peer> peer;
@@ -159,7 +167,11 @@ class UcxVan : public Van {
   bool RunJobs();  // false when none were queued
   bool JobsQueued();
   void MakeEndpoint(Job* job);
-  void SendNow(Job* job);
+  void SendNow(const std::shared_ptr<Peer>& peer, std::unique_ptr<SendHold> hold);
+  // Sends one peer's queued messages in order, the small ones packed into batches.
+  void SendAll(const std::shared_ptr<Peer>& peer, std::vector<std::unique_ptr<SendHold>>* holds);
+  static std::unique_ptr<SendHold> Pack(std::vector<std::unique_ptr<SendHold>>* run,
+                                        uint64_t stream);
   void Hand(Peer* peer, std::unique_ptr<SendHold> hold);     // to UCX
   static bool FitsWindow(const Peer& peer, uint64_t bytes);  // flow control: may it go now
   void SendCredit(const Job& job);

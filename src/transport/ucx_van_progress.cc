@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "transport/ucx_van.h"
+#include "transport/ucx_wire.h"
 
 namespace ps {
 
@@ -107,15 +108,32 @@ bool UcxVan::RunJobs() {
     std::lock_guard<std::mutex> lk(jobs_mu_);
     jobs.swap(jobs_);
   }
+  // Sends are gathered per peer (in order) and leave packed; a connect or a credit first sends
+  // what was gathered before it, so every job still runs after those queued before it.
+  std::vector<std::pair<std::shared_ptr<Peer>, std::vector<std::unique_ptr<SendHold>>>> sends;
+  auto send_gathered = [&] {
+    for (auto& s : sends) SendAll(s.first, &s.second);
+    sends.clear();
+  };
   for (Job& j : jobs) {
+    if (j.peer && j.send) {
+      auto it = std::find_if(sends.begin(), sends.end(),
+                             [&j](const auto& s) { return s.first == j.peer; });
+      if (it == sends.end()) {
+        sends.emplace_back(j.peer, std::vector<std::unique_ptr<SendHold>>());
+        it = std::prev(sends.end());
+      }
+      it->second.push_back(std::move(j.send));
+      continue;
+    }
+    send_gathered();
     if (!j.peer) {
       SendCredit(j);
-    } else if (j.send) {
-      SendNow(&j);
     } else {
       MakeEndpoint(&j);
     }
   }
+  send_gathered();
   return !jobs.empty();
 }
 

@@ -26,6 +26,8 @@ struct VanCounters {
   std::atomic<uint64_t> recv_queue_full{0};
   // Endpoints of ours whose lanes include a shared-memory transport (UcxVan; a gauge).
   std::atomic<uint64_t> shared_memory_peers{0};
+  // Messages sent packed with others in one transport message (UcxVan's batches).
+  std::atomic<uint64_t> messages_batched{0};
   // Faults injected by FaultVan (tests).
   std::atomic<uint64_t> injected_drops{0};
   std::atomic<uint64_t> injected_duplicates{0};

@@ -1,6 +1,6 @@
 // A bare UCX client for tests: sends active messages of any bytes to a UcxVan's listener, to
 // check what the van does with messages no UcxVan would send (garbage, crafted headers, gaps).
-// The wire format it crafts is UcxVan's (src/transport/ucx_van.cc): active message id 7; the
+// The wire format it crafts is UcxVan's (src/transport/ucx_wire.h): active message id 7; the
 // header is {u32 magic "PSUX", u32 meta size, u32 frames, u32 spare, u64 stream, u64 seq},
 // then a u64 size per frame, then the meta; the data is the frames, each padded to 8 bytes.
 #ifndef PS_TESTS_UCX_RAW_H_

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <random>
 #include <thread>
@@ -318,6 +319,107 @@ TEST(UcxVanTest, MessagesHeldForOrderAreBoundedAndAGapFilledLateDelivers) {
   EXPECT_EQ(got.data[0].size(), frame.size());
   EXPECT_FALSE(b.Recv(&got, 300));
   EXPECT_EQ(b.counters().malformed_dropped.load(), 3u);
+}
+
+// A batch (several messages of one stream in one active message) delivers its messages in
+// order at its turn; one that overlaps what is held, claims too few or too many messages, or
+// whose second message is cut short, delivers what it holds whole and drops and counts the
+// rest; the stream goes on after it.
+TEST(UcxVanTest, ABatchDeliversItsMessagesInOrderAndAMalformedOneIsDroppedAndCounted) {
+  UcxVan b;
+  const int port = b.Bind("127.0.0.1", 0);
+  ps_test::RawUcx raw("127.0.0.1", port);
+  ASSERT_TRUE(raw.ok());
+  const uint64_t stream = 0x7654321;
+  const std::string frame = "hello";
+  auto one = [&](int app) {  // a message as a batch holds it: header padded to 8, then data
+    Message m;
+    m.meta.set_magic(kMagic);
+    m.meta.set_receiver(1);
+    m.meta.set_app_id(app);
+    std::string h = ps_test::RawUcx::Header(stream, 0, m.meta.SerializeAsString(), {frame.size()});
+    h.append((8 - h.size() % 8) % 8, '\0');
+    return h + ps_test::RawUcx::Data({frame});
+  };
+  auto batch = [&](uint64_t seq, uint32_t count, const std::string& data) {
+    std::string h(32, '\0');
+    const uint32_t fixed[4] = {ps_test::RawUcx::kMagic, 0, count, 2 /* a batch */};
+    std::memcpy(&h[0], fixed, 16);
+    std::memcpy(&h[16], &stream, 8);
+    std::memcpy(&h[24], &seq, 8);
+    return raw.Send(h, data);
+  };
+  ASSERT_TRUE(batch(2, 2, one(12) + one(13)));  // held: waits for 0 and 1
+  ASSERT_TRUE(batch(3, 2, one(90) + one(91)));  // overlaps the one held: dropped
+  ASSERT_TRUE(batch(0, 1, one(92)));            // a batch of one: dropped
+  ASSERT_TRUE(batch(0, 100000, one(93)));       // more than a batch holds: dropped
+  Message got;
+  EXPECT_FALSE(b.Recv(&got, 300)) << "a message was delivered before the gap was filled";
+  ASSERT_TRUE(batch(0, 2, one(10) + one(11)));
+  for (int app : {10, 11, 12, 13}) {
+    ASSERT_TRUE(RecvSoon(&b, &got)) << "app " << app;
+    EXPECT_EQ(got.meta.app_id(), app);
+    ASSERT_EQ(got.data.size(), 1u);
+    EXPECT_EQ(std::string(got.data[0].data(), got.data[0].size()), frame);
+  }
+  const std::string whole = one(14), cut = one(15);
+  ASSERT_TRUE(batch(4, 3, whole + cut.substr(0, cut.size() - 8)));  // 6 is missing
+  ASSERT_TRUE(RecvSoon(&b, &got));
+  EXPECT_EQ(got.meta.app_id(), 14);
+  ASSERT_TRUE(batch(7, 2, one(17) + one(18)));  // the stream goes on after it
+  for (int app : {17, 18}) {
+    ASSERT_TRUE(RecvSoon(&b, &got)) << "app " << app;
+    EXPECT_EQ(got.meta.app_id(), app);
+  }
+  EXPECT_FALSE(b.Recv(&got, 300));
+  EXPECT_EQ(b.counters().malformed_dropped.load(), 4u);
+  EXPECT_EQ(b.counters().messages_received.load(), 7u);
+}
+
+// Messages sent while another thread drives UCX (here: a Recv that waits) are queued for it,
+// and the small ones among them leave packed; the receiver gets every message once, in order
+// and intact, small and large mixed.
+TEST(UcxVanTest, MessagesQueuedForTheRoleLeavePackedAndArriveInOrder) {
+  UcxVan a, b;
+  const int pb = b.Bind("127.0.0.1", 0);
+  a.Bind("127.0.0.1", 0);
+  a.Connect(1, "127.0.0.1", pb);
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {  // holds the role while it waits for a message that never comes
+    Message m;
+    while (!done.load()) a.Recv(&m, 50);
+  });
+  struct Join {  // also when an assertion below returns early
+    std::atomic<bool>* done;
+    std::thread* t;
+    ~Join() {
+      *done = true;
+      if (t->joinable()) t->join();
+    }
+  } join{&done, &waiter};
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int kMessages = 400;
+  auto size_of = [](int i) {
+    return i % 50 == 7 ? size_t{100000} : static_cast<size_t>(8 + i % 40);
+  };
+  for (int i = 0; i < kMessages; ++i) {
+    Message m = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
+    m.meta.set_app_id(i);
+    ASSERT_TRUE(a.Send(m));
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    Message got;
+    ASSERT_TRUE(RecvSoon(&b, &got)) << "message " << i;
+    ASSERT_EQ(got.meta.app_id(), i);
+    const Message want = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
+    ASSERT_EQ(got.data.size(), 1u);
+    ASSERT_EQ(got.data[0].size(), want.data[0].size()) << "message " << i;
+    ASSERT_EQ(std::memcmp(got.data[0].data(), want.data[0].data(), want.data[0].size()), 0)
+        << "message " << i;
+  }
+  Message extra;
+  EXPECT_FALSE(b.Recv(&extra, 200)) << "a message arrived twice";
+  EXPECT_GT(a.counters().messages_batched.load(), 0u);
 }
 
 // A receiver that falls behind holds its senders back instead of dropping what they send: a
