@@ -119,6 +119,10 @@ int ZmqVan::Bind(const std::string& host, int port) {
 }
 
 void ZmqVan::Connect(int id, const std::string& host, int port) {
+  // After Stop (a server's timer thread outlives its node's Stop) nothing is opened: a socket
+  // made now would never be closed, and zmq_ctx_term waits for every socket (a leaving server
+  // printed LEFT and never exited; ZmqVanTest.AConnectAfterStopOpensNothingAndTheVanIsDestroyed).
+  if (stopped_.load()) return;
   auto peer = std::make_shared<Peer>();
   peer->socket = zmq_socket(context_, ZMQ_DEALER);
   // Bounded: sends never block (a stalled peer must not stall this node); beyond the bound a
@@ -136,6 +140,12 @@ void ZmqVan::Connect(int id, const std::string& host, int port) {
   std::shared_ptr<Peer> old;
   {
     std::lock_guard<std::mutex> lk(peers_mu_);
+    // Stop sets stopped_ before it takes the peers under this lock: a peer added here is
+    // either closed by Stop or refused.
+    if (stopped_.load()) {
+      zmq_close(peer->socket);
+      return;
+    }
     old = peers_[id];
     peers_[id] = peer;
   }
@@ -301,6 +311,9 @@ void ZmqVan::WatchPeers(std::function<void(int)> lost) {
 
 void ZmqVan::Monitor(int id, void* dealer) {
   std::lock_guard<std::mutex> lk(mon_mu_);
+  // The monitor thread closes what it was handed under this lock as it ends: nothing may be
+  // handed to it after.
+  if (mon_stop_.load()) return;
   const std::string ep = "inproc://ps-monitor-" +
                          std::to_string(reinterpret_cast<uintptr_t>(this)) + "-" +
                          std::to_string(mon_seq_++);
@@ -365,9 +378,11 @@ void ZmqVan::MonitorLoop() {
 }
 
 void ZmqVan::Stop(int linger_ms) {
-  if (stopped_) return;
-  stopped_ = true;
-  mon_stop_ = true;
+  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lk(mon_mu_);
+    mon_stop_ = true;
+  }
   if (monitor_.joinable()) monitor_.join();
   {
     std::lock_guard<std::mutex> lk(interrupt_mu_);

@@ -49,7 +49,7 @@ class ZmqVan : public Van {
   int send_queue_;
   mutable std::mutex peers_mu_;
   std::unordered_map<int, std::shared_ptr<Peer>> peers_;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
 
   // Connection monitoring (WatchPeers): a PAIR socket per peer DEALER receives its
   // disconnect events; one thread polls them.
