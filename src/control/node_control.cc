@@ -104,19 +104,7 @@ void Node::Impl::Joined(const NodeInfo& n) {
   }
 }
 
-void Node::Impl::FillRing(const Ring& ring, pb::RingInfo* r) {
-  r->set_epoch(ring.epoch());
-  r->set_vnodes(ring.vnodes());
-  r->set_replicas(ring.replicas());
-  for (int s : ring.servers()) r->add_servers(s);
-}
-
-std::shared_ptr<const Ring> Node::Impl::RingOf(const pb::RingInfo& r) {
-  std::vector<int> servers(r.servers().begin(), r.servers().end());
-  return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch());
-}
-
-void Node::Impl::ActOnRing(const RingCore::Decision& d, RingMessages* out) {
+void Node::Impl::ActOnRing(const RingCore::Decision& d, RingMessages* out, int dead) {
   std::vector<int> live, servers;
   for (const auto& n : nodes_) {
     if (n.id == 0 || membership_->IsDead(n.id)) continue;
@@ -132,27 +120,14 @@ void Node::Impl::ActOnRing(const RingCore::Decision& d, RingMessages* out) {
     SetRing(d.failover);
     out->fresh = ring_;
   }
-  for (int s : d.refused_leaves) {
-    pb::Control refuse;
-    refuse.set_cmd(pb::Control::RING);
-    refuse.set_error("server node " + std::to_string(s) + " " + d.refused);
-    out->sends.emplace_back(s, refuse);
-  }
-  if (d.prepare) {
-    pb::Control c;
-    c.set_cmd(pb::Control::RING_PREPARE);
-    FillRing(*d.prepare, c.mutable_ring());
-    for (int to : servers) out->sends.emplace_back(to, c);
+  for (auto& f : RingCore::Messages(d, dead, live, servers)) {
+    for (int to : f.to) out->sends.emplace_back(to, f.msg);
   }
   if (d.cut) {
     SetRing(d.cut);
     out->fresh = ring_;
-    pb::Control c;
-    c.set_cmd(pb::Control::RING);
-    FillRing(*d.cut, c.mutable_ring());
-    // The servers that left get the ring too (it tells them they are out), then are marked
-    // gone: barriers stop waiting for them.
-    for (int to : live) out->sends.emplace_back(to, c);
+    // The servers that left got the ring too (it tells them they are out); now they are
+    // marked gone: barriers stop waiting for them.
     for (int s : d.left) {
       for (auto& r : membership_->MarkDead(s)) out->releases.push_back(r);
       dead_.push_back(s);
@@ -286,7 +261,6 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
   for (int id : ids) {
     TaskAnswers task_answers;
     std::vector<Membership::Release> releases;
-    std::vector<int> tell;
     RingMessages ring;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -301,10 +275,8 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       ServeTaskWaiters(&task_answers);
       dead_.push_back(id);
       CountDeadWorkers();
-      for (const auto& n : nodes_) {
-        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
-      }
-      ActOnRing(ring_core_->NodeDead(id, NowMs()), &ring);
+      // NODE_DEAD (with a new ring) to every live node, then the ring's other messages.
+      ActOnRing(ring_core_->NodeDead(id, NowMs()), &ring, id);
     }
     JobEvent("node " + std::to_string(id) + " declared dead: " + how);
     // On the host's steady clock, which every process of a host shares: a test compares it
@@ -314,12 +286,6 @@ void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how
       SendRingMessages(&ring);  // the events, then the abort
       return;
     }
-    pb::Control c;
-    c.set_cmd(pb::Control::NODE_DEAD);
-    c.set_dead_id(id);
-    // A new ring after a member's death travels with the news (a prepared ring after it).
-    if (ring.fresh) FillRing(*ring.fresh, c.mutable_ring());
-    for (int to : tell) SendControl(to, c, true);
     NotifyDead(id);
     SendRingMessages(&ring);
     SendTaskAnswers(&task_answers);

@@ -207,8 +207,8 @@ struct Node::Impl {
   void NotifyRing(std::shared_ptr<const Ring> ring);
   void NotifyPrepare(std::shared_ptr<const Ring> next);
   // A ring from a control message.
-  static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
-  static void FillRing(const Ring& ring, pb::RingInfo* r);
+  static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r) { return RingCore::RingOf(r); }
+  static void FillRing(const Ring& ring, pb::RingInfo* r) { RingCore::FillRing(ring, r); }
   // Named tables (node_tables.cc): the list every node keeps, the scheduler's registry, and
   // the listeners told of each table this node had not seen (also of those it has, when they
   // start listening). Listeners run on the receive thread.
@@ -230,7 +230,8 @@ struct Node::Impl {
     std::shared_ptr<const Ring> fresh;  // a ring this node now uses
     std::string abort;
   };
-  void ActOnRing(const RingCore::Decision& d, RingMessages* out);
+  // dead: the node whose death made d (NODE_DEAD goes ahead of the ring's messages), or -1.
+  void ActOnRing(const RingCore::Decision& d, RingMessages* out, int dead = -1);
   void SendRingMessages(RingMessages* out);
   // A data message routed under the prepared ring: the cut-over reached its sender first.
   void AdoptNextRing(uint64_t epoch);

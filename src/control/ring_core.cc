@@ -4,6 +4,53 @@
 
 namespace ps {
 
+void RingCore::FillRing(const Ring& ring, pb::RingInfo* r) {
+  r->set_epoch(ring.epoch());
+  r->set_vnodes(ring.vnodes());
+  r->set_replicas(ring.replicas());
+  for (int s : ring.servers()) r->add_servers(s);
+}
+
+std::shared_ptr<const Ring> RingCore::RingOf(const pb::RingInfo& r) {
+  std::vector<int> servers(r.servers().begin(), r.servers().end());
+  return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch());
+}
+
+std::vector<RingCore::Fanout> RingCore::Messages(const Decision& d, int dead,
+                                                 const std::vector<int>& live,
+                                                 const std::vector<int>& servers) {
+  std::vector<Fanout> out;
+  if (!d.abort.empty()) return out;
+  if (dead >= 0) {
+    Fanout f{live, {}};
+    f.msg.set_cmd(pb::Control::NODE_DEAD);
+    f.msg.set_dead_id(dead);
+    // A new ring after a member's death travels with the news (a cut-over it caused too).
+    const auto& fresh = d.cut ? d.cut : d.failover;
+    if (fresh) FillRing(*fresh, f.msg.mutable_ring());
+    out.push_back(std::move(f));
+  }
+  for (int s : d.refused_leaves) {
+    Fanout f{{s}, {}};
+    f.msg.set_cmd(pb::Control::RING);
+    f.msg.set_error("server node " + std::to_string(s) + " " + d.refused);
+    out.push_back(std::move(f));
+  }
+  if (d.prepare) {
+    Fanout f{servers, {}};
+    f.msg.set_cmd(pb::Control::RING_PREPARE);
+    FillRing(*d.prepare, f.msg.mutable_ring());
+    out.push_back(std::move(f));
+  }
+  if (d.cut) {
+    Fanout f{live, {}};
+    f.msg.set_cmd(pb::Control::RING);
+    FillRing(*d.cut, f.msg.mutable_ring());
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 RingCore::RingCore(const std::vector<int>& servers, int vnodes, int replicas, uint64_t epoch)
     : ring_(std::make_shared<Ring>(servers, vnodes, replicas, epoch)),
       epochs_issued_(epoch),

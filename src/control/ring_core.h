@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "control/copy_tracker.h"
+#include "meta.pb.h"
 #include "ring/ring.h"
 
 namespace ps {
@@ -43,6 +44,23 @@ class RingCore {
     /// Lines for the job's event log, in order.
     std::vector<std::string> events;
   };
+
+  /// A control message and the nodes it goes to.
+  struct Fanout {
+    std::vector<int> to;
+    pb::Control msg;
+  };
+  /// Who hears what after decision d (pure: the node runtime sends these, the simulator
+  /// delivers the same): NODE_DEAD of `dead` (-1: nobody died) to `live`, with the ring that
+  /// changed; each leave refused, to its leaver (RING with the reason); RING_PREPARE to
+  /// `servers`; RING to `live` (the servers that just left among them: it tells them they are
+  /// out). `live`: every node not declared dead but the scheduler; `servers`: the live servers.
+  /// Nothing when d aborts the job.
+  static std::vector<Fanout> Messages(const Decision& d, int dead, const std::vector<int>& live,
+                                      const std::vector<int>& servers);
+  /// A ring on the wire, and back.
+  static void FillRing(const Ring& ring, pb::RingInfo* r);
+  static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
 
   /// The ring of the job's start: `servers` (registered before it started) under `epoch`;
   /// every chain holds its ranges.

@@ -245,25 +245,15 @@ void ChainReplicator::Nack(const Message& held) {
   const int64_t now = now_us_();
   if (now - last < kHopResendUs / 10) return;  // one per master and interval is enough
   last = now;
-  Message nack;
-  nack.meta.set_receiver(held.meta.master());
-  nack.meta.set_app_id(app_);
-  nack.meta.set_replica(true);
-  nack.meta.set_request(false);
+  Message nack = ToMaster(held);
   nack.meta.set_nack(true);
-  nack.meta.set_fwd_id(held.meta.fwd_id());
   send_(nack);
 }
 
 void ChainReplicator::Refuse(const Message& copy, const RangeSet& mine) {
   if (copy.meta.master() == self_) return;
-  Message no;
-  no.meta.set_receiver(copy.meta.master());
-  no.meta.set_app_id(app_);
-  no.meta.set_replica(true);
-  no.meta.set_request(false);
+  Message no = ToMaster(copy);
   no.meta.set_refused(true);
-  no.meta.set_fwd_id(copy.meta.fwd_id());
   no.data = {EncodeRanges(mine)};
   send_(no);
 }
@@ -555,13 +545,18 @@ void ChainReplicator::ForwardOrAck(const Message& msg) {
   Ack(msg);  // the tail holds it: tell the master
 }
 
+Message ChainReplicator::ToMaster(const Message& copy) const {
+  Message m;
+  m.meta.set_receiver(copy.meta.master());
+  m.meta.set_app_id(app_);
+  m.meta.set_replica(true);
+  m.meta.set_request(false);
+  m.meta.set_fwd_id(copy.meta.fwd_id());
+  return m;
+}
+
 void ChainReplicator::Ack(const Message& msg) {
-  Message ack;
-  ack.meta.set_receiver(msg.meta.master());
-  ack.meta.set_app_id(app_);
-  ack.meta.set_replica(true);
-  ack.meta.set_request(false);
-  ack.meta.set_fwd_id(msg.meta.fwd_id());
+  Message ack = ToMaster(msg);
   send_(ack);
 }
 

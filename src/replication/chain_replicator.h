@@ -307,6 +307,9 @@ class ChainReplicator {
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.
   void Ack(const Message& msg);
+  // An answer to a copy's master about it (an acknowledgement; with a flag, a NACK or a
+  // refusal).
+  Message ToMaster(const Message& copy) const;
   // True when a copy holds explicit keys (StripRanges can cut it).
   static bool CanCut(const Message& m) {
     return m.meta.op() != pb::Meta::DENSE_PUSH && m.meta.val_total() == 0 && !m.data.empty() &&

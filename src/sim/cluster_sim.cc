@@ -196,38 +196,38 @@ void ClusterSim::State::Act(const RingCore::Decision& d, int dead) {
            "watched key's chain under epoch " + std::to_string(r->epoch()) + ":" + chain);
     }
   }
-  std::vector<int> live;
+  // The scheduler's own fan-out (RingCore::Messages, as the node runtime sends it) to the
+  // servers it has not declared dead and to every worker: a worker declared dead hears it too
+  // (the runtime tells it nothing; a live one cut from the scheduler gets them once healed),
+  // which keeps the runs, and the regression seeds, those of the simulator's own fan-out.
+  std::vector<int> servers_live, live;
   for (const auto& s : servers) {
-    if (!declared.count(s.first) && !s.second.gone) live.push_back(s.first);
+    if (!declared.count(s.first) && !s.second.gone) servers_live.push_back(s.first);
   }
-  auto to_all = [&](std::shared_ptr<Ctl> c) {
-    for (int id : live) SendCtl(0, id, c);
-    for (const auto& w : workers) SendCtl(0, w.first, c);
-  };
-  if (dead >= 0) {
+  live = servers_live;
+  for (const auto& w : workers) live.push_back(w.first);
+  res.refused_leaves += d.refused_leaves.size();
+  for (const auto& f : RingCore::Messages(d, dead, live, servers_live)) {
+    // The decision's rings stand for the ones on the wire (the same epochs; no copy per node).
+    std::shared_ptr<const Ring> ring;
+    for (const auto& r : {d.failover, d.prepare, d.cut}) {
+      if (r && f.msg.has_ring() && r->epoch() == f.msg.ring().epoch()) ring = r;
+    }
     auto c = std::make_shared<Ctl>();
-    c->type = Ctl::kNodeDead;
-    c->dead = dead;
-    c->ring = d.failover;
-    to_all(c);
-  }
-  for (int id : d.refused_leaves) {
-    res.refused_leaves++;
-    auto c = std::make_shared<Ctl>();
-    c->type = Ctl::kRefused;
-    SendCtl(0, id, c);
-  }
-  if (d.prepare) {
-    auto c = std::make_shared<Ctl>();
-    c->type = Ctl::kPrepare;
-    c->ring = d.prepare;
-    for (int id : live) SendCtl(0, id, c);
-  }
-  if (d.cut) {
-    auto c = std::make_shared<Ctl>();
-    c->type = Ctl::kRing;
-    c->ring = d.cut;
-    to_all(c);
+    c->ring = ring;
+    switch (f.msg.cmd()) {
+      case pb::Control::NODE_DEAD:
+        c->type = Ctl::kNodeDead;
+        c->dead = f.msg.dead_id();
+        break;
+      case pb::Control::RING_PREPARE:
+        c->type = Ctl::kPrepare;
+        break;
+      default:  // RING: a cut-over, or a refusal (with its reason)
+        c->type = f.msg.error().empty() ? Ctl::kRing : Ctl::kRefused;
+        break;
+    }
+    for (int to : f.to) SendCtl(0, to, c);
   }
 }
 

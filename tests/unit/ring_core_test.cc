@@ -120,6 +120,56 @@ TEST(RingCoreTest, ALeaverIsOutAfterTheCutOverAndTheLastServerCannotLeave) {
   EXPECT_EQ(core.ServerJoined(3, 10).prepare->servers(), (std::vector<int>{2, 3}));
 }
 
+// Who hears what (RingCore::Messages, the fan-out the node runtime and the simulator share):
+// a death's news with its failover ring to every live node, the preparation to the live
+// servers, a refusal to its leaver alone, the cut-over to every live node (the leaver too: it
+// tells it it is out), and nothing at all when the decision aborts.
+TEST(RingCoreTest, EachDecisionTellsTheNodesThatMustHearIt) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 1);
+  ReportAll(&core, *core.ring());
+  const std::vector<int> live = {1, 2, 4, 5}, servers = {1, 2};  // 3 died; 4, 5 are workers
+  const RingCore::Decision dead = core.NodeDead(3, 10);
+  ASSERT_TRUE(dead.failover);
+  auto m = RingCore::Messages(dead, 3, live, servers);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].msg.cmd(), pb::Control::NODE_DEAD);
+  EXPECT_EQ(m[0].msg.dead_id(), 3);
+  EXPECT_EQ(m[0].to, live);
+  EXPECT_EQ(RingCore::RingOf(m[0].msg.ring())->servers(), dead.failover->servers());
+  EXPECT_EQ(m[0].msg.ring().epoch(), dead.failover->epoch());
+
+  ReportAll(&core, *core.ring(), 20);
+  const RingCore::Decision leave = core.Leave(2, 30);
+  ASSERT_TRUE(leave.prepare);
+  m = RingCore::Messages(leave, -1, live, servers);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].msg.cmd(), pb::Control::RING_PREPARE);
+  EXPECT_EQ(m[0].to, servers);
+  EXPECT_EQ(m[0].msg.ring().epoch(), leave.prepare->epoch());
+
+  const RingCore::Decision refused = core.Leave(1, 40);  // the last server once 2 is gone
+  ASSERT_EQ(refused.refused_leaves, (std::vector<int>{1}));
+  m = RingCore::Messages(refused, -1, live, servers);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].msg.cmd(), pb::Control::RING);
+  EXPECT_EQ(m[0].to, (std::vector<int>{1}));
+  EXPECT_NE(m[0].msg.error().find(refused.refused), std::string::npos);
+  EXPECT_FALSE(m[0].msg.has_ring());
+
+  const RingCore::Decision cut = ReportAll(&core, *leave.prepare, 50);
+  ASSERT_TRUE(cut.cut);
+  m = RingCore::Messages(cut, -1, live, servers);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].msg.cmd(), pb::Control::RING);
+  EXPECT_TRUE(m[0].msg.error().empty());
+  EXPECT_EQ(m[0].to, live) << "the leaver (2) hears the ring without it";
+  EXPECT_EQ(m[0].msg.ring().epoch(), cut.cut->epoch());
+
+  RingCore::Decision abort = cut;
+  abort.abort = "range lost";
+  EXPECT_TRUE(RingCore::Messages(abort, 3, live, servers).empty());
+}
+
 // A leaver that dies is a failure like any other: the preparation without it turns into the
 // failover ring, and nothing waits for its reports.
 TEST(RingCoreTest, ALeaverThatDiesIsAFailure) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <random>
 #include <thread>
@@ -38,6 +39,31 @@ Message Frames(int to, const std::vector<size_t>& sizes, uint64_t seed) {
     m.data.push_back(d);
   }
   return m;
+}
+
+// Sends messages 0..n-1 to node 1, message i with one frame of size_of(i) seeded bytes and
+// app id i; false at the first refused.
+bool SendNumbered(Van* a, int n, const std::function<size_t(int)>& size_of) {
+  for (int i = 0; i < n; ++i) {
+    Message m = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
+    m.meta.set_app_id(i);
+    if (!a->Send(m)) return false;
+  }
+  return true;
+}
+
+// Expects SendNumbered's messages, each once, in order and with its bytes.
+void ExpectNumbered(Van* b, int n, const std::function<size_t(int)>& size_of) {
+  for (int i = 0; i < n; ++i) {
+    Message got;
+    ASSERT_TRUE(RecvSoon(b, &got)) << "message " << i;
+    ASSERT_EQ(got.meta.app_id(), i);
+    const Message want = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
+    ASSERT_EQ(got.data.size(), 1u);
+    ASSERT_EQ(got.data[0].size(), want.data[0].size()) << "message " << i;
+    ASSERT_EQ(std::memcmp(got.data[0].data(), want.data[0].data(), want.data[0].size()), 0)
+        << "message " << i;
+  }
 }
 
 // Small messages (eager) and large ones (rendezvous, received without a copy) arrive with
@@ -116,18 +142,10 @@ TEST(UcxVanTest, MessagesOfMixedSizesArriveInOrder) {
   UcxVan a, b;
   const int port = b.Bind("127.0.0.1", 0);
   a.Connect(1, "127.0.0.1", port);
-  const int kMessages = 60;  // every third one 9 MB: rendezvous, which UCX completes late
-  for (int i = 0; i < kMessages; ++i) {
-    Message m = Frames(1, {i % 3 == 0 ? size_t{9} << 20 : size_t{24}}, static_cast<uint64_t>(i));
-    m.meta.set_app_id(i);
-    ASSERT_TRUE(a.Send(m));
-  }
-  for (int i = 0; i < kMessages; ++i) {
-    Message got;
-    ASSERT_TRUE(RecvSoon(&b, &got)) << "message " << i;
-    ASSERT_EQ(got.meta.app_id(), i);
-    ASSERT_EQ(got.data[0].size(), i % 3 == 0 ? size_t{9} << 20 : size_t{24});
-  }
+  // Every third one 9 MB: rendezvous, which UCX completes late.
+  auto size_of = [](int i) { return i % 3 == 0 ? size_t{9} << 20 : size_t{24}; };
+  ASSERT_TRUE(SendNumbered(&a, 60, size_of));
+  ExpectNumbered(&b, 60, size_of);
 }
 
 // PS_UCX_BUSY_POLL_US: a progress thread that spins before it sleeps delivers the same
@@ -402,21 +420,8 @@ TEST(UcxVanTest, MessagesQueuedForTheRoleLeavePackedAndArriveInOrder) {
   auto size_of = [](int i) {
     return i % 50 == 7 ? size_t{100000} : static_cast<size_t>(8 + i % 40);
   };
-  for (int i = 0; i < kMessages; ++i) {
-    Message m = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
-    m.meta.set_app_id(i);
-    ASSERT_TRUE(a.Send(m));
-  }
-  for (int i = 0; i < kMessages; ++i) {
-    Message got;
-    ASSERT_TRUE(RecvSoon(&b, &got)) << "message " << i;
-    ASSERT_EQ(got.meta.app_id(), i);
-    const Message want = Frames(1, {size_of(i)}, static_cast<uint64_t>(i));
-    ASSERT_EQ(got.data.size(), 1u);
-    ASSERT_EQ(got.data[0].size(), want.data[0].size()) << "message " << i;
-    ASSERT_EQ(std::memcmp(got.data[0].data(), want.data[0].data(), want.data[0].size()), 0)
-        << "message " << i;
-  }
+  ASSERT_TRUE(SendNumbered(&a, kMessages, size_of));
+  ExpectNumbered(&b, kMessages, size_of);
   Message extra;
   EXPECT_FALSE(b.Recv(&extra, 200)) << "a message arrived twice";
   EXPECT_GT(a.counters().messages_batched.load(), 0u);
