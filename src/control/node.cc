@@ -529,7 +529,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         barrier_sent_[c.released_groups(i)] = c.released_seqs(i);
         barrier_done_[c.released_groups(i)] = c.released_seqs(i);
       }
-      SetRing(RingOf(c.ring()));
+      SetRing(RingCore::RingOf(c.ring()));
       lease_.Start(SteadyUs());  // the scheduler counted this node in when it sent the table
       ready_ = true;
       cv_.notify_all();
@@ -579,7 +579,7 @@ void Node::Impl::HandleControl(const Message& msg) {
     case pb::Control::NODE_DEAD: {
       std::shared_ptr<const Ring> fresh;
       if (c.has_ring() && ring_ && c.ring().epoch() > ring_->epoch()) {
-        SetRing(RingOf(c.ring()));
+        SetRing(RingCore::RingOf(c.ring()));
         if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
         fresh = ring_;
       }
@@ -596,7 +596,7 @@ void Node::Impl::HandleControl(const Message& msg) {
     }
     case pb::Control::RING_PREPARE: {
       if (!c.has_ring() || !ring_) break;
-      auto next = RingOf(c.ring());
+      auto next = RingCore::RingOf(c.ring());
       next_ring_ = next->epoch() > ring_->epoch() ? next : nullptr;
       lk.unlock();
       NotifyPrepare(next);
@@ -610,7 +610,7 @@ void Node::Impl::HandleControl(const Message& msg) {
         break;
       }
       if (!c.has_ring() || !ring_ || c.ring().epoch() <= ring_->epoch()) break;
-      SetRing(RingOf(c.ring()));
+      SetRing(RingCore::RingOf(c.ring()));
       if (next_ring_ && next_ring_->epoch() <= ring_->epoch()) next_ring_ = nullptr;
       cv_.notify_all();  // a Leave waits for the ring without this server
       auto fresh = ring_;

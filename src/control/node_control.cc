@@ -40,7 +40,7 @@ pb::Control Node::Impl::TableMessage() const {
   c.set_cmd(pb::Control::NODE_TABLE);
   std::lock_guard<std::mutex> lk(mu_);
   for (const auto& n : nodes_) FillEntry(n, c.add_nodes());
-  FillRing(*ring_, c.mutable_ring());
+  RingCore::FillRing(*ring_, c.mutable_ring());
   for (int id : membership_->dead()) c.add_dead(id);
   c.set_policy(policy_);
   c.set_set_delay(true);

@@ -206,9 +206,6 @@ struct Node::Impl {
   void NotifyDead(int id);
   void NotifyRing(std::shared_ptr<const Ring> ring);
   void NotifyPrepare(std::shared_ptr<const Ring> next);
-  // A ring from a control message.
-  static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r) { return RingCore::RingOf(r); }
-  static void FillRing(const Ring& ring, pb::RingInfo* r) { RingCore::FillRing(ring, r); }
   // Named tables (node_tables.cc): the list every node keeps, the scheduler's registry, and
   // the listeners told of each table this node had not seen (also of those it has, when they
   // start listening). Listeners run on the receive thread.

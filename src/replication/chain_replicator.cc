@@ -288,27 +288,17 @@ void ChainReplicator::OnRefused(const Message& no) {
   auto h = hops_.find(no.meta.fwd_id());
   RangeSet refused;
   if (h == hops_.end() || no.data.empty() || !ParseRanges(no.data[0], &refused)) return;
-  Hop hop = std::move(h->second);
-  const int receiver = hop.msg.meta.receiver();
-  Land(h->first, hop);
-  hops_.erase(h);
   // The rest of the copy still goes down its path (members there may follow this server in
   // those keys); a copy that cannot be cut by key is dropped whole.
-  Message rest = hop.msg;
-  const bool left = CanCut(rest) && StripRanges(&rest, refused);
-  for (uint64_t e : hop.entries) {
-    Entry& entry = entries_[e];
-    entry.open--;
-    entry.abandoned = true;
-  }
-  if (left) {
+  Message rest = h->second.msg;
+  const int receiver = rest.meta.receiver();
+  std::vector<ChainPiece> pieces;
+  if (CanCut(rest) && StripRanges(&rest, refused)) {
     std::vector<int> path = {receiver};
     path.insert(path.end(), rest.meta.chain().begin(), rest.meta.chain().end());
-    SendHop(hop.entries, ChainPiece{std::move(path), std::move(rest)});
+    pieces.push_back(ChainPiece{std::move(path), std::move(rest)});
   }
-  for (uint64_t e : hop.entries) {
-    if (entries_.count(e) && entries_[e].open == 0) Flush(e);
-  }
+  ReplaceHop(h->first, /*abandon=*/true, std::move(pieces));
   Pump(receiver);
 }
 
@@ -503,31 +493,35 @@ void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& 
   const RangeSet others =
       lost.empty() ? RangeSet{} : Subtract({Range::All()}, MasteredRanges(ring, self_));
   for (uint64_t id : lost) {
-    Hop hop = std::move(hops_[id]);
-    Land(id, hop);
-    hops_.erase(id);
-    const bool elsewhere = Touches(hop.msg, others);
-    for (uint64_t e : hop.entries) {
-      entries_[e].open--;
-      if (elsewhere) entries_[e].abandoned = true;
-    }
+    const Message& msg = hops_[id].msg;
     // Send the copy along the chains of the new ring (the heirs of the server that left).
-    const bool mark = IsMark(hop.msg);
-    auto pieces = mark                       ? MarkPieces(hop.msg, ring)
-                  : hop.msg.meta.aggregate() ? Aggregator::Split(hop.msg, ring, esize_)
-                                             : SplitByChain(hop.msg, ring, esize_);
-    for (auto& p : pieces) {
-      if (!mark) RestrictSeq(hop.msg, &p.msg);
-      SendHop(hop.entries, std::move(p));
+    const bool mark = IsMark(msg);
+    auto pieces = mark                   ? MarkPieces(msg, ring)
+                  : msg.meta.aggregate() ? Aggregator::Split(msg, ring, esize_)
+                                         : SplitByChain(msg, ring, esize_);
+    if (!mark) {
+      for (auto& p : pieces) RestrictSeq(msg, &p.msg);
     }
-    for (uint64_t e : hop.entries) {
-      if (entries_.count(e) && entries_[e].open == 0) Flush(e);
-    }
+    ReplaceHop(id, Touches(msg, others), std::move(pieces));
   }
   // Windows that re-routed copies left: what waited behind them goes.
   std::vector<int> receivers;
   for (const auto& f : flights_) receivers.push_back(f.first);
   for (int r : receivers) Pump(r);
+}
+
+void ChainReplicator::ReplaceHop(uint64_t id, bool abandon, std::vector<ChainPiece> pieces) {
+  Hop hop = std::move(hops_.at(id));
+  Land(id, hop);
+  hops_.erase(id);
+  for (uint64_t e : hop.entries) {
+    entries_[e].open--;
+    if (abandon) entries_[e].abandoned = true;
+  }
+  for (auto& p : pieces) SendHop(hop.entries, std::move(p));
+  for (uint64_t e : hop.entries) {
+    if (entries_.count(e) && entries_[e].open == 0) Flush(e);
+  }
 }
 
 void ChainReplicator::AfterRing() {

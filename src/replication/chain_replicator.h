@@ -242,6 +242,10 @@ class ChainReplicator {
   // least kHopResendUs), doubling per timer resend, 16x at most, and never past kHopMaxUs.
   int64_t HopInterval(const Hop& h) const;
   std::shared_ptr<const Ring> CurrentRing() const { return ring_ ? ring_() : nullptr; }
+  // Takes copy id out of flight and sends `pieces` in its place for the same requests (none:
+  // it is dropped); abandon: those requests are never acknowledged here (some of their keys
+  // are another master's now, whose log decides).
+  void ReplaceHop(uint64_t id, bool abandon, std::vector<ChainPiece> pieces);
   // Re-routes along ring's chains every copy on its way to a server for which alive is false.
   void Reroute(const Ring& ring, const std::function<bool(int)>& alive);
   uint64_t EntryOf(int worker, int64_t ts);
