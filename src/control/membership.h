@@ -126,11 +126,14 @@ class Membership {
   bool IsDead(int id) const { return dead_.count(id) > 0; }
   /// Every id declared dead so far (never reused).
   const std::set<int>& dead() const { return dead_; }
+  /// The job's worker groups as joins made them (SetWorkerGroups, JoinGroup).
+  const std::vector<std::pair<std::string, int>>& groups() const { return groups_; }
+  /// The index of worker group `name` in groups(), or -1.
+  int GroupIndex(const std::string& name) const;
 
  private:
   int num_servers_, num_workers_;
   std::vector<std::pair<std::string, int>> groups_;
-  int GroupIndex(const std::string& name) const;
   // Is n a member of a barrier's groups?
   bool InBarrier(const NodeInfo& n, int groups) const;
   bool complete_ = false;

@@ -300,178 +300,9 @@ void Node::Impl::ReleaseReceiver() {
 void Node::Impl::HandleControl(const Message& msg) {
   const pb::Control& c = msg.meta.control();
   const int from = msg.meta.sender();
-  const bool scheduler = cfg.role == Role::kScheduler;
-  if (scheduler) {
+  if (cfg.role == Role::kScheduler) {
     std::unique_lock<std::mutex> lk(mu_);
-    if (ring_core_ && ring_core_->HasLeft(from))
-      return;  // it left the job: its last heartbeats mean nothing
-    if (from > 0 && membership_->IsDead(from) && c.cmd() != pb::Control::REGISTER) {
-      // Fencing: a node declared dead that speaks again (a hang that ended) has been replaced;
-      // it must not serve anything with its old view. Tell it to stop.
-      lk.unlock();
-      pb::Control a;
-      a.set_cmd(pb::Control::ABORT);
-      a.set_error("node " + std::to_string(from) +
-                  " was declared dead by the scheduler (silent too long, or its connection "
-                  "broke) and its work was given to others; a dead node cannot come back");
-      a.set_error_code(static_cast<int>(ErrorCode::kFenced));
-      SendControl(from, a, true);
-      return;
-    }
-    if (from > 0) {
-      const int64_t now = NowMs();
-      const int64_t silent = membership_->Heartbeat(from, now);
-      // A near miss: past half the timeout the node was close to being declared dead. Said
-      // (at most once a minute per node) so that an operator can raise the timeout before a
-      // slow but live node is lost; a loaded node's beats are late, not missing.
-      int64_t& warned = late_warned_ms_[from];
-      // Not for silences the beat interval itself makes (in-process tests beat every 30 s).
-      const int64_t late =
-          std::max<int64_t>(cfg.heartbeat_timeout_ms / 2, 2 * int64_t{cfg.heartbeat_interval_ms});
-      if (silent > late && (warned == 0 || now - warned >= 60000)) {
-        warned = now;
-        LOG(WARNING) << "node " << from << " was silent for " << silent
-                     << " ms, more than half of PS_HEARTBEAT_TIMEOUT_MS="
-                     << cfg.heartbeat_timeout_ms
-                     << " (it is slow or overloaded; raise the timeout if this recurs)";
-      }
-    }
-    if (from > 0 && c.cmd() == pb::Control::ABORT) {
-      lk.unlock();
-      AbortJob("node " + std::to_string(from) + " stopped the job: " + c.error(),
-               ErrorCodeFromWire(c.error_code(), ErrorCode::kInvalidArgument));
-      return;
-    }
-    if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.metrics_size() > 0) {
-      StoreMetrics(from, c);
-    }
-    if (from > 0 && c.cmd() == pb::Control::HEARTBEAT && c.beat_us() > 0) {
-      // The echo tells the node the scheduler still counts it in (its read lease).
-      lk.unlock();
-      pb::Control echo;
-      echo.set_cmd(pb::Control::HEARTBEAT);
-      echo.set_beat_us(c.beat_us());
-      SendControl(from, echo, true);
-      return;
-    }
-    if (c.cmd() == pb::Control::REGISTER && c.nodes_size() == 1) {
-      const auto& e = c.nodes(0);
-      Registration r;
-      r.role = static_cast<Role>(e.role());
-      r.host = e.host();
-      r.port = e.port();
-      r.rank_hint = e.rank_hint();
-      r.join = e.join();
-      r.group = e.group();
-      if (e.role() < 0 || e.role() > 2 || e.port() <= 0) return;
-      std::string why;
-      auto res = membership_->Register(r, &why);
-      if (res == Membership::RegisterResult::kRejected) {
-        LOG(WARNING) << "rejected registration: " << why;
-        lk.unlock();
-        // Reply on a temporary path: the node has no id yet.
-        van->Connect(-2, r.host, r.port);
-        Message m;
-        m.meta.set_magic(kMagic);
-        m.meta.set_receiver(-2);
-        m.meta.mutable_control()->set_cmd(pb::Control::REJECT);
-        m.meta.mutable_control()->set_error(why);
-        van->Send(m);
-        return;
-      }
-      if (res == Membership::RegisterResult::kJoined) {
-        NodeInfo n = membership_->nodes().back();
-        nodes_ = membership_->nodes();
-        if (n.role == Role::kWorker) JoinGroup(&cfg.worker_groups, n.group, cfg.num_workers);
-        membership_->Heartbeat(n.id, NowMs());
-        lk.unlock();
-        Joined(n);
-        return;
-      }
-      if (res == Membership::RegisterResult::kDuplicate && membership_->complete()) {
-        // A repeat from a node that has its id: the table may not have reached it yet.
-        const int id = membership_->IdOf(r.host, r.port);
-        lk.unlock();
-        if (id > 0) {
-          pb::Control t = TableMessage();
-          t.set_your_id(id);
-          SendControl(id, t, true);
-        }
-        return;
-      }
-      if (res == Membership::RegisterResult::kComplete) {
-        nodes_ = membership_->nodes();
-        SetRing(std::make_shared<Ring>(membership_->ServerIds(), cfg.vnodes,
-                                       cfg.EffectiveReplicas(), membership_->epoch()));
-        ring_core_ = std::make_unique<RingCore>(membership_->ServerIds(), cfg.vnodes,
-                                                cfg.EffectiveReplicas(), membership_->epoch());
-        for (const auto& n : nodes_) membership_->Heartbeat(n.id, NowMs());
-        lk.unlock();
-        BroadcastTable();
-        lk.lock();
-        ready_ = true;
-        cv_.notify_all();
-      }
-    } else if (c.cmd() == pb::Control::ADD_TASKS && membership_->complete() && c.task() >= 0) {
-      lk.unlock();
-      TaskAdd add;
-      add.n = c.task();
-      add.once = c.task_once();
-      add.data = c.has_task_data() ? &c.task_data() : nullptr;
-      add.pool = c.task_pool();
-      const int first = AddToPool(std::max(0, c.group() - 1), add);
-      pb::Control reply;
-      reply.set_cmd(pb::Control::ADD_TASKS);
-      reply.set_task(first);
-      reply.set_request(c.request());
-      SendControl(from, reply);
-    } else if (c.cmd() == pb::Control::CREATE_TABLE && membership_->complete()) {
-      lk.unlock();
-      OnCreateTable(from, c);
-    } else if (c.cmd() == pb::Control::BARRIER) {
-      auto release = membership_->EnterBarrier(from, c.barrier_groups(), c.barrier_seq());
-      lk.unlock();
-      ReleaseBarrier(release, c.barrier_groups(), c.barrier_seq());
-    } else if (c.cmd() == pb::Control::CONSISTENCY && membership_->complete()) {
-      lk.unlock();
-      ApplyConsistency(c);
-    } else if (c.cmd() == pb::Control::TASK_TAKE && !membership_->IsDead(from) &&
-               fatal_.empty()) {  // an aborted job hands out nothing
-      TaskAnswers answers;
-      TaskPool::Reply reply;
-      if (tasks_.Request(from, WorkerGroupLocked(from), !c.task_nowait(), NowMs(), &reply)) {
-        AnswerTasks({reply}, &answers);
-      }
-      lk.unlock();
-      SendTaskAnswers(&answers);
-    } else if (c.cmd() == pb::Control::LEAVE && !membership_->IsDead(from)) {
-      const RingCore::Decision d = ring_core_->Leave(from, NowMs());
-      RingMessages out;
-      ActOnRing(d, &out);
-      lk.unlock();
-      SendRingMessages(&out);
-    } else if (c.cmd() == pb::Control::REFILL && !membership_->IsDead(from)) {
-      RingMessages out;
-      auto ranges = [](const google::protobuf::RepeatedField<uint64_t>& f) {
-        std::vector<Range> rs;
-        for (int i = 0; i + 1 < f.size(); i += 2) rs.emplace_back(f.Get(i), f.Get(i + 1));
-        return rs;
-      };
-      ActOnRing(
-          ring_core_->Refill(from, c.app(), c.epoch(), c.pending(), NowMs(), ranges(c.orphans())),
-          &out);
-      lk.unlock();
-      SendRingMessages(&out);
-    } else if (c.cmd() == pb::Control::TASK_DONE) {
-      TaskAnswers answers;
-      if (!tasks_.Done(from, c.task())) {
-        LOG(INFO) << "task " << c.task() << " reported done by node " << from
-                  << " after it was taken back: ignored";
-      }
-      ServeTaskWaiters(&answers);
-      lk.unlock();
-      SendTaskAnswers(&answers);
-    }
+    if (Apply(sched_->OnControl(from, c, NowMs()), &lk)) Forwarded(from, c);
     return;
   }
   if (from == 0 && c.cmd() == pb::Control::HEARTBEAT && c.want_metrics()) {
@@ -496,7 +327,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       if (ready_) break;
       nodes_.clear();
       for (const auto& e : c.nodes()) {
-        NodeInfo n = EntryInfo(e);
+        NodeInfo n = SchedulerCore::EntryInfo(e);
         nodes_.push_back(n);
         if (n.id == c.your_id()) my_rank_ = n.rank;
       }
@@ -564,7 +395,7 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     case pb::Control::NODE_JOINED: {
       if (c.nodes_size() != 1) break;
-      NodeInfo n = EntryInfo(c.nodes(0));
+      NodeInfo n = SchedulerCore::EntryInfo(c.nodes(0));
       bool known = false;
       for (const auto& m : nodes_) known |= m.id == n.id;
       if (known) break;

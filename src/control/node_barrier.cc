@@ -18,61 +18,6 @@ int64_t Node::Impl::BarrierReportMs() const {
   return std::clamp<int64_t>(cfg.barrier_timeout_ms / 4, 100, 5000);
 }
 
-std::vector<std::pair<int, pb::Control>> Node::Impl::ReportOpenBarriers(int64_t now) {
-  std::vector<std::pair<int, pb::Control>> out;
-  const auto open = membership_->OpenBarriers();
-  std::map<std::pair<int, uint64_t>, int64_t> seen;
-  for (const auto& b : open) {
-    const auto key = std::make_pair(b.groups, b.seq);
-    auto it = barrier_open_ms_.find(key);
-    seen[key] = it == barrier_open_ms_.end() ? now : it->second;
-  }
-  barrier_open_ms_.swap(seen);  // barriers released since are forgotten
-  if (now < next_barrier_report_ms_) return out;
-  const int64_t every = BarrierReportMs();
-  next_barrier_report_ms_ = now + every;
-  for (const auto& b : open) {
-    const int64_t held = now - barrier_open_ms_[{b.groups, b.seq}];
-    if (held < every) continue;
-    // Finalize's barrier of every node is open from the servers' start: it is news only once a
-    // worker is in it (its job is over while another's is not).
-    const bool final = (b.groups & kAllGroups) == kAllGroups;
-    if (final && std::none_of(b.arrived.begin(), b.arrived.end(), [this](int id) {
-          const NodeInfo* n = membership_->Find(id);
-          return n && n->role == Role::kWorker;
-        })) {
-      continue;
-    }
-    std::string who;
-    for (size_t i = 0; i < b.awaited.size() && i < 8; ++i) {
-      who += (i ? ", " : "") + membership_->Describe(b.awaited[i]);
-    }
-    if (b.awaited.size() > 8) who += " and " + std::to_string(b.awaited.size() - 8) + " more";
-    char secs[32];
-    std::snprintf(secs, sizeof(secs), "%.1f", held / 1000.0);
-    const std::string text = "barrier " + std::to_string(b.seq) + " of " +
-                             Membership::GroupNames(b.groups, cfg.worker_groups) + " held " + secs +
-                             " s: waiting for " + who + " (" + std::to_string(b.arrived.size()) +
-                             " of " + std::to_string(b.arrived.size() + b.awaited.size()) +
-                             " arrived)";
-    LOG_IF(WARNING, !final) << text;
-    LOG_IF(INFO, final) << text;
-    pb::Control c;
-    c.set_cmd(pb::Control::BARRIER_WAIT);
-    c.set_barrier_groups(b.groups);
-    c.set_barrier_seq(b.seq);
-    c.set_error(text);
-    for (int id : b.arrived) {
-      if (id == 0) {
-        barrier_wait_[b.groups] = {b.seq, text};
-      } else {
-        out.emplace_back(id, c);
-      }
-    }
-  }
-  return out;
-}
-
 void Node::Impl::Barrier(int groups, bool final) {
   if (!InGroups(cfg.role, groups)) {
     throw Error("Barrier: this node's role is not in the barrier groups");
@@ -88,12 +33,8 @@ void Node::Impl::Barrier(int groups, bool final) {
     seq = ++barrier_sent_[groups];
   }
   if (cfg.role == Role::kScheduler) {
-    std::vector<int> release;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      release = membership_->EnterBarrier(0, groups, seq);
-    }
-    ReleaseBarrier(release, groups, seq);
+    std::unique_lock<std::mutex> lk(mu_);
+    Apply(sched_->EnterBarrier(0, groups, seq), &lk);
   } else {
     pb::Control c;
     c.set_cmd(pb::Control::BARRIER);
@@ -115,7 +56,7 @@ void Node::Impl::Barrier(int groups, bool final) {
     if (said != barrier_wait_.end() && said->second.first == seq) who = said->second.second;
     if (cfg.role == Role::kScheduler) {
       who.clear();
-      for (int id : membership_->Awaited(groups, seq)) {
+      for (int id : sched_->membership().Awaited(groups, seq)) {
         for (const auto& n : nodes_) {
           if (n.id != id) continue;
           who += std::string(who.empty() ? "" : ", ") + RoleName(n.role) + " " +
@@ -131,8 +72,8 @@ void Node::Impl::Barrier(int groups, bool final) {
     // Who it waits for: the scheduler knows; the others have its last report, if any came.
     std::string who;
     if (cfg.role == Role::kScheduler) {
-      for (int id : membership_->Awaited(groups, seq)) {
-        who += (who.empty() ? "" : ", ") + membership_->Describe(id);
+      for (int id : sched_->membership().Awaited(groups, seq)) {
+        who += (who.empty() ? "" : ", ") + sched_->membership().Describe(id);
       }
       if (!who.empty()) who = "; waiting for " + who;
     } else {
@@ -152,7 +93,7 @@ void Node::Impl::ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_
   if (groups == kAllGroups && !ids.empty()) {
     std::lock_guard<std::mutex> lk(mu_);
     // The scheduler inside Finalize: this is the last barrier, and everyone leaves after it.
-    if (finalized_) final_released_ = true;
+    if (finalized_ && sched_) sched_->Finished();
   }
   for (int id : ids) {
     if (id == 0) {
@@ -222,7 +163,7 @@ void Node::Impl::ApplyConsistency(const pb::Control& c) {
     }
     if (cfg.role == Role::kScheduler) {
       for (const auto& n : nodes_) {
-        if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
+        if (n.id != 0 && !sched_->membership().IsDead(n.id)) tell.push_back(n.id);
       }
     }
   }

@@ -1,7 +1,7 @@
-// Node::Impl, second half: what the scheduler decides about the job's membership and what
-// every node does with it — the node table, joins, dead nodes and rings, the task pool, the
-// consistency relay, Finalize, and giving up (Fatal). The runtime half is node.cc, the entry
-// into the job node_start.cc, barriers node_barrier.cc.
+// Node::Impl, second half: the scheduler's decisions carried out (Apply: what SchedulerCore,
+// scheduler_core.h, returns) and what every node does with them — the node table, joins, dead
+// nodes and rings, the consistency relay, heartbeats, Finalize, and giving up (Fatal). The
+// runtime half is node.cc, the entry into the job node_start.cc, barriers node_barrier.cc.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -13,35 +13,13 @@
 
 namespace ps {
 
-void Node::Impl::FillEntry(const NodeInfo& n, pb::NodeEntry* e) {
-  e->set_id(n.id);
-  e->set_role(static_cast<int>(n.role));
-  e->set_rank(n.rank);
-  e->set_host(n.host);
-  e->set_port(n.port);
-  e->set_group(n.group);
-  e->set_group_rank(n.group_rank);
-}
-
-NodeInfo Node::Impl::EntryInfo(const pb::NodeEntry& e) {
-  NodeInfo n;
-  n.id = e.id();
-  n.role = static_cast<Role>(e.role());
-  n.rank = e.rank();
-  n.host = e.host();
-  n.port = e.port();
-  n.group = e.group();
-  n.group_rank = e.group_rank();
-  return n;
-}
-
 pb::Control Node::Impl::TableMessage() const {
   pb::Control c;
   c.set_cmd(pb::Control::NODE_TABLE);
   std::lock_guard<std::mutex> lk(mu_);
-  for (const auto& n : nodes_) FillEntry(n, c.add_nodes());
+  for (const auto& n : nodes_) SchedulerCore::FillEntry(n, c.add_nodes());
   RingCore::FillRing(*ring_, c.mutable_ring());
-  for (int id : membership_->dead()) c.add_dead(id);
+  for (int id : sched_->membership().dead()) c.add_dead(id);
   c.set_policy(policy_);
   c.set_set_delay(true);
   c.set_max_delay(max_delay_);
@@ -58,92 +36,132 @@ pb::Control Node::Impl::TableMessage() const {
     c.add_delay_groups(g.first);
     c.add_group_delays(g.second);
   }
-  for (const auto& g : membership_->released()) {
+  for (const auto& g : sched_->membership().released()) {
     c.add_released_groups(g.first);
     c.add_released_seqs(g.second);
   }
   return c;
 }
 
-void Node::Impl::BroadcastTable() {
-  pb::Control c = TableMessage();
-  for (const auto& e : c.nodes()) {
-    if (e.id() == 0) continue;
-    c.set_your_id(e.id());
-    SendControl(e.id(), c);
-  }
-}
-
-void Node::Impl::Joined(const NodeInfo& n) {
-  JobEvent(std::string(RoleName(n.role)) + " " + std::to_string(n.rank) + " (node " +
-               std::to_string(n.id) + ", " + n.host + ":" + std::to_string(n.port) +
-               ") joined the running job",
-           /*warning=*/false);
-  pb::Control t = TableMessage();
-  t.set_your_id(n.id);
-  SendControl(n.id, t);
-  pb::Control j;
-  j.set_cmd(pb::Control::NODE_JOINED);
-  FillEntry(n, j.add_nodes());
-  std::vector<int> tell;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (const auto& m : nodes_) {
-      if (m.id != 0 && m.id != n.id && !membership_->IsDead(m.id)) tell.push_back(m.id);
+bool Node::Impl::Apply(SchedulerCore::Actions acts, std::unique_lock<std::mutex>* lk) {
+  using Kind = SchedulerCore::Action::Kind;
+  for (auto& a : acts) {
+    switch (a.kind) {
+      case Kind::kComplete:
+        nodes_ = sched_->membership().nodes();
+        SetRing(a.ring);
+        break;
+      case Kind::kJoined:
+        nodes_ = sched_->membership().nodes();
+        if (a.node.role == Role::kWorker) {
+          JoinGroup(&cfg.worker_groups, a.node.group, cfg.num_workers);
+        }
+        break;
+      case Kind::kRing:
+        SetRing(a.ring);
+        break;
+      case Kind::kDead:
+        if (std::find(dead_.begin(), dead_.end(), a.to) == dead_.end()) dead_.push_back(a.to);
+        CountDeadWorkers();
+        break;
+      case Kind::kMetrics:
+        StoreMetrics(a.to, a.msg);
+        break;
+      case Kind::kSend:
+        if (a.to == 0 && a.msg.cmd() == pb::Control::BARRIER_WAIT) {
+          // The scheduler's own barrier: kept for its timeout's message.
+          barrier_wait_[a.msg.barrier_groups()] = {a.msg.barrier_seq(), a.msg.error()};
+        }
+        break;
+      default:
+        break;
     }
   }
-  for (int to : tell) SendControl(to, j);
-  NotifyJoined(n);
-  if (n.role == Role::kServer) {
-    RingMessages out;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ActOnRing(ring_core_->ServerJoined(n.id, NowMs()), &out);
+  lk->unlock();
+  bool forward = false;
+  for (auto& a : acts) {
+    switch (a.kind) {
+      case Kind::kSend:
+        if (a.to != 0) SendControl(a.to, std::move(a.msg), a.quiet);
+        break;
+      case Kind::kTable: {
+        pb::Control t = TableMessage();
+        t.set_your_id(a.to);
+        SendControl(a.to, std::move(t), a.quiet);
+        break;
+      }
+      case Kind::kReject: {
+        // On a temporary path: the node has no id yet.
+        van->Connect(-2, a.host, a.port);
+        Message m;
+        m.meta.set_magic(kMagic);
+        m.meta.set_receiver(-2);
+        m.meta.mutable_control()->set_cmd(pb::Control::REJECT);
+        m.meta.mutable_control()->set_error(a.text);
+        van->Send(m);
+        break;
+      }
+      case Kind::kEvent:
+        JobEvent(a.text, a.warning);
+        break;
+      case Kind::kLog:
+        LOG_IF(WARNING, a.warning) << a.text;
+        LOG_IF(INFO, !a.warning) << a.text;
+        break;
+      case Kind::kComplete: {
+        std::lock_guard<std::mutex> g(mu_);
+        ready_ = true;
+        cv_.notify_all();
+        break;
+      }
+      case Kind::kJoined:
+        NotifyJoined(a.node);
+        break;
+      case Kind::kRing:
+        NotifyRing(a.ring);
+        break;
+      case Kind::kDead:
+        if (a.warning) {
+          // On the host's steady clock, which every process of a host shares: a test compares
+          // it with the last request the node served (Fatal).
+          LOG(INFO) << "node " << a.to << " declared dead at steady clock " << SteadyUs() << " us";
+        }
+        if (!a.quiet) NotifyDead(a.to);
+        break;
+      case Kind::kRelease:
+        ReleaseBarrier(a.release.ids, a.release.groups, a.release.seq);
+        break;
+      case Kind::kAbort:
+        AbortJob(a.text, a.code);
+        break;
+      case Kind::kForward:
+        forward = true;
+        break;
+      case Kind::kMetrics:
+        break;
     }
-    SendRingMessages(&out);
   }
+  return forward;
 }
 
-void Node::Impl::ActOnRing(const RingCore::Decision& d, RingMessages* out, int dead) {
-  std::vector<int> live, servers;
-  for (const auto& n : nodes_) {
-    if (n.id == 0 || membership_->IsDead(n.id)) continue;
-    live.push_back(n.id);
-    if (n.role == Role::kServer) servers.push_back(n.id);
+void Node::Impl::Forwarded(int from, const pb::Control& c) {
+  if (c.cmd() == pb::Control::ADD_TASKS) {
+    TaskAdd add;
+    add.n = c.task();
+    add.once = c.task_once();
+    add.data = c.has_task_data() ? &c.task_data() : nullptr;
+    add.pool = c.task_pool();
+    const int first = AddToPool(std::max(0, c.group() - 1), add);
+    pb::Control reply;
+    reply.set_cmd(pb::Control::ADD_TASKS);
+    reply.set_task(first);
+    reply.set_request(c.request());
+    SendControl(from, reply);
+  } else if (c.cmd() == pb::Control::CREATE_TABLE) {
+    OnCreateTable(from, c);
+  } else if (c.cmd() == pb::Control::CONSISTENCY) {
+    ApplyConsistency(c);
   }
-  for (const auto& e : d.events) out->events.push_back(e);
-  if (!d.abort.empty()) {
-    out->abort = d.abort;
-    return;
-  }
-  if (d.failover) {
-    SetRing(d.failover);
-    out->fresh = ring_;
-  }
-  for (auto& f : RingCore::Messages(d, dead, live, servers)) {
-    for (int to : f.to) out->sends.emplace_back(to, f.msg);
-  }
-  if (d.cut) {
-    SetRing(d.cut);
-    out->fresh = ring_;
-    // The servers that left got the ring too (it tells them they are out); now they are
-    // marked gone: barriers stop waiting for them.
-    for (int s : d.left) {
-      for (auto& r : membership_->MarkDead(s)) out->releases.push_back(r);
-      dead_.push_back(s);
-    }
-  }
-}
-
-void Node::Impl::SendRingMessages(RingMessages* out) {
-  for (const auto& e : out->events) JobEvent(e);
-  if (!out->abort.empty()) {
-    AbortJob(out->abort, ErrorCode::kDataLost);
-    return;
-  }
-  for (auto& m : out->sends) SendControl(m.first, m.second, true);
-  if (out->fresh) NotifyRing(out->fresh);
-  for (const auto& r : out->releases) ReleaseBarrier(r.ids, r.groups, r.seq);
 }
 
 void Node::Impl::ReportRefill(int app, const RefillReport& r) {
@@ -257,42 +275,6 @@ void Node::Impl::NotifyJoined(const NodeInfo& n) {
   for (auto& c : customers_) c.second->OnNodeJoined(n);
 }
 
-void Node::Impl::DeclareDead(const std::vector<int>& ids, const std::string& how) {
-  for (int id : ids) {
-    TaskAnswers task_answers;
-    std::vector<Membership::Release> releases;
-    RingMessages ring;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (final_released_) return;  // the job is over: everyone is leaving
-      releases = membership_->MarkDead(id);
-      if (std::find(dead_.begin(), dead_.end(), id) != dead_.end()) continue;
-      auto back = tasks_.WorkerDead(id);
-      if (!back.empty()) {
-        LOG(WARNING) << back.size() << " unfinished task(s) of node " << id
-                     << " go back to the pool";
-      }
-      ServeTaskWaiters(&task_answers);
-      dead_.push_back(id);
-      CountDeadWorkers();
-      // NODE_DEAD (with a new ring) to every live node, then the ring's other messages.
-      ActOnRing(ring_core_->NodeDead(id, NowMs()), &ring, id);
-    }
-    JobEvent("node " + std::to_string(id) + " declared dead: " + how);
-    // On the host's steady clock, which every process of a host shares: a test compares it
-    // with the last request the node served (Fatal).
-    LOG(INFO) << "node " << id << " declared dead at steady clock " << SteadyUs() << " us";
-    if (!ring.abort.empty()) {
-      SendRingMessages(&ring);  // the events, then the abort
-      return;
-    }
-    NotifyDead(id);
-    SendRingMessages(&ring);
-    SendTaskAnswers(&task_answers);
-    for (const auto& r : releases) ReleaseBarrier(r.ids, r.groups, r.seq);
-  }
-}
-
 void Node::Impl::CheckStarted(const char* call) const {
   std::lock_guard<std::mutex> lk(mu_);
   if (!ready_) throw Error(ErrorCode::kShutDown, std::string(call) + " called before Start");
@@ -327,9 +309,8 @@ void Node::Impl::AbortJob(const std::string& why, ErrorCode code) {
   std::vector<int> tell;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (const auto& n : nodes_) {
-      if (n.id != 0 && !membership_->IsDead(n.id)) tell.push_back(n.id);
-    }
+    tell = sched_->Live();
+    sched_->Aborted();
   }
   JobEvent("job aborted: " + why);  // Fatal logs why as an error
   for (int to : tell) SendControl(to, a, true);
@@ -352,6 +333,7 @@ void Node::Impl::Fatal(const std::string& why, ErrorCode code) {
           "; its lease let its last request in at steady clock " + std::to_string(last) + " us";
     }
     fatal_code_ = code;
+    if (sched_) sched_->Aborted();  // an aborted job hands out nothing
     has_fatal_.store(true, std::memory_order_release);
     cv_.notify_all();
   }
@@ -454,43 +436,11 @@ void Node::Impl::HeartbeatLoop() {
     if (!running_) break;
     if (cfg.role == Role::kScheduler) {
       const int64_t now = NowMs();
-      // A scheduler that did not run for longer than a beat interval (stopped, swapped out,
-      // starved of CPU) did not read the beats meanwhile either: that time is nobody's
-      // silence. Without this, the first look after a pause declares every node dead.
       const int64_t gap = now - last_look;
       last_look = now;
-      if (gap > cfg.heartbeat_interval_ms) {
-        membership_->Paused(now, gap - tick);
-        LOG(WARNING) << "the scheduler did not run for " << gap - tick
-                     << " ms (stopped or starved of CPU): that time does not count as any "
-                        "node's silence";
-      }
-      auto silent = membership_->Silent(now, cfg.heartbeat_timeout_ms);
-      const std::string slow = ring_core_ ? ring_core_->SlowPreparation(now) : "";
-      if (!slow.empty()) LOG(WARNING) << slow;
-      std::vector<std::pair<int, pb::Control>> barrier_reports = ReportOpenBarriers(now);
-      TaskAnswers task_answers;
-      if (!tasks_.Expire(now, cfg.task_timeout_ms).empty()) ServeTaskWaiters(&task_answers);
-      AnswerTasks(tasks_.AskAgain(now, TaskKeepMs()), &task_answers);
-      std::vector<int> live;
-      if (now >= next_beat) {
-        next_beat = now + cfg.heartbeat_interval_ms;
-        for (const auto& n : nodes_) {
-          if (n.id != 0 && !membership_->IsDead(n.id)) live.push_back(n.id);
-        }
-      }
-      lk.unlock();
-      if (!silent.empty()) {
-        DeclareDead(silent, "silent for more than " + std::to_string(cfg.heartbeat_timeout_ms) +
-                                " ms (PS_HEARTBEAT_TIMEOUT_MS)");
-      }
-      // The scheduler beats too, so that every node can tell when it is gone.
-      pb::Control c;
-      c.set_cmd(pb::Control::HEARTBEAT);
-      c.set_want_metrics(cfg.metrics_port > 0);
-      for (int id : live) SendControl(id, c, true);
-      for (auto& r : barrier_reports) SendControl(r.first, r.second, true);
-      SendTaskAnswers(&task_answers);
+      const bool beat = now >= next_beat;
+      if (beat) next_beat = now + cfg.heartbeat_interval_ms;
+      Apply(sched_->Tick(now, gap, tick, beat, cfg.metrics_port > 0), &lk);
       lk.lock();
     } else {
       lk.unlock();

@@ -22,6 +22,7 @@
 #include "control/metrics_http.h"
 #include "control/read_lease.h"
 #include "control/ring_core.h"
+#include "control/scheduler_core.h"
 #include "control/table_registry.h"
 #include "control/task_pool.h"
 #include "filter/filter_chain.h"
@@ -190,19 +191,20 @@ struct Node::Impl {
   const int64_t started_ms_ = NowMs();
   std::unique_ptr<MetricsHttp> metrics_http_;
   void HandleControl(const Message& msg);
-  // Scheduler: sends the node table to every node once registration completes.
-  void BroadcastTable();
+  // Scheduler: does what the core decided (scheduler_core.h). With mu_ held (*lk): the node's
+  // own view (table, ring, dead nodes, metrics); then, with *lk released, the rest in order.
+  // Returns true when the core left the message to the runtime (kForward).
+  bool Apply(SchedulerCore::Actions acts, std::unique_lock<std::mutex>* lk);
+  // Scheduler: the control messages the runtime answers itself (tables, tasks added from
+  // another node, consistency settings).
+  void Forwarded(int from, const pb::Control& c);
   // The node table, ring and released barrier sequences as a NODE_TABLE (scheduler).
   pb::Control TableMessage() const;
-  // Scheduler: a worker joined; tell it and everyone else.
-  void Joined(const NodeInfo& n);
   void NotifyJoined(const NodeInfo& n);
   void ReleaseBarrier(const std::vector<int>& ids, int groups, uint64_t seq);
   void SendControl(int to, pb::Control control, bool quiet = false);
   // Applies a consistency change here and hands it to the customers.
   void ApplyConsistency(const pb::Control& c);
-  // Scheduler: declares silent nodes dead, tells everyone, releases barriers they blocked.
-  void DeclareDead(const std::vector<int>& ids, const std::string& how);
   void NotifyDead(int id);
   void NotifyRing(std::shared_ptr<const Ring> ring);
   void NotifyPrepare(std::shared_ptr<const Ring> next);
@@ -215,21 +217,6 @@ struct Node::Impl {
   void AdoptTables(const pb::Control& c);
   void FillTables(pb::Control* c) const;  // mu_ held
   static void TablesFrom(const pb::Control& c, std::vector<TableSpec>* out);
-  // A node table entry on the wire and back.
-  static void FillEntry(const NodeInfo& n, pb::NodeEntry* e);
-  static NodeInfo EntryInfo(const pb::NodeEntry& e);
-  // Scheduler (mu_ held): the ring's decision for an event, acted on; the messages it asks for
-  // are added to *out (sent by SendRingMessages once mu_ is released).
-  struct RingMessages {
-    std::vector<std::pair<int, pb::Control>> sends;
-    std::vector<std::string> events;
-    std::vector<Membership::Release> releases;
-    std::shared_ptr<const Ring> fresh;  // a ring this node now uses
-    std::string abort;
-  };
-  // dead: the node whose death made d (NODE_DEAD goes ahead of the ring's messages), or -1.
-  void ActOnRing(const RingCore::Decision& d, RingMessages* out, int dead = -1);
-  void SendRingMessages(RingMessages* out);
   // A data message routed under the prepared ring: the cut-over reached its sender first.
   void AdoptNextRing(uint64_t epoch);
   // The node cannot go on (lost the scheduler, the job was aborted): wake every wait with the
@@ -270,7 +257,8 @@ struct Node::Impl {
   int64_t next_barrier_report_ms_ = 0;
   // The scheduler's last word on a barrier this node waits in (by groups): its seq and text.
   std::map<int, std::pair<uint64_t, std::string>> barrier_wait_;
-  std::unique_ptr<Membership> membership_;  // scheduler only
+  // The scheduler's decisions (membership, ring, tasks, barriers); null on other nodes.
+  std::unique_ptr<SchedulerCore> sched_;
   std::vector<int> dead_;
   // How many of dead_ are workers (requests carry it: Meta.dead_workers). Set by
   // CountDeadWorkers() with mu_ held after dead_ or nodes_ change.
@@ -280,17 +268,10 @@ struct Node::Impl {
   // Elasticity. Servers: the ring prepared for a join or leave. Scheduler: the ring's decisions
   // (from the job's start).
   std::shared_ptr<const Ring> next_ring_;
-  std::unique_ptr<RingCore> ring_core_;
-  // Scheduler, mu_ held: every few seconds, logs each barrier held for long with the nodes it
-  // waits for, and tells the nodes in it (BARRIER_WAIT). Returns the messages to send.
-  std::vector<std::pair<int, pb::Control>> ReportOpenBarriers(int64_t now_ms);
   // How long a barrier is open before it is reported, and between reports.
   int64_t BarrierReportMs() const;
-  std::map<int, int64_t> late_warned_ms_;  // scheduler: when a node's late beat was last logged
-  std::string leave_error_;                // server: why the scheduler refused Leave
-  bool final_released_ = false;            // scheduler: the last barrier is released
-  // Tasks. Scheduler: the pool and the workers waiting for one. Worker: the last answer.
-  TaskPool tasks_;
+  std::string leave_error_;  // server: why the scheduler refused Leave
+  // Tasks (the scheduler's pools are in sched_). Worker: the last answer.
   int task_answer_ = 0;
   std::string task_data_;  // the last answer's data
   uint64_t task_answers_ = 0;
@@ -339,25 +320,12 @@ struct Node::Impl {
   Node::TaskStats GetTaskStats() const;
 
  private:
-  // Scheduler (mu_ held): answers waiting workers when tasks came back or everything is done.
   // A task request held for TaskKeepMs() is answered TaskPool::kAskAgain, so that a worker's
   // wait for a task (a stream's next part, a task out with a slow worker) is never one
   // unbounded wait but a bounded one repeated while the scheduler answers.
   int64_t TaskKeepMs() const { return std::max<int64_t>(200, cfg.barrier_timeout_ms / 4); }
   // The most data one task carries (a part of a stream).
   static constexpr size_t kMaxTaskData = 64u << 20;
-  // A TASK_GIVE to send: task (or -1, -2) and its data.
-  struct TaskAnswer {
-    int to, task;
-    std::string data;
-  };
-  using TaskAnswers = std::vector<TaskAnswer>;
-  // The pool's replies with their tasks' data, appended to *answers. mu_ held.
-  void AnswerTasks(const std::vector<TaskPool::Reply>& replies, TaskAnswers* answers) const;
-  // The held requests the pool can answer now (nothing after an abort). mu_ held.
-  void ServeTaskWaiters(TaskAnswers* answers);
-  // Sends the answers; their data move into the messages (a part of a stream can be MBs).
-  void SendTaskAnswers(TaskAnswers* answers);
   std::atomic<int64_t> heard_scheduler_ms_{INT64_MAX / 2};  // ms clock; far future until Start
   std::atomic<int64_t> scheduler_broken_ms_{0};  // when the connection to it broke (0: never)
   std::string fatal_;  // why this node cannot go on (lost the scheduler, fenced, data lost)

@@ -81,17 +81,19 @@ MetricSet Node::Impl::JobMetrics() {
   MetricSet job;
   std::map<std::string, int> by_role = {{"server", 0}, {"worker", 0}};
   for (const auto& n : nodes_) {
-    if (n.id != 0 && !membership_->IsDead(n.id) && !(ring_core_ && ring_core_->HasLeft(n.id)))
+    if (n.id != 0 && !sched_->membership().IsDead(n.id) &&
+        !(sched_->ring_core() && sched_->ring_core()->HasLeft(n.id)))
       by_role[RoleName(n.role)]++;
   }
   for (const auto& r : by_role) job.Gauge("ps_job_nodes", r.second, {{"role", r.first}});
   job.Gauge("ps_job_dead_nodes", static_cast<double>(dead_.size()));
   job.Gauge("ps_job_uptime_seconds", static_cast<double>(NowMs() - started_ms_) / 1000.0);
   job.Gauge("ps_job_ring_epoch", static_cast<double>(ring_ ? ring_->epoch() : 0));
-  job.Gauge("ps_job_open_barriers", static_cast<double>(membership_->OpenBarriers().size()));
-  job.Gauge("ps_job_tasks_done", static_cast<double>(tasks_.done()));
-  job.Gauge("ps_job_tasks_outstanding", static_cast<double>(tasks_.outstanding()));
-  job.Gauge("ps_job_tasks_pending", static_cast<double>(tasks_.pending()));
+  job.Gauge("ps_job_open_barriers",
+            static_cast<double>(sched_->membership().OpenBarriers().size()));
+  job.Gauge("ps_job_tasks_done", static_cast<double>(sched_->tasks().done()));
+  job.Gauge("ps_job_tasks_outstanding", static_cast<double>(sched_->tasks().outstanding()));
+  job.Gauge("ps_job_tasks_pending", static_cast<double>(sched_->tasks().pending()));
   job.Counter("ps_job_metrics_invalid_total", static_cast<double>(metrics_table_.invalid()));
   return job;
 }

@@ -60,9 +60,20 @@ void Node::Impl::Start() {
     std::lock_guard<std::mutex> lk(mu_);
     my_id_ = 0;
     my_rank_ = 0;
-    membership_ =
-        std::make_unique<Membership>(cfg.num_servers, cfg.num_workers, cfg.scheduler_host, port_);
-    membership_->SetWorkerGroups(cfg.worker_groups);
+    SchedulerCore::Options o;
+    o.num_servers = cfg.num_servers;
+    o.num_workers = cfg.num_workers;
+    o.host = cfg.scheduler_host;
+    o.port = port_;
+    o.worker_groups = cfg.worker_groups;
+    o.vnodes = cfg.vnodes;
+    o.replicas = cfg.EffectiveReplicas();
+    o.heartbeat_timeout_ms = cfg.heartbeat_timeout_ms;
+    o.heartbeat_interval_ms = cfg.heartbeat_interval_ms;
+    o.task_timeout_ms = cfg.task_timeout_ms;
+    o.task_keep_ms = TaskKeepMs();
+    o.barrier_report_ms = BarrierReportMs();
+    sched_ = std::make_unique<SchedulerCore>(std::move(o));
     if (!cfg.scheduler_port_file.empty()) WritePortFile(cfg.scheduler_port_file, port_);
   }
   if (scheduler) {
@@ -173,7 +184,7 @@ void Node::Impl::Start() {
   }
   if (!ok) {
     std::string what =
-        scheduler ? "scheduler: " + membership_->Missing()
+        scheduler ? "scheduler: " + sched_->membership().Missing()
                   : std::string(RoleName(cfg.role)) + ": no node table from the scheduler at " +
                         cfg.scheduler_host + ":" + std::to_string(cfg.scheduler_port);
     lk.unlock();
@@ -186,15 +197,8 @@ void Node::Impl::Start() {
     // A node whose process dies closes its connections at once: declare it dead then,
     // instead of waiting out the heartbeat timeout (a hang still needs the timeout).
     van->WatchPeers([this](int id) {
-      {
-        std::lock_guard<std::mutex> g(mu_);
-        if (final_released_ || id <= 0 || membership_->IsDead(id)) return;
-        bool known = false;
-        for (const auto& n : nodes_) known |= n.id == id;
-        if (!known) return;
-      }
-      LOG(WARNING) << "connection to node " << id << " broke";
-      DeclareDead({id}, "its connection broke");
+      std::unique_lock<std::mutex> lk(mu_);
+      Apply(sched_->ConnectionBroke(id, NowMs()), &lk);
     });
   }
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });

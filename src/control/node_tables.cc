@@ -100,7 +100,7 @@ void Node::Impl::OnCreateTable(int from, const pb::Control& c) {
     created = table_registry_.tables().size() > before;
     if (created) {  // the others learn of a new table; a creator of a known one only answers
       for (const auto& n : nodes_) {
-        if (n.id != 0 && n.id != from && !membership_->IsDead(n.id)) tell.push_back(n.id);
+        if (n.id != 0 && n.id != from && !sched_->membership().IsDead(n.id)) tell.push_back(n.id);
       }
     }
     for (const TableSpec& t : table_registry_.tables()) FillTable(t, answer.add_tables());

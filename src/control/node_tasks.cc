@@ -34,32 +34,6 @@ void Node::CloseTasks(const std::string& group) {
   impl_->AddTasks(std::max(0, impl_->GroupIndexOf(group, "CloseTasks")), add);
 }
 
-void Node::Impl::AnswerTasks(const std::vector<TaskPool::Reply>& replies,
-                             TaskAnswers* answers) const {
-  for (const TaskPool::Reply& r : replies) {
-    TaskAnswer a{r.worker, r.task, {}};
-    if (r.task >= 0) {
-      if (const std::string* d = tasks_.Data(r.task)) a.data = *d;
-    }
-    answers->push_back(std::move(a));
-  }
-}
-
-void Node::Impl::ServeTaskWaiters(TaskAnswers* answers) {
-  if (!fatal_.empty()) return;  // an aborted job hands out nothing
-  AnswerTasks(tasks_.Serve(NowMs()), answers);
-}
-
-void Node::Impl::SendTaskAnswers(TaskAnswers* answers) {
-  for (auto& a : *answers) {
-    pb::Control c;
-    c.set_cmd(pb::Control::TASK_GIVE);
-    c.set_task(a.task);
-    if (!a.data.empty()) c.set_task_data(std::move(a.data));
-    SendControl(a.to, c);
-  }
-}
-
 int Node::Impl::AddTasks(int group, const TaskAdd& add) {
   if (add.n < 0) throw Error("AddTasks: n must be >= 0");
   if (add.data && add.data->size() > kMaxTaskData) {
@@ -85,22 +59,9 @@ int Node::Impl::AddTasks(int group, const TaskAdd& add) {
 }
 
 int Node::Impl::AddToPool(int group, const TaskAdd& add) {
-  TaskAnswers answers;
   int first = -1;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (add.pool == 1) {
-      tasks_.Open(group);
-    } else if (add.pool == 2) {
-      tasks_.Close(group);
-    } else if (add.data) {
-      first = tasks_.AddData(*add.data, group);
-    } else {
-      first = add.once ? tasks_.AddOnce(add.n, group) : tasks_.Add(add.n, group);
-    }
-    ServeTaskWaiters(&answers);
-  }
-  SendTaskAnswers(&answers);
+  std::unique_lock<std::mutex> lk(mu_);
+  Apply(sched_->AddTasks(group, add.n, add.once, add.data, add.pool, NowMs(), &first), &lk);
   return first;
 }
 
@@ -144,9 +105,11 @@ void Node::Impl::TaskDone(int task) {
 Node::TaskStats Node::Impl::GetTaskStats() const {
   std::lock_guard<std::mutex> lk(mu_);
   Node::TaskStats t;
-  t.done = static_cast<int>(tasks_.done());
-  t.added = static_cast<int>(tasks_.done() + tasks_.outstanding() + tasks_.pending());
-  for (const auto& h : tasks_.handouts()) t.redone += h.second > 1;
+  if (!sched_) return t;  // the pools are the scheduler's
+  const TaskPool& p = sched_->tasks();
+  t.done = static_cast<int>(p.done());
+  t.added = static_cast<int>(p.done() + p.outstanding() + p.pending());
+  for (const auto& h : p.handouts()) t.redone += h.second > 1;
   return t;
 }
 

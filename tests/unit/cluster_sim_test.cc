@@ -155,13 +155,13 @@ TEST(ClusterSimTest, Seed3884WorkersReportTheirStepsToServersThatJoin) { ExpectH
 // worker's, nothing was resent and maybe no later update came: the member differed from its
 // master for ever. The new master now sends an empty update (a mark) of each range it jumped
 // down the chain at once (ChainReplicator::Announce; ChainWindowTest.
-// AReplicaLackingAnUpdateLearnsItWhenItsMasterTakesOver). Seed 749 with worker deaths, 776
-// under assign: a replica's slot differs from its master's without the mark.
-TEST(ClusterSimTest, Seed749AMemberLearnsAtATakeOverThatItsHistoryDiffers) {
-  ExpectHoldsWithWorkerDeaths(749);
-}
-TEST(ClusterSimTest, Seed776UnderAssignAMemberLearnsAtATakeOverThatItsHistoryDiffers) {
-  ExpectHoldsUnderAssign(776);
+// AReplicaLackingAnUpdateLearnsItWhenItsMasterTakesOver). Seed 318 with worker deaths: a
+// replica's slot differs from its master's without the mark (the seeds first found, 749 and
+// 776 under assign, lost that power as later fixes changed the runs; 2026-11-28: seed 318 is
+// the first of 1-1500 with worker deaths to fail without the mark, and none of 1-1500 under
+// assign does).
+TEST(ClusterSimTest, Seed318AMemberLearnsAtATakeOverThatItsHistoryDiffers) {
+  ExpectHoldsWithWorkerDeaths(318);
 }
 
 // A replica fetching a range afresh applies the copies that arrive meanwhile (they are applied

@@ -107,7 +107,15 @@ class Job:
             log("--stacks-on-timeout: gdb not found; no stacks")
             return
         with self.lock:
-            procs = list(self.procs)
+            procs = [x for x in self.procs if x[1].poll() is None]
+        # Freeze the whole job first: gdb holds one process for a second or more, and the
+        # others would meanwhile act on its silence (the scheduler declares a server dead, the
+        # job aborts, the workers exit) before their own stacks are taken.
+        for _, p in procs:
+            try:
+                os.kill(p.pid, signal.SIGSTOP)
+            except OSError:
+                pass
         for name, p in procs:
             if p.poll() is not None:
                 continue
@@ -119,6 +127,11 @@ class Job:
                 out = "gdb did not finish within 60 s"
             lines = [x for x in out.splitlines() if x.startswith(("Thread", "#"))]
             log("stacks of %s pid %d:\n%s" % (name, p.pid, "\n".join(lines) or out))
+        for _, p in procs:  # a stopped process would hold its SIGTERM until continued
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     def stop_all(self, grace=3.0):
         with self.lock:
