@@ -64,9 +64,6 @@ bool Node::Impl::Apply(SchedulerCore::Actions acts, std::unique_lock<std::mutex>
         if (std::find(dead_.begin(), dead_.end(), a.to) == dead_.end()) dead_.push_back(a.to);
         CountDeadWorkers();
         break;
-      case Kind::kMetrics:
-        StoreMetrics(a.to, a.msg);
-        break;
       case Kind::kSend:
         if (a.to == 0 && a.msg.cmd() == pb::Control::BARRIER_WAIT) {
           // The scheduler's own barrier: kept for its timeout's message.
@@ -137,8 +134,6 @@ bool Node::Impl::Apply(SchedulerCore::Actions acts, std::unique_lock<std::mutex>
       case Kind::kForward:
         forward = true;
         break;
-      case Kind::kMetrics:
-        break;
     }
   }
   return forward;
@@ -161,6 +156,9 @@ void Node::Impl::Forwarded(int from, const pb::Control& c) {
     OnCreateTable(from, c);
   } else if (c.cmd() == pb::Control::CONSISTENCY) {
     ApplyConsistency(c);
+  } else if (c.cmd() == pb::Control::HEARTBEAT) {
+    std::lock_guard<std::mutex> lk(mu_);
+    StoreMetrics(from, c);
   }
 }
 

@@ -47,7 +47,7 @@ std::vector<int> SchedulerCore::Live(bool servers_only) const {
 }
 
 void SchedulerCore::Send(int to, pb::Control c, bool quiet, Actions* out) const {
-  Action a{Kind::kSend};
+  Action a(Kind::kSend);
   a.to = to;
   a.msg = std::move(c);
   a.quiet = quiet;
@@ -55,7 +55,7 @@ void SchedulerCore::Send(int to, pb::Control c, bool quiet, Actions* out) const 
 }
 
 void SchedulerCore::Log(std::string text, bool warning, Actions* out) const {
-  Action a{Kind::kLog};
+  Action a(Kind::kLog);
   a.text = std::move(text);
   a.warning = warning;
   out->push_back(std::move(a));
@@ -99,12 +99,12 @@ SchedulerCore::Actions SchedulerCore::OnControl(int from, const pb::Control& c, 
           true, &out);
     }
   }
+  // Past the fencing above, `from` is no node declared dead.
   const bool complete = membership_.complete();
-  const bool dead = membership_.IsDead(from);
   switch (c.cmd()) {
     case pb::Control::ABORT:
       if (from > 0) {
-        Action a{Kind::kAbort};
+        Action a(Kind::kAbort);
         a.text = "node " + std::to_string(from) + " stopped the job: " + c.error();
         a.code = ErrorCodeFromWire(c.error_code(), ErrorCode::kInvalidArgument);
         out.push_back(std::move(a));
@@ -112,12 +112,7 @@ SchedulerCore::Actions SchedulerCore::OnControl(int from, const pb::Control& c, 
       break;
     case pb::Control::HEARTBEAT:
       if (from <= 0) break;
-      if (c.metrics_size() > 0) {
-        Action a{Kind::kMetrics};
-        a.to = from;
-        a.msg = c;
-        out.push_back(std::move(a));
-      }
+      if (c.metrics_size() > 0) out.push_back(Action(Kind::kForward));  // the runtime keeps them
       if (c.beat_us() > 0) {
         // The echo tells the node the scheduler still counts it in (its read lease).
         pb::Control echo;
@@ -130,19 +125,18 @@ SchedulerCore::Actions SchedulerCore::OnControl(int from, const pb::Control& c, 
       if (c.nodes_size() == 1) Register(c, now, &out);
       break;
     case pb::Control::ADD_TASKS:
-      if (complete && c.task() >= 0) out.push_back(Action{Kind::kForward});
+      if (complete && c.task() >= 0) out.push_back(Action(Kind::kForward));
       break;
     case pb::Control::CREATE_TABLE:
     case pb::Control::CONSISTENCY:
-      if (complete) out.push_back(Action{Kind::kForward});
+      if (complete) out.push_back(Action(Kind::kForward));
       break;
-    case pb::Control::BARRIER: {
-      Actions r = EnterBarrier(from, c.barrier_groups(), c.barrier_seq());
-      for (auto& a : r) out.push_back(std::move(a));
+    case pb::Control::BARRIER:
+      Released(membership_.EnterBarrier(from, c.barrier_groups(), c.barrier_seq()),
+               c.barrier_groups(), c.barrier_seq(), &out);
       break;
-    }
     case pb::Control::TASK_TAKE:
-      if (!dead && !aborted_) {  // an aborted job hands out nothing
+      if (!aborted_) {  // an aborted job hands out nothing
         TaskPool::Reply reply;
         if (tasks_.Request(from, WorkerGroup(from), !c.task_nowait(), now, &reply)) {
           AnswerTasks({reply}, &out);
@@ -158,10 +152,10 @@ SchedulerCore::Actions SchedulerCore::OnControl(int from, const pb::Control& c, 
       ServeTaskWaiters(now, &out);
       break;
     case pb::Control::LEAVE:
-      if (!dead && ring_core_) ActOnRing(ring_core_->Leave(from, now), -1, &out);
+      if (ring_core_) ActOnRing(ring_core_->Leave(from, now), -1, &out);
       break;
     case pb::Control::REFILL:
-      if (!dead && ring_core_) {
+      if (ring_core_) {
         std::vector<Range> orphans;
         for (int i = 0; i + 1 < c.orphans_size(); i += 2) {
           orphans.emplace_back(c.orphans(i), c.orphans(i + 1));
@@ -190,7 +184,7 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
   switch (membership_.Register(r, &why)) {
     case Membership::RegisterResult::kRejected: {
       Log("rejected registration: " + why, true, out);
-      Action a{Kind::kReject};
+      Action a(Kind::kReject);
       a.text = why;
       a.host = r.host;
       a.port = r.port;
@@ -200,13 +194,13 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
     case Membership::RegisterResult::kJoined: {
       const NodeInfo n = membership_.nodes().back();
       membership_.Heartbeat(n.id, now);
-      Action ev{Kind::kEvent};
+      Action ev(Kind::kEvent);
       ev.text = std::string(RoleName(n.role)) + " " + std::to_string(n.rank) + " (node " +
                 std::to_string(n.id) + ", " + n.host + ":" + std::to_string(n.port) +
                 ") joined the running job";
       ev.warning = false;
       out->push_back(std::move(ev));
-      Action t{Kind::kTable};
+      Action t(Kind::kTable);
       t.to = n.id;
       out->push_back(std::move(t));
       pb::Control j;
@@ -215,7 +209,7 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
       for (int to : Live()) {
         if (to != n.id) Send(to, j, false, out);
       }
-      Action a{Kind::kJoined};
+      Action a(Kind::kJoined);
       a.node = n;
       out->push_back(std::move(a));
       if (n.role == Role::kServer && ring_core_) {
@@ -228,7 +222,7 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
       if (membership_.complete()) {
         const int id = membership_.IdOf(r.host, r.port);
         if (id > 0) {
-          Action t{Kind::kTable};
+          Action t(Kind::kTable);
           t.to = id;
           t.quiet = true;
           out->push_back(std::move(t));
@@ -241,13 +235,13 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
       for (const auto& n : membership_.nodes()) membership_.Heartbeat(n.id, now);
       for (const auto& n : membership_.nodes()) {
         if (n.id == 0) continue;
-        Action t{Kind::kTable};
+        Action t(Kind::kTable);
         t.to = n.id;
         out->push_back(std::move(t));
       }
       // Last: the scheduler's own Start returns then, and what its program does next (a
       // consistency setting, a table) must reach nodes that have their table.
-      Action done{Kind::kComplete};
+      Action done(Kind::kComplete);
       done.ring = ring_core_->ring();
       out->push_back(std::move(done));
       break;
@@ -259,12 +253,12 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
 
 void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* out) {
   for (const auto& e : d.events) {
-    Action a{Kind::kEvent};
+    Action a(Kind::kEvent);
     a.text = e;
     out->push_back(std::move(a));
   }
   if (!d.abort.empty()) {
-    Action a{Kind::kAbort};
+    Action a(Kind::kAbort);
     a.text = d.abort;
     a.code = ErrorCode::kDataLost;
     out->push_back(std::move(a));
@@ -275,7 +269,7 @@ void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* ou
   }
   std::shared_ptr<const Ring> fresh = d.cut ? d.cut : d.failover;
   if (fresh) {
-    Action a{Kind::kRing};
+    Action a(Kind::kRing);
     a.ring = fresh;
     out->push_back(std::move(a));
   }
@@ -285,7 +279,7 @@ void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* ou
     std::vector<Membership::Release> releases;
     for (int s : d.left) {
       for (auto& r : membership_.MarkDead(s)) releases.push_back(r);
-      Action a{Kind::kDead};
+      Action a(Kind::kDead);
       a.to = s;
       a.warning = false;
       a.quiet = true;
@@ -298,7 +292,7 @@ void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* ou
 void SchedulerCore::Released(const std::vector<int>& ids, int groups, uint64_t seq,
                              Actions* out) const {
   if (ids.empty()) return;
-  Action a{Kind::kRelease};
+  Action a(Kind::kRelease);
   a.release = {ids, groups, seq};
   out->push_back(std::move(a));
 }
@@ -327,10 +321,10 @@ SchedulerCore::Actions SchedulerCore::NodeDead(int id, const std::string& how, i
   if (ring_core_) ActOnRing(ring_core_->NodeDead(id, now), id, &ring);
   const bool abort =
       std::any_of(ring.begin(), ring.end(), [](const Action& a) { return a.kind == Kind::kAbort; });
-  Action ev{Kind::kEvent};
+  Action ev(Kind::kEvent);
   ev.text = "node " + std::to_string(id) + " declared dead: " + how;
   out.push_back(std::move(ev));
-  Action d{Kind::kDead};
+  Action d(Kind::kDead);
   d.to = id;
   d.quiet = abort;  // an abort tells everyone everything
   out.push_back(std::move(d));
@@ -342,10 +336,11 @@ SchedulerCore::Actions SchedulerCore::NodeDead(int id, const std::string& how, i
 }
 
 SchedulerCore::Actions SchedulerCore::ConnectionBroke(int id, int64_t now) {
+  Actions dead = NodeDead(id, "its connection broke", now);
+  if (dead.empty()) return dead;  // nobody, or declared already
   Actions out;
-  if (finished_ || id <= 0 || !membership_.Find(id) || membership_.IsDead(id)) return out;
   Log("connection to node " + std::to_string(id) + " broke", true, &out);
-  for (auto& a : NodeDead(id, "its connection broke", now)) out.push_back(std::move(a));
+  for (auto& a : dead) out.push_back(std::move(a));
   return out;
 }
 

@@ -58,9 +58,10 @@ class SchedulerCore {
                   // set when it left
       kRelease,   // barrier (`release`) released: BARRIER_DONE to its members
       kAbort,     // the job stops with `text` (`code`)
-      kMetrics,   // the message's metrics are the node's latest (the runtime keeps them)
-      kForward,   // the runtime answers the message itself (tables, tasks added, consistency)
+      kForward,   // the runtime handles the message itself (tables, tasks added, consistency,
+                  // the metrics a heartbeat carries)
     };
+    explicit Action(Kind k) : kind(k) {}
     Kind kind;
     int to = -1;
     pb::Control msg;
