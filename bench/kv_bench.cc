@@ -237,10 +237,12 @@ struct Bench {
 int main(int argc, char** argv) {
   double scale = 1.0;
   std::string only;
+  size_t keys_only = 0;  // --keys N: the sparse phase with N keys only
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--scale") scale = std::stod(argv[i + 1]);
     if (k == "--only") only = argv[i + 1];
+    if (k == "--keys") keys_only = std::stoul(argv[i + 1]);
   }
   Echo echo;
   const char* role = getenv("PS_ROLE");
@@ -259,8 +261,10 @@ int main(int argc, char** argv) {
       auto want = [&](const char* what) { return only.empty() || only == what; };
       if (want("rtt")) b.Latency(static_cast<int>(20000 * scale));
       if (want("sparse")) {
-        for (size_t n : {1000u, 100000u, 1000000u}) b.Sparse(n);
-        b.RangePull();
+        for (size_t n : {1000u, 100000u, 1000000u}) {
+          if (keys_only == 0 || n == keys_only) b.Sparse(n);
+        }
+        if (keys_only == 0) b.RangePull();
       }
       if (want("dense")) {
         b.Dense(4 << 20, 1);

@@ -4,6 +4,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kv/server_core.h"
 
@@ -119,15 +120,25 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
     }
   }
   const size_t row = msg.data[1].size() / n;
-  SArray<Key> k2;
-  SArray<char> v2;
-  size_t mixed = 0;
+  size_t mixed = 0, fresh_keys = 0;
   for (size_t i = 0; i < n; ++i) {
     if (applied[i] == 0) {
-      k2.push_back(keys[i]);
-      v2.append(msg.data[1].Segment(i * row, (i + 1) * row));
+      fresh_keys++;
     } else if (applied[i] < total[i]) {
       mixed++;
+    }
+  }
+  // Usually no key holds any of the pushes: the aggregate's frames are applied as they came.
+  SArray<Key> k2 = keys;
+  SArray<char> v2 = msg.data[1];
+  if (fresh_keys < n) {
+    k2 = SArray<Key>(fresh_keys);
+    v2 = SArray<char>::Uninitialized(fresh_keys * row);
+    for (size_t i = 0, o = 0; i < n; ++i) {
+      if (applied[i] != 0) continue;
+      k2[o] = keys[i];
+      std::memcpy(v2.data() + o * row, msg.data[1].data() + i * row, row);
+      ++o;
     }
   }
   if (mixed > 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iterator>
 
 #include "replication/seq_map.h"
@@ -42,6 +43,9 @@ int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, in
                     const Key* keys, size_t n, const char* vals, int width,
                     const std::vector<uint64_t>& seq) {
   if (width <= 0 || n == 0) return -1;
+  // Runs are merged at Take: a push whose keys are not strictly increasing (the server applies
+  // such pushes too) is replicated alone.
+  if (std::adjacent_find(keys, keys + n, std::greater_equal<Key>()) != keys + n) return -1;
   auto found = batches_.find(path);
   if (found != batches_.end() && found->second.width != width) return -1;
   // Each range's updates in a batch must be consecutive: this push continues a range the batch
@@ -72,16 +76,6 @@ int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, in
   }
   b.width = width;
   const size_t row = static_cast<size_t>(width) * esize_;
-  for (size_t i = 0; i < n; ++i) {
-    auto it = b.at.find(keys[i]);
-    if (it == b.at.end()) {
-      b.at.emplace(keys[i], b.keys.size());
-      b.keys.push_back(keys[i]);
-      b.vals.insert(b.vals.end(), vals + i * row, vals + (i + 1) * row);
-    } else {
-      AddValues(b.vals.data() + it->second * row, vals + i * row, width);
-    }
-  }
   const bool first = std::find(b.entries.begin(), b.entries.end(), entry) == b.entries.end();
   if (first) b.entries.push_back(entry);
   Push p;
@@ -89,41 +83,74 @@ int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, in
   p.ts = ts;
   p.keys.CopyFrom(keys, n);
   b.pushes.push_back(std::move(p));
-  b.ids.emplace_back(worker, ts);
+  SArray<char> v;
+  v.CopyFrom(vals, n * row);
+  b.vals.push_back(std::move(v));
   workers_.insert(worker);
-  b.count++;
   return first ? 1 : 0;
 }
 
 bool Aggregator::Holds(int worker, int64_t ts) const {
   for (const auto& b : batches_) {
-    for (const auto& id : b.second.ids) {
-      if (id.first == worker && id.second == ts) return true;
+    for (const auto& p : b.second.pushes) {
+      if (p.worker == worker && p.ts == ts) return true;
     }
   }
   return false;
+}
+
+void Aggregator::Merge(const Batch& b, size_t lo, size_t hi, SArray<Key>* keys,
+                       SArray<char>* vals) const {
+  const size_t row = static_cast<size_t>(b.width) * esize_;
+  if (hi - lo == 1) {
+    *keys = b.pushes[lo].keys;
+    *vals = b.vals[lo];
+    return;
+  }
+  // Halves merged, then the two results: each key is read log2(runs) times, in order.
+  SArray<Key> k1, k2;
+  SArray<char> v1, v2;
+  const size_t mid = lo + (hi - lo) / 2;
+  Merge(b, lo, mid, &k1, &v1);
+  Merge(b, mid, hi, &k2, &v2);
+  SArray<Key> k(k1.size() + k2.size());
+  auto v = SArray<char>::Uninitialized(k.size() * row);
+  size_t i = 0, j = 0, o = 0;
+  while (i < k1.size() || j < k2.size()) {
+    if (j == k2.size() || (i < k1.size() && k1[i] < k2[j])) {
+      k[o] = k1[i];
+      std::memcpy(v.data() + o * row, v1.data() + i * row, row);
+      ++i;
+    } else if (i == k1.size() || k2[j] < k1[i]) {
+      k[o] = k2[j];
+      std::memcpy(v.data() + o * row, v2.data() + j * row, row);
+      ++j;
+    } else {
+      k[o] = k1[i];
+      std::memcpy(v.data() + o * row, v1.data() + i * row, row);
+      AddValues(v.data() + o * row, v2.data() + j * row, b.width);
+      ++i;
+      ++j;
+    }
+    ++o;
+  }
+  k.resize(o);
+  v.resize(o * row);
+  *keys = k;
+  *vals = v;
 }
 
 std::vector<Aggregator::Copy> Aggregator::Take() {
   std::vector<Copy> out;
   for (auto& kv : batches_) {
     Batch& b = kv.second;
-    const size_t row = static_cast<size_t>(b.width) * esize_;
-    // Keys in order, values with them.
-    std::vector<size_t> order(b.keys.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&b](size_t x, size_t y) { return b.keys[x] < b.keys[y]; });
-    SArray<Key> keys(order.size());
-    auto vals = SArray<char>::Uninitialized(order.size() * row);
-    for (size_t i = 0; i < order.size(); ++i) {
-      keys[i] = b.keys[order[i]];
-      std::memcpy(vals.data() + i * row, b.vals.data() + order[i] * row, row);
-    }
+    SArray<Key> keys;
+    SArray<char> vals;
+    Merge(b, 0, b.pushes.size(), &keys, &vals);
     Copy c;
     c.path = kv.first;
     c.entries = b.entries;
-    c.pushes = b.count;
+    c.pushes = b.pushes.size();
     c.msg.meta.set_op(pb::Meta::DATA);
     c.msg.meta.set_push(true);
     c.msg.meta.set_dtype(static_cast<int>(dtype_));
@@ -169,8 +196,19 @@ bool Aggregator::Pushes(const Message& m, std::vector<Push>* out) {
     p.worker = static_cast<int>(static_cast<uint32_t>(w[at]));
     p.ts = static_cast<int64_t>(w[at + 1]);
     const uint64_t* bits = w.data() + at + 2;
-    for (size_t j = 0; j < keys.size(); ++j) {
-      if (bits[j / 64] >> (j % 64) & 1) p.keys.push_back(keys[j]);
+    if (keys.size() % 64 && bits[words - 1] >> (keys.size() % 64)) return false;  // past the end
+    size_t count = 0;
+    for (size_t i = 0; i < words; ++i) count += __builtin_popcountll(bits[i]);
+    if (count == keys.size()) {  // the usual case: the push holds every key
+      p.keys = keys;
+    } else {
+      p.keys = SArray<Key>(count);
+      size_t o = 0;
+      for (size_t i = 0; i < words; ++i) {
+        for (uint64_t b = bits[i]; b; b &= b - 1) {
+          p.keys[o++] = keys[i * 64 + __builtin_ctzll(b)];
+        }
+      }
     }
     out->push_back(std::move(p));
   }
