@@ -18,6 +18,22 @@ bool AppliedLog::Below(int worker, int64_t ts) const {
   return it != workers_.end() && ts < it->second.lwm;
 }
 
+namespace {
+
+// The first index in [i, n) of sorted a whose key is not below k, found by doubling steps from
+// i and then a binary search: the cost grows with the log of the distance, not with it.
+size_t Gallop(const Key* a, size_t i, size_t n, Key k) {
+  size_t step = 1, lo = i;
+  while (i + step < n && a[i + step] < k) {
+    lo = i + step;
+    step *= 2;
+  }
+  const size_t hi = std::min(n, i + step);
+  return std::lower_bound(a + lo, a + hi, k) - a;
+}
+
+}  // namespace
+
 size_t AppliedLog::CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
                              std::vector<bool>* applied) const {
   applied->assign(n, false);
@@ -34,10 +50,13 @@ size_t AppliedLog::CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
     size_t i = std::lower_bound(keys, keys + n, frame[0]) - keys;
     size_t j = std::lower_bound(frame.begin(), frame.end(), keys[i]) - frame.begin();
     while (i < n && j < frame.size()) {
+      // Galloping: the parts of one push that reach a server (its own and the copies of its
+      // neighbours') interleave by ring segment, so long runs of one side are skipped in
+      // logarithmic time instead of walked key by key.
       if (keys[i] < frame[j]) {
-        ++i;
+        i = Gallop(keys, i, n, frame[j]);
       } else if (frame[j] < keys[i]) {
-        ++j;
+        j = Gallop(frame.data(), j, frame.size(), keys[i]);
       } else {
         if (!(*applied)[i]) hits++;
         (*applied)[i] = true;

@@ -89,14 +89,24 @@ std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t e
     return out;
   }
   const bool lens = m.meta.has_lens() && m.data.size() == 3;
+  // Fixed-width values (no lens) need no table of offsets: 8 bytes a key written and read for
+  // nothing on every copy.
   std::vector<uint64_t> off;
-  if (!ValueOffsets(m, n, esize, &off)) return out;
+  const size_t width = lens ? 0 : m.data[1].size() / esize / n;
+  if (lens ? !ValueOffsets(m, n, esize, &off) : width * n * esize != m.data[1].size()) return out;
+  auto at = [&](size_t i) { return (lens ? off[i] : i * width) * esize; };
   std::vector<KeySlice> slices;
   ring.SliceKeys(keys.data(), n, &slices);
   std::map<std::vector<int>, std::vector<std::pair<size_t, size_t>>> groups;
   for (const auto& s : slices) {
     auto path = replicas(s.segment);
-    if (!path.empty()) groups[path].emplace_back(s.begin, s.end);
+    if (path.empty()) continue;
+    auto& runs = groups[path];
+    if (!runs.empty() && runs.back().second == s.begin) {
+      runs.back().second = s.end;  // neighbouring segments with the same replicas: one run
+    } else {
+      runs.emplace_back(s.begin, s.end);
+    }
   }
   for (auto& g : groups) {
     ChainPiece p;
@@ -105,10 +115,22 @@ std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t e
     SArray<Key> k;
     SArray<char> v;
     SArray<int> l;
-    for (auto run : g.second) {
-      k.append(keys.Segment(run.first, run.second));
-      v.append(m.data[1].Segment(off[run.first] * esize, off[run.second] * esize));
-      if (lens) l.append(SArray<int>(m.data[2]).Segment(run.first, run.second));
+    if (g.second.size() == 1) {
+      // One run (the whole message when every segment has the same replicas, as with two
+      // servers): views of the frames, no copy.
+      const auto run = g.second[0];
+      k = keys.Segment(run.first, run.second);
+      v = m.data[1].Segment(at(run.first), at(run.second));
+      if (lens) l = SArray<int>(m.data[2]).Segment(run.first, run.second);
+    } else {
+      size_t total = 0;
+      for (auto run : g.second) total += run.second - run.first;
+      k.reserve(total);
+      for (auto run : g.second) {
+        k.append(keys.Segment(run.first, run.second));
+        v.append(m.data[1].Segment(at(run.first), at(run.second)));
+        if (lens) l.append(SArray<int>(m.data[2]).Segment(run.first, run.second));
+      }
     }
     p.msg.data = {SArray<char>(k), v};
     if (lens) p.msg.data.push_back(SArray<char>(l));

@@ -422,11 +422,15 @@ RangeSet ChainReplicator::SeqRanges(const Message& msg, const Ring& ring) const 
     }
   } else if (!msg.data.empty() && msg.data[0].size() % sizeof(Key) == 0) {
     const SArray<Key> keys(msg.data[0]);
-    Range last;
-    for (Key k : keys) {
-      if (last.Contains(k)) continue;  // keys are sorted: one lookup per unit
-      last = unit(k);
-      add(last);
+    // Keys are sorted: one lookup per unit, and a binary search past the unit's keys.
+    for (const Key* k = keys.begin(); k != keys.end();) {
+      const Range u = unit(*k);
+      add(u);
+      if (u.end <= *k) {  // never for a ring's segment; a guard against a malformed one
+        ++k;
+        continue;
+      }
+      k = std::lower_bound(k + 1, keys.end(), u.end);
     }
   }
   return out;
