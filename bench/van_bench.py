@@ -133,6 +133,14 @@ def main():
                 r[k + "_over_pslite"] = round(m[k] / ref, 2)
         if m.get("dense_4MB_w4_MBps") and streams.get(name):
             r["dense_4MB_over_stream_floor"] = round(m["dense_4MB_w4_MBps"] / streams[name], 2)
+        if m.get("push_1000k_MBps_2S2W") and streams.get(name):
+            # What the transport alone allows: per 1M-key push of each worker (12 bytes a key,
+            # 4 of them the value), the servers receive 24 MB from the workers and, with one
+            # copy, send each other 24 MB more; the stream floor (two processes, both cores)
+            # moves bytes at most that fast, so the values go at most at floor * 8 / 48.
+            ceiling = streams[name] * 8 / 48
+            r["push_1000k_2S2W_transport_ceiling_MBps"] = round(ceiling, 1)
+            r["push_1000k_2S2W_over_ceiling"] = round(m["push_1000k_MBps_2S2W"] / ceiling, 2)
         if m.get("dense_64MB_w1_MBps") and m.get("dense_4MB_w1_MBps"):
             r["dense_64MB_over_4MB"] = round(m["dense_64MB_w1_MBps"] / m["dense_4MB_w1_MBps"], 2)
         print(json.dumps(r), flush=True)

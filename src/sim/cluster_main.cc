@@ -23,10 +23,6 @@ double Number(const std::string& name, const std::string& v) {
   return x;
 }
 
-int64_t Us(const std::string& name, const std::string& v) {
-  return static_cast<int64_t>(Number(name, v) * 1e6);
-}
-
 const char kClusterUsage[] =
     "ps_sim --cluster: the scheduler's ring logic, real server cores (chain replication,\n"
     "refill, hand-off) and workers that push and resend, in one process on virtual time, with\n"
@@ -91,87 +87,11 @@ int ClusterMain(int argc, char** argv) {
     if (i + 1 >= argc) throw Error(k + ": missing value");
     const std::string v = argv[++i];
     if (k != "--seed" && k != "--seeds") replay += " " + k + " " + v;
-    if (k == "--servers") {
-      o.servers = static_cast<int>(Number(k, v));
-    } else if (k == "--workers") {
-      o.workers = static_cast<int>(Number(k, v));
-    } else if (k == "--replicas") {
-      o.replicas = static_cast<int>(Number(k, v));
-    } else if (k == "--vnodes") {
-      o.vnodes = static_cast<int>(Number(k, v));
-    } else if (k == "--seed") {
-      o.seed = static_cast<uint64_t>(Number(k, v));
-    } else if (k == "--hang-s") {
+    if (k == "--hang-s") {
       hang_s = static_cast<int>(Number(k, v));
     } else if (k == "--seeds") {
       seeds = static_cast<int>(Number(k, v));
-    } else if (k == "--fault-s") {
-      o.fault_us = Us(k, v);
-    } else if (k == "--settle-s") {
-      o.settle_us = Us(k, v);
-    } else if (k == "--loss") {
-      o.loss = Number(k, v);
-    } else if (k == "--dup") {
-      o.dup = Number(k, v);
-    } else if (k == "--latency-us") {
-      o.latency_us = static_cast<int64_t>(Number(k, v));
-    } else if (k == "--jitter-us") {
-      o.jitter_us = static_cast<int64_t>(Number(k, v));
-    } else if (k == "--crash-every-s") {
-      o.crash_every_us = Us(k, v);
-    } else if (k == "--pause-every-s") {
-      o.pause_every_us = Us(k, v);
-    } else if (k == "--join-every-s") {
-      o.join_every_us = Us(k, v);
-    } else if (k == "--leave-every-s") {
-      o.leave_every_us = Us(k, v);
-    } else if (k == "--pause-max-s") {
-      o.pause_max_us = Us(k, v);
-    } else if (k == "--timeout-s") {
-      o.timeout_us = Us(k, v);
-    } else if (k == "--heartbeat-s") {
-      o.heartbeat_us = Us(k, v);
-    } else if (k == "--max-degraded") {
-      o.max_degraded = static_cast<int>(Number(k, v));
-    } else if (k == "--keys") {
-      o.keys = static_cast<int>(Number(k, v));
-    } else if (k == "--keys-per-push") {
-      o.keys_per_push = static_cast<int>(Number(k, v));
-    } else if (k == "--push-every-s") {
-      o.push_every_us = Us(k, v);
-    } else if (k == "--inflight") {
-      o.inflight = static_cast<int>(Number(k, v));
-    } else if (k == "--watch-key") {
-      o.watch_key = std::strtoull(v.c_str(), nullptr, 10);
-    } else if (k == "--kill-worker-every-s") {
-      o.kill_worker_every_us = Us(k, v);
-    } else if (k == "--partition-every-s") {
-      o.partition_every_us = Us(k, v);
-    } else if (k == "--partition-max-s") {
-      o.partition_max_us = Us(k, v);
-    } else if (k == "--sched-cut-every-s") {
-      o.sched_cut_every_us = Us(k, v);
-    } else if (k == "--sched-cut-max-s") {
-      o.sched_cut_max_us = Us(k, v);
-    } else if (k == "--sched-pause-every-s") {
-      o.sched_pause_every_us = Us(k, v);
-    } else if (k == "--sched-pause-max-s") {
-      o.sched_pause_max_us = Us(k, v);
-    } else if (k == "--worker-cut-every-s") {
-      o.worker_cut_every_us = Us(k, v);
-    } else if (k == "--worker-cut-max-s") {
-      o.worker_cut_max_us = Us(k, v);
-    } else if (k == "--max-worker-kills") {
-      o.max_worker_kills = static_cast<int>(Number(k, v));
-    } else if (k == "--step-every-s") {
-      o.step_every_us = Us(k, v);
-    } else if (k == "--rule") {
-      o.rule = v;
-    } else if (k == "--policy") {
-      o.policy = v;
-    } else if (k == "--resend-s") {
-      o.resend_us = Us(k, v);
-    } else {
+    } else if (!SetClusterOption(k, v, &o)) {
       throw Error("unknown option " + k + " (ps_sim --cluster --help lists them)");
     }
   }

@@ -138,6 +138,15 @@ struct ClusterSimResult {
   int final_servers = 0;
 };
 
+/// Sets the option a ps_sim --cluster flag names (`flag` "--rule", `value` "assign"; times in
+/// seconds as on the command line); false for a flag that names none (ps_sim's own --seeds,
+/// --hang-s). Throws ps::Error naming the flag for a value that is not a number.
+bool SetClusterOption(const std::string& flag, const std::string& value, ClusterSimOptions* o);
+/// Options from a line of ps_sim --cluster flags ("--rule assign --servers 8 --trace"), the
+/// rest at their defaults: a run named by the line that replays it. Throws ps::Error for an
+/// unknown flag or a bad value.
+ClusterSimOptions ClusterOptionsFromFlags(const std::string& flags);
+
 class ClusterSim {
  public:
   /// Throws ps::Error for an unusable option (naming it).

@@ -14,12 +14,21 @@
 namespace ps {
 namespace {
 
-ClusterSimResult RunSeed(uint64_t seed, std::string* trace = nullptr,
-                         const std::string& policy = "ssp:1") {
-  ClusterSimOptions o;
+// The options of a run named by its ps_sim --cluster flags: written once, so the replay line
+// printed on failure is the run that failed.
+ClusterSimOptions Options(uint64_t seed, const std::string& flags) {
+  ClusterSimOptions o = ClusterOptionsFromFlags(flags);
   o.seed = seed;
+  return o;
+}
+
+std::string Replay(uint64_t seed, const std::string& flags) {
+  return "replay: ps_sim --cluster --seed " + std::to_string(seed) + " " + flags + " --trace";
+}
+
+ClusterSimResult RunSeed(uint64_t seed, const std::string& flags, std::string* trace = nullptr) {
+  ClusterSimOptions o = Options(seed, flags);
   o.trace = trace != nullptr;
-  o.policy = policy;
   std::ostringstream out;
   ClusterSim sim(o);
   ClusterSimResult r = sim.Run(&out);
@@ -27,30 +36,25 @@ ClusterSimResult RunSeed(uint64_t seed, std::string* trace = nullptr,
   return r;
 }
 
+// Runs seed under `flags` and expects every invariant to hold.
+ClusterSimResult Holds(uint64_t seed, const std::string& flags) {
+  const ClusterSimResult r = RunSeed(seed, flags);
+  EXPECT_TRUE(r.ok) << r.failure << Replay(seed, flags);
+  return r;
+}
+
 void ExpectHolds(uint64_t seed) {
-  const ClusterSimResult r = RunSeed(seed);
-  EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed << " --trace";
+  const ClusterSimResult r = Holds(seed, "");
   EXPECT_FALSE(r.aborted) << "seed " << seed << ": " << r.abort;
   EXPECT_GT(r.pushes, 0u) << "seed " << seed;
 }
 
-// Runs options o and expects every invariant to hold; `flags` are the ps_sim options that
-// replay it (printed on failure).
-ClusterSimResult Holds(const ClusterSimOptions& o, const std::string& flags) {
-  ClusterSim sim(o);
-  const ClusterSimResult r = sim.Run();
-  EXPECT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << o.seed << " " << flags
-                    << " --trace";
-  return r;
-}
-
-// Seeds 1-10 of base, each checked by Holds; add sees every result. False at the first seed
-// that fails.
-bool HoldsForSeeds(ClusterSimOptions base, const std::string& flags,
+// Seeds 1-10 under `flags`, each checked by Holds; add sees every result. False at the first
+// seed that fails.
+bool HoldsForSeeds(const std::string& flags,
                    const std::function<void(const ClusterSimResult&)>& add) {
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    base.seed = seed;
-    const ClusterSimResult r = Holds(base, flags);
+    const ClusterSimResult r = Holds(seed, flags);
     if (!r.ok) return false;
     add(r);
   }
@@ -59,26 +63,19 @@ bool HoldsForSeeds(ClusterSimOptions base, const std::string& flags,
 
 // The same with workers killed every 3 s (at most two per run), or under the assign rule.
 void ExpectHoldsWithWorkerDeaths(uint64_t seed) {
-  ClusterSimOptions o;
-  o.seed = seed;
-  o.kill_worker_every_us = 3000000;
-  EXPECT_GT(Holds(o, "--kill-worker-every-s 3").worker_kills, 0u) << "seed " << seed;
+  EXPECT_GT(Holds(seed, "--kill-worker-every-s 3").worker_kills, 0u) << "seed " << seed;
 }
 void ExpectHoldsUnderAssign(uint64_t seed) {
-  ClusterSimOptions o;
-  o.seed = seed;
-  o.rule = "assign";
-  EXPECT_GT(Holds(o, "--rule assign").pushes, 0u) << "seed " << seed;
+  EXPECT_GT(Holds(seed, "--rule assign").pushes, 0u) << "seed " << seed;
 }
 
 TEST(ClusterSimTest, FixedSeedsHoldEveryInvariant) {
   uint64_t faults = 0, epochs = 0, reads = 0;
   for (uint64_t seed = 1000; seed < 1040; ++seed) {
     // Most under ssp:1, every fourth under bsp.
-    const std::string policy = seed % 4 == 0 ? "bsp" : "ssp:1";
-    const ClusterSimResult r = RunSeed(seed, nullptr, policy);
-    ASSERT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed << " --policy "
-                      << policy << " --trace";
+    const std::string flags = seed % 4 == 0 ? "--policy bsp" : "--policy ssp:1";
+    const ClusterSimResult r = RunSeed(seed, flags);
+    ASSERT_TRUE(r.ok) << r.failure << Replay(seed, flags);
     ASSERT_FALSE(r.aborted) << "seed " << seed << ": " << r.abort;
     faults += r.crashes + r.long_pauses + r.joins + r.leaves;
     epochs += r.epochs;
@@ -182,14 +179,10 @@ TEST(ClusterSimTest, Seed232UnderAssignMembersFetchAnAdoptedRangeAfresh) {
 TEST(ClusterSimTest, SeedsWithWorkerDeathsHoldEveryInvariant) {
   uint64_t kills = 0, reads = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.kill_worker_every_us = 3000000;
-    o.policy = seed % 2 ? "bsp" : "ssp:1";
-    ClusterSim sim(o);
-    const ClusterSimResult r = sim.Run();
-    ASSERT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
-                      << " --kill-worker-every-s 3 --policy " << o.policy << " --trace";
+    const std::string flags =
+        std::string("--kill-worker-every-s 3 --policy ") + (seed % 2 ? "bsp" : "ssp:1");
+    const ClusterSimResult r = RunSeed(seed, flags);
+    ASSERT_TRUE(r.ok) << r.failure << Replay(seed, flags);
     kills += r.worker_kills;
     reads += r.reads;
   }
@@ -205,10 +198,7 @@ TEST(ClusterSimTest, SeedsWithWorkerDeathsHoldEveryInvariant) {
 TEST(ClusterSimTest, SeedsWithPartitionsHoldEveryInvariant) {
   uint64_t partitions = 0, drops = 0;
   for (uint64_t seed : {1, 2, 3, 4, 5, 6, 588}) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.partition_every_us = 1000000;
-    const ClusterSimResult r = Holds(o, "--partition-every-s 1");
+    const ClusterSimResult r = Holds(seed, "--partition-every-s 1");
     if (!r.ok) return;
     partitions += r.partitions;
     drops += r.partition_drops;
@@ -224,9 +214,7 @@ TEST(ClusterSimTest, SeedsWithPartitionsHoldEveryInvariant) {
 // after it was declared dead in 7 of seeds 1-10 ("a fenced node serves nothing").
 TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
   uint64_t cuts = 0, deaths = 0;
-  ClusterSimOptions o;
-  o.sched_cut_every_us = 1000000;
-  if (!HoldsForSeeds(o, "--sched-cut-every-s 1", [&](const ClusterSimResult& r) {
+  if (!HoldsForSeeds("--sched-cut-every-s 1", [&](const ClusterSimResult& r) {
         cuts += r.sched_cuts;
         deaths += r.sched_cut_deaths;
       })) {
@@ -241,9 +229,7 @@ TEST(ClusterSimTest, SeedsWithServersCutFromTheSchedulerHoldEveryInvariant) {
 // the first refusal or when its link is back. Its unacknowledged pushes may or may not count.
 TEST(ClusterSimTest, SeedsWithWorkersCutFromTheSchedulerHoldEveryInvariant) {
   uint64_t cuts = 0, deaths = 0, fenced = 0;
-  ClusterSimOptions o;
-  o.worker_cut_every_us = 500000;
-  if (!HoldsForSeeds(o, "--worker-cut-every-s 0.5", [&](const ClusterSimResult& r) {
+  if (!HoldsForSeeds("--worker-cut-every-s 0.5", [&](const ClusterSimResult& r) {
         cuts += r.worker_cuts;
         deaths += r.worker_cut_deaths;
         fenced += r.fenced_workers;
@@ -261,9 +247,7 @@ TEST(ClusterSimTest, SeedsWithWorkersCutFromTheSchedulerHoldEveryInvariant) {
 // job settles once the faults stop (the leases come back with the first echoes).
 TEST(ClusterSimTest, SeedsWithTheSchedulerPausedHoldEveryInvariant) {
   uint64_t pauses = 0, drops = 0;
-  ClusterSimOptions o;
-  o.sched_pause_every_us = 1000000;
-  if (!HoldsForSeeds(o, "--sched-pause-every-s 1", [&](const ClusterSimResult& r) {
+  if (!HoldsForSeeds("--sched-pause-every-s 1", [&](const ClusterSimResult& r) {
         pauses += r.sched_pauses;
         drops += r.lease_drops;
       })) {
@@ -278,13 +262,8 @@ TEST(ClusterSimTest, SeedsWithTheSchedulerPausedHoldEveryInvariant) {
 // equal to its master's (seed 16 finds replicas taking a gap as in order, put back on purpose).
 TEST(ClusterSimTest, AssignRuleSeedsKeepEveryReplicaInItsMastersOrder) {
   for (uint64_t seed = 9; seed <= 16; ++seed) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.rule = "assign";
-    ClusterSim sim(o);
-    const ClusterSimResult r = sim.Run();
-    ASSERT_TRUE(r.ok) << r.failure << "replay: ps_sim --cluster --seed " << seed
-                      << " --rule assign --trace";
+    const ClusterSimResult r = RunSeed(seed, "--rule assign");
+    ASSERT_TRUE(r.ok) << r.failure << Replay(seed, "--rule assign");
     EXPECT_GT(r.pushes, 0u);
   }
 }
@@ -297,16 +276,9 @@ TEST(ClusterSimTest, AssignRuleSeedsKeepEveryReplicaInItsMastersOrder) {
 // 2092 and 2203 of these options; ChainReplicator::OnRefused).
 TEST(ClusterSimTest, Seeds2092And2203UnderAssignAnOldMasterStopsSendingWhatANewMasterRefuses) {
   for (uint64_t seed : {2092, 2203}) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.rule = "assign";
-    o.sched_pause_every_us = 800000;
-    o.partition_every_us = 1000000;
-    o.kill_worker_every_us = 3000000;
-    const ClusterSimResult r =
-        Holds(o,
-              "--rule assign --sched-pause-every-s 0.8 --partition-every-s 1 "
-              "--kill-worker-every-s 3");
+    const ClusterSimResult r = Holds(seed,
+                                     "--rule assign --sched-pause-every-s 0.8 "
+                                     "--partition-every-s 1 --kill-worker-every-s 3");
     EXPECT_GT(r.worker_kills, 0u) << "seed " << seed;
   }
 }
@@ -319,19 +291,8 @@ TEST(ClusterSimTest, Seeds2092And2203UnderAssignAnOldMasterStopsSendingWhatANewM
 // an update fetches the range afresh (found as seed 10304 of these options;
 // ChainReplicator::CheckHandover).
 TEST(ClusterSimTest, Seed10304UnderAssignReplicasCatchUpWithAMasterThatTookOverFromALeaver) {
-  ClusterSimOptions o;
-  o.seed = 10304;
-  o.servers = 8;
-  o.workers = 6;
-  o.rule = "assign";
-  o.sched_pause_every_us = 1000000;
-  o.sched_cut_every_us = 1500000;
-  o.worker_cut_every_us = 700000;
-  o.max_worker_kills = 3;
-  o.kill_worker_every_us = 2000000;
-  o.partition_every_us = 1000000;
   const ClusterSimResult r =
-      Holds(o,
+      Holds(10304,
             "--servers 8 --workers 6 --rule assign --sched-pause-every-s 1 --sched-cut-every-s 1.5 "
             "--worker-cut-every-s 0.7 --max-worker-kills 3 --kill-worker-every-s 2 "
             "--partition-every-s 1");
@@ -341,14 +302,11 @@ TEST(ClusterSimTest, Seed10304UnderAssignReplicasCatchUpWithAMasterThatTookOverF
 // Steps with reads and clocks hold every invariant without faults (only reordering), where
 // every read is answered soon.
 TEST(ClusterSimTest, StepsWithoutServerFaultsReadEveryCounterInTime) {
-  ClusterSimOptions o;
-  o.seed = 5;
-  o.crash_every_us = o.pause_every_us = o.join_every_us = o.leave_every_us = 0;
-  o.loss = o.dup = 0;
-  o.policy = "bsp";
-  ClusterSim sim(o);
-  const ClusterSimResult r = sim.Run();
-  ASSERT_TRUE(r.ok) << r.failure;
+  const std::string flags =
+      "--crash-every-s 0 --pause-every-s 0 --join-every-s 0 --leave-every-s 0 --loss 0 --dup 0 "
+      "--policy bsp";
+  const ClusterSimResult r = RunSeed(5, flags);
+  ASSERT_TRUE(r.ok) << r.failure << Replay(5, flags);
   // 10 s of steps of about 20 ms of work each (plus their reads and the waits of bsp), for
   // each of 4 workers: most steps take under 50 ms.
   EXPECT_GT(r.steps, 4u * 100);
@@ -358,15 +316,15 @@ TEST(ClusterSimTest, StepsWithoutServerFaultsReadEveryCounterInTime) {
 
 TEST(ClusterSimTest, ASeedReplaysItsRunEventForEvent) {
   std::string a, b;
-  const ClusterSimResult ra = RunSeed(7, &a);
-  const ClusterSimResult rb = RunSeed(7, &b);
+  const ClusterSimResult ra = RunSeed(7, "", &a);
+  const ClusterSimResult rb = RunSeed(7, "", &b);
   EXPECT_EQ(ra.events, rb.events);
   EXPECT_EQ(ra.messages, rb.messages);
   EXPECT_EQ(ra.epochs, rb.epochs);
   EXPECT_GT(a.size(), 1000u);
   EXPECT_TRUE(a == b) << "the traces of two runs of seed 7 differ";
   std::string c;
-  RunSeed(8, &c);
+  RunSeed(8, "", &c);
   EXPECT_NE(a, c) << "seeds 7 and 8 ran the same events";
 }
 
@@ -387,6 +345,22 @@ TEST(ClusterSimTest, BadOptionsNameTheOption) {
     FAIL() << "accepted the policy 'ssp' without its bound";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--policy"), std::string::npos) << e.what();
+  }
+  // The flags tests and ps_sim share: values in seconds, unknown flags and bad numbers named.
+  o = ClusterOptionsFromFlags("--servers 8 --sched-cut-every-s 1.5 --rule assign --trace");
+  EXPECT_EQ(o.servers, 8);
+  EXPECT_EQ(o.sched_cut_every_us, 1500000);
+  EXPECT_EQ(o.rule, "assign");
+  EXPECT_TRUE(o.trace);
+  EXPECT_EQ(o.workers, ClusterSimOptions().workers);
+  for (const char* bad : {"--servres 8", "--servers eight", "--servers"}) {
+    try {
+      ClusterOptionsFromFlags(bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string flag = std::string(bad).substr(0, std::string(bad).find(' '));
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,0 +1,127 @@
+// The flags of ps_sim --cluster, read in one place: the command line and the tests that name a
+// run by its replay line (tests/unit/cluster_sim_test.cc) set options through the same code.
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ps/base.h"
+#include "sim/cluster_sim.h"
+
+namespace ps {
+namespace {
+
+double Number(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') throw Error(name + ": not a number: '" + v + "'");
+  return x;
+}
+
+int64_t Us(const std::string& name, const std::string& v) {
+  return static_cast<int64_t>(Number(name, v) * 1e6);
+}
+
+int Int(const std::string& name, const std::string& v) { return static_cast<int>(Number(name, v)); }
+
+}  // namespace
+
+bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOptions* o) {
+  struct Seconds {
+    const char* flag;
+    int64_t ClusterSimOptions::*field;
+  };
+  static const Seconds kSeconds[] = {
+      {"--fault-s", &ClusterSimOptions::fault_us},
+      {"--settle-s", &ClusterSimOptions::settle_us},
+      {"--crash-every-s", &ClusterSimOptions::crash_every_us},
+      {"--pause-every-s", &ClusterSimOptions::pause_every_us},
+      {"--join-every-s", &ClusterSimOptions::join_every_us},
+      {"--leave-every-s", &ClusterSimOptions::leave_every_us},
+      {"--pause-max-s", &ClusterSimOptions::pause_max_us},
+      {"--timeout-s", &ClusterSimOptions::timeout_us},
+      {"--heartbeat-s", &ClusterSimOptions::heartbeat_us},
+      {"--push-every-s", &ClusterSimOptions::push_every_us},
+      {"--kill-worker-every-s", &ClusterSimOptions::kill_worker_every_us},
+      {"--partition-every-s", &ClusterSimOptions::partition_every_us},
+      {"--partition-max-s", &ClusterSimOptions::partition_max_us},
+      {"--sched-cut-every-s", &ClusterSimOptions::sched_cut_every_us},
+      {"--sched-cut-max-s", &ClusterSimOptions::sched_cut_max_us},
+      {"--sched-pause-every-s", &ClusterSimOptions::sched_pause_every_us},
+      {"--sched-pause-max-s", &ClusterSimOptions::sched_pause_max_us},
+      {"--worker-cut-every-s", &ClusterSimOptions::worker_cut_every_us},
+      {"--worker-cut-max-s", &ClusterSimOptions::worker_cut_max_us},
+      {"--step-every-s", &ClusterSimOptions::step_every_us},
+      {"--resend-s", &ClusterSimOptions::resend_us},
+  };
+  for (const auto& s : kSeconds) {
+    if (k == s.flag) {
+      o->*s.field = Us(k, v);
+      return true;
+    }
+  }
+  struct Count {
+    const char* flag;
+    int ClusterSimOptions::*field;
+  };
+  static const Count kCounts[] = {
+      {"--servers", &ClusterSimOptions::servers},
+      {"--workers", &ClusterSimOptions::workers},
+      {"--replicas", &ClusterSimOptions::replicas},
+      {"--vnodes", &ClusterSimOptions::vnodes},
+      {"--max-degraded", &ClusterSimOptions::max_degraded},
+      {"--keys", &ClusterSimOptions::keys},
+      {"--keys-per-push", &ClusterSimOptions::keys_per_push},
+      {"--inflight", &ClusterSimOptions::inflight},
+      {"--max-worker-kills", &ClusterSimOptions::max_worker_kills},
+  };
+  for (const auto& c : kCounts) {
+    if (k == c.flag) {
+      o->*c.field = Int(k, v);
+      return true;
+    }
+  }
+  if (k == "--seed") {
+    o->seed = static_cast<uint64_t>(Number(k, v));
+  } else if (k == "--loss") {
+    o->loss = Number(k, v);
+  } else if (k == "--dup") {
+    o->dup = Number(k, v);
+  } else if (k == "--latency-us") {
+    o->latency_us = static_cast<int64_t>(Number(k, v));
+  } else if (k == "--jitter-us") {
+    o->jitter_us = static_cast<int64_t>(Number(k, v));
+  } else if (k == "--watch-key") {
+    char* end = nullptr;  // a key: all 64 bits, not a double's 53
+    o->watch_key = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') throw Error(k + ": not a key: '" + v + "'");
+  } else if (k == "--rule") {
+    o->rule = v;
+  } else if (k == "--policy") {
+    o->policy = v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+ClusterSimOptions ClusterOptionsFromFlags(const std::string& flags) {
+  ClusterSimOptions o;
+  std::istringstream in(flags);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == "--trace") {
+      o.trace = true;
+      continue;
+    }
+    if (i + 1 >= words.size()) throw Error(words[i] + ": missing value");
+    if (!SetClusterOption(words[i], words[i + 1], &o)) {
+      throw Error("unknown option " + words[i] + " (ps_sim --cluster --help lists them)");
+    }
+    ++i;
+  }
+  return o;
+}
+
+}  // namespace ps
