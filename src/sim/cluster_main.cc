@@ -16,13 +16,6 @@
 namespace ps {
 namespace {
 
-double Number(const std::string& name, const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0') throw Error(name + ": not a number: '" + v + "'");
-  return x;
-}
-
 const char kClusterUsage[] =
     "ps_sim --cluster: the scheduler's ring logic, real server cores (chain replication,\n"
     "refill, hand-off) and workers that push and resend, in one process on virtual time, with\n"
@@ -88,9 +81,9 @@ int ClusterMain(int argc, char** argv) {
     const std::string v = argv[++i];
     if (k != "--seed" && k != "--seeds") replay += " " + k + " " + v;
     if (k == "--hang-s") {
-      hang_s = static_cast<int>(Number(k, v));
+      hang_s = static_cast<int>(ClusterFlagNumber(k, v));
     } else if (k == "--seeds") {
-      seeds = static_cast<int>(Number(k, v));
+      seeds = static_cast<int>(ClusterFlagNumber(k, v));
     } else if (!SetClusterOption(k, v, &o)) {
       throw Error("unknown option " + k + " (ps_sim --cluster --help lists them)");
     }

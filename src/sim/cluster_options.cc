@@ -9,20 +9,23 @@
 #include "sim/cluster_sim.h"
 
 namespace ps {
-namespace {
 
-double Number(const std::string& name, const std::string& v) {
+double ClusterFlagNumber(const std::string& name, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0') throw Error(name + ": not a number: '" + v + "'");
   return x;
 }
 
+namespace {
+
 int64_t Us(const std::string& name, const std::string& v) {
-  return static_cast<int64_t>(Number(name, v) * 1e6);
+  return static_cast<int64_t>(ClusterFlagNumber(name, v) * 1e6);
 }
 
-int Int(const std::string& name, const std::string& v) { return static_cast<int>(Number(name, v)); }
+int Int(const std::string& name, const std::string& v) {
+  return static_cast<int>(ClusterFlagNumber(name, v));
+}
 
 }  // namespace
 
@@ -82,15 +85,15 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
     }
   }
   if (k == "--seed") {
-    o->seed = static_cast<uint64_t>(Number(k, v));
+    o->seed = static_cast<uint64_t>(ClusterFlagNumber(k, v));
   } else if (k == "--loss") {
-    o->loss = Number(k, v);
+    o->loss = ClusterFlagNumber(k, v);
   } else if (k == "--dup") {
-    o->dup = Number(k, v);
+    o->dup = ClusterFlagNumber(k, v);
   } else if (k == "--latency-us") {
-    o->latency_us = static_cast<int64_t>(Number(k, v));
+    o->latency_us = static_cast<int64_t>(ClusterFlagNumber(k, v));
   } else if (k == "--jitter-us") {
-    o->jitter_us = static_cast<int64_t>(Number(k, v));
+    o->jitter_us = static_cast<int64_t>(ClusterFlagNumber(k, v));
   } else if (k == "--watch-key") {
     char* end = nullptr;  // a key: all 64 bits, not a double's 53
     o->watch_key = std::strtoull(v.c_str(), &end, 10);

@@ -138,6 +138,8 @@ struct ClusterSimResult {
   int final_servers = 0;
 };
 
+/// The number a ps_sim flag's value holds; throws ps::Error naming the flag if it holds none.
+double ClusterFlagNumber(const std::string& flag, const std::string& value);
 /// Sets the option a ps_sim --cluster flag names (`flag` "--rule", `value` "assign"; times in
 /// seconds as on the command line); false for a flag that names none (ps_sim's own --seeds,
 /// --hang-s). Throws ps::Error naming the flag for a value that is not a number.
