@@ -107,6 +107,13 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
   for (const auto& p : pushes) {
     const bool below = log.Below(p.worker, p.ts);
     if (!below) log.CheckKeys(p.worker, p.ts, p.keys.data(), p.keys.size(), &seen);
+    if (p.keys.size() == n) {  // a push of every key of the aggregate (its keys are a subset)
+      for (size_t i = 0; i < n; ++i) {
+        total[i]++;
+        if (below || seen[i]) applied[i]++;
+      }
+      continue;
+    }
     size_t j = 0;
     for (size_t i = 0; i < p.keys.size(); ++i) {
       while (j < n && keys[j] < p.keys[i]) ++j;

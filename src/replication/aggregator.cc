@@ -12,17 +12,17 @@ namespace ps {
 namespace {
 
 template <typename V>
-void AddAll(char* to, const char* from, int n) {
+void AddAll(char* to, const char* from, size_t n) {
   V* t = reinterpret_cast<V*>(to);
   const V* f = reinterpret_cast<const V*>(from);
-  for (int i = 0; i < n; ++i) t[i] += f[i];
+  for (size_t i = 0; i < n; ++i) t[i] += f[i];
 }
 
 }  // namespace
 
 Aggregator::Aggregator(DataType dtype) : dtype_(dtype), esize_(DataTypeSize(dtype)) {}
 
-void Aggregator::AddValues(char* to, const char* from, int n) const {
+void Aggregator::AddValues(char* to, const char* from, size_t n) const {
   switch (dtype_) {
     case DataType::kFloat:
       AddAll<float>(to, from, n);
@@ -113,6 +113,17 @@ void Aggregator::Merge(const Batch& b, size_t lo, size_t hi, SArray<Key>* keys,
   const size_t mid = lo + (hi - lo) / 2;
   Merge(b, lo, mid, &k1, &v1);
   Merge(b, mid, hi, &k2, &v2);
+  if (k1.size() == k2.size() &&
+      (k1.data() == k2.data() || std::equal(k1.begin(), k1.end(), k2.begin()))) {
+    // The same keys (every worker pushing one list, as in a step over the same data): the
+    // sums in one pass that the compiler can vectorise, and the keys shared.
+    auto v = SArray<char>::Uninitialized(v1.size());
+    std::memcpy(v.data(), v1.data(), v1.size());
+    AddValues(v.data(), v2.data(), k1.size() * static_cast<size_t>(b.width));
+    *keys = k1;
+    *vals = v;
+    return;
+  }
   SArray<Key> k(k1.size() + k2.size());
   auto v = SArray<char>::Uninitialized(k.size() * row);
   size_t i = 0, j = 0, o = 0;
@@ -173,6 +184,12 @@ SArray<uint64_t> Aggregator::Encode(const std::vector<Push>& pushes, const SArra
     w[at] = static_cast<uint32_t>(p.worker);
     w[at + 1] = static_cast<uint64_t>(p.ts);
     uint64_t* bits = w.data() + at + 2;
+    if (p.keys.size() == keys.size()) {  // a subset as large as the set: every key
+      for (size_t i = 0; i < keys.size() / 64; ++i) bits[i] = ~uint64_t{0};
+      if (keys.size() % 64) bits[words - 1] = (uint64_t{1} << (keys.size() % 64)) - 1;
+      at += 2 + words;
+      continue;
+    }
     size_t j = 0;  // both sorted: one walk
     for (Key k : p.keys) {
       while (j < keys.size() && keys[j] < k) ++j;

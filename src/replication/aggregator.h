@@ -82,7 +82,7 @@ class Aggregator {
   };
   // The sum of the runs [lo, hi) of b: sorted distinct keys and their values.
   void Merge(const Batch& b, size_t lo, size_t hi, SArray<Key>* keys, SArray<char>* vals) const;
-  void AddValues(char* to, const char* from, int n) const;
+  void AddValues(char* to, const char* from, size_t n) const;
 
   DataType dtype_;
   size_t esize_;
