@@ -78,6 +78,35 @@ TEST(AggregatorTest, ACopyIsTheExactSumOfItsPushes) {
   }
 }
 
+// Every worker pushing the same list (the usual step): the sums are taken in one pass and the
+// list of pushes names every key for each, across a partial last bitmap word (70 keys).
+TEST(AggregatorTest, PushesOverTheSameKeysAreSummedAndListedWhole) {
+  Aggregator agg(DataType::kInt64);
+  std::vector<Key> keys;
+  for (Key k = 0; k < 70; ++k) keys.push_back(3 * k + 1);
+  std::vector<int64_t> want(2 * keys.size(), 0);
+  for (int w = 0; w < 3; ++w) {
+    std::vector<int64_t> vals(2 * keys.size());
+    for (size_t i = 0; i < vals.size(); ++i) {
+      vals[i] = static_cast<int64_t>(i) * (w + 1) - 7;
+      want[i] += vals[i];
+    }
+    ASSERT_GE(agg.Add({2}, 1, w, 20 + w, keys.data(), keys.size(), Bytes(vals), 2), 0);
+  }
+  auto copies = agg.Take();
+  ASSERT_EQ(copies.size(), 1u);
+  const SArray<Key> got_keys(copies[0].msg.data[0]);
+  const SArray<int64_t> got(copies[0].msg.data[1]);
+  EXPECT_EQ(std::vector<Key>(got_keys.begin(), got_keys.end()), keys);
+  EXPECT_EQ(std::vector<int64_t>(got.begin(), got.end()), want);
+  std::vector<Aggregator::Push> pushes;
+  ASSERT_TRUE(Aggregator::Pushes(copies[0].msg, &pushes));
+  ASSERT_EQ(pushes.size(), 3u);
+  for (const auto& p : pushes) {
+    EXPECT_EQ(std::vector<Key>(p.keys.begin(), p.keys.end()), keys) << "push of " << p.worker;
+  }
+}
+
 // A push that does not fit a batch adds nothing: another width, or keys not strictly
 // increasing (the server replicates it alone).
 TEST(AggregatorTest, APushThatDoesNotFitAddsNothing) {
