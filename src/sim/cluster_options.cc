@@ -30,59 +30,52 @@ int Int(const std::string& name, const std::string& v) {
 }  // namespace
 
 bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOptions* o) {
-  struct Seconds {
+  // Times in seconds on the command line (microseconds in the options), and counts.
+  struct Field {
     const char* flag;
-    int64_t ClusterSimOptions::*field;
+    int64_t ClusterSimOptions::*us;
+    int ClusterSimOptions::*count;
   };
-  static const Seconds kSeconds[] = {
-      {"--fault-s", &ClusterSimOptions::fault_us},
-      {"--settle-s", &ClusterSimOptions::settle_us},
-      {"--crash-every-s", &ClusterSimOptions::crash_every_us},
-      {"--pause-every-s", &ClusterSimOptions::pause_every_us},
-      {"--join-every-s", &ClusterSimOptions::join_every_us},
-      {"--leave-every-s", &ClusterSimOptions::leave_every_us},
-      {"--pause-max-s", &ClusterSimOptions::pause_max_us},
-      {"--timeout-s", &ClusterSimOptions::timeout_us},
-      {"--heartbeat-s", &ClusterSimOptions::heartbeat_us},
-      {"--push-every-s", &ClusterSimOptions::push_every_us},
-      {"--kill-worker-every-s", &ClusterSimOptions::kill_worker_every_us},
-      {"--partition-every-s", &ClusterSimOptions::partition_every_us},
-      {"--partition-max-s", &ClusterSimOptions::partition_max_us},
-      {"--sched-cut-every-s", &ClusterSimOptions::sched_cut_every_us},
-      {"--sched-cut-max-s", &ClusterSimOptions::sched_cut_max_us},
-      {"--sched-pause-every-s", &ClusterSimOptions::sched_pause_every_us},
-      {"--sched-pause-max-s", &ClusterSimOptions::sched_pause_max_us},
-      {"--worker-cut-every-s", &ClusterSimOptions::worker_cut_every_us},
-      {"--worker-cut-max-s", &ClusterSimOptions::worker_cut_max_us},
-      {"--step-every-s", &ClusterSimOptions::step_every_us},
-      {"--resend-s", &ClusterSimOptions::resend_us},
+  static const Field kFields[] = {
+      {"--fault-s", &ClusterSimOptions::fault_us, nullptr},
+      {"--settle-s", &ClusterSimOptions::settle_us, nullptr},
+      {"--crash-every-s", &ClusterSimOptions::crash_every_us, nullptr},
+      {"--pause-every-s", &ClusterSimOptions::pause_every_us, nullptr},
+      {"--join-every-s", &ClusterSimOptions::join_every_us, nullptr},
+      {"--leave-every-s", &ClusterSimOptions::leave_every_us, nullptr},
+      {"--pause-max-s", &ClusterSimOptions::pause_max_us, nullptr},
+      {"--timeout-s", &ClusterSimOptions::timeout_us, nullptr},
+      {"--heartbeat-s", &ClusterSimOptions::heartbeat_us, nullptr},
+      {"--push-every-s", &ClusterSimOptions::push_every_us, nullptr},
+      {"--kill-worker-every-s", &ClusterSimOptions::kill_worker_every_us, nullptr},
+      {"--partition-every-s", &ClusterSimOptions::partition_every_us, nullptr},
+      {"--partition-max-s", &ClusterSimOptions::partition_max_us, nullptr},
+      {"--sched-cut-every-s", &ClusterSimOptions::sched_cut_every_us, nullptr},
+      {"--sched-cut-max-s", &ClusterSimOptions::sched_cut_max_us, nullptr},
+      {"--sched-pause-every-s", &ClusterSimOptions::sched_pause_every_us, nullptr},
+      {"--sched-pause-max-s", &ClusterSimOptions::sched_pause_max_us, nullptr},
+      {"--worker-cut-every-s", &ClusterSimOptions::worker_cut_every_us, nullptr},
+      {"--worker-cut-max-s", &ClusterSimOptions::worker_cut_max_us, nullptr},
+      {"--step-every-s", &ClusterSimOptions::step_every_us, nullptr},
+      {"--resend-s", &ClusterSimOptions::resend_us, nullptr},
+      {"--servers", nullptr, &ClusterSimOptions::servers},
+      {"--workers", nullptr, &ClusterSimOptions::workers},
+      {"--replicas", nullptr, &ClusterSimOptions::replicas},
+      {"--vnodes", nullptr, &ClusterSimOptions::vnodes},
+      {"--max-degraded", nullptr, &ClusterSimOptions::max_degraded},
+      {"--keys", nullptr, &ClusterSimOptions::keys},
+      {"--keys-per-push", nullptr, &ClusterSimOptions::keys_per_push},
+      {"--inflight", nullptr, &ClusterSimOptions::inflight},
+      {"--max-worker-kills", nullptr, &ClusterSimOptions::max_worker_kills},
   };
-  for (const auto& s : kSeconds) {
-    if (k == s.flag) {
-      o->*s.field = Us(k, v);
-      return true;
+  for (const auto& f : kFields) {
+    if (k != f.flag) continue;
+    if (f.us) {
+      o->*f.us = Us(k, v);
+    } else {
+      o->*f.count = Int(k, v);
     }
-  }
-  struct Count {
-    const char* flag;
-    int ClusterSimOptions::*field;
-  };
-  static const Count kCounts[] = {
-      {"--servers", &ClusterSimOptions::servers},
-      {"--workers", &ClusterSimOptions::workers},
-      {"--replicas", &ClusterSimOptions::replicas},
-      {"--vnodes", &ClusterSimOptions::vnodes},
-      {"--max-degraded", &ClusterSimOptions::max_degraded},
-      {"--keys", &ClusterSimOptions::keys},
-      {"--keys-per-push", &ClusterSimOptions::keys_per_push},
-      {"--inflight", &ClusterSimOptions::inflight},
-      {"--max-worker-kills", &ClusterSimOptions::max_worker_kills},
-  };
-  for (const auto& c : kCounts) {
-    if (k == c.flag) {
-      o->*c.field = Int(k, v);
-      return true;
-    }
+    return true;
   }
   if (k == "--seed") {
     o->seed = static_cast<uint64_t>(ClusterFlagNumber(k, v));
