@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "clock/range_clock.h"
+#include "util/sorted_keys.h"
 
 namespace ps {
 
@@ -17,22 +18,6 @@ bool AppliedLog::Below(int worker, int64_t ts) const {
   auto it = workers_.find(worker);
   return it != workers_.end() && ts < it->second.lwm;
 }
-
-namespace {
-
-// The first index in [i, n) of sorted a whose key is not below k, found by doubling steps from
-// i and then a binary search: the cost grows with the log of the distance, not with it.
-size_t Gallop(const Key* a, size_t i, size_t n, Key k) {
-  size_t step = 1, lo = i;
-  while (i + step < n && a[i + step] < k) {
-    lo = i + step;
-    step *= 2;
-  }
-  const size_t hi = std::min(n, i + step);
-  return std::lower_bound(a + lo, a + hi, k) - a;
-}
-
-}  // namespace
 
 size_t AppliedLog::CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
                              std::vector<bool>* applied) const {
@@ -54,9 +39,9 @@ size_t AppliedLog::CheckKeys(int worker, int64_t ts, const Key* keys, size_t n,
       // neighbours') interleave by ring segment, so long runs of one side are skipped in
       // logarithmic time instead of walked key by key.
       if (keys[i] < frame[j]) {
-        i = Gallop(keys, i, n, frame[j]);
+        i = Gallop(i + 1, n, frame[j], [keys](size_t x) { return keys[x]; });
       } else if (frame[j] < keys[i]) {
-        j = Gallop(frame.data(), j, frame.size(), keys[i]);
+        j = Gallop(j + 1, frame.size(), keys[i], [&frame](size_t x) { return frame[x]; });
       } else {
         if (!(*applied)[i]) hits++;
         (*applied)[i] = true;

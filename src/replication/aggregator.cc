@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <iterator>
 
 #include "replication/seq_map.h"
+#include "util/sorted_keys.h"
 
 namespace ps {
 namespace {
@@ -45,7 +45,7 @@ int Aggregator::Add(const std::vector<int>& path, uint64_t entry, int worker, in
   if (width <= 0 || n == 0) return -1;
   // Runs are merged at Take: a push whose keys are not strictly increasing (the server applies
   // such pushes too) is replicated alone.
-  if (std::adjacent_find(keys, keys + n, std::greater_equal<Key>()) != keys + n) return -1;
+  if (!SortedUnique(keys, n)) return -1;
   auto found = batches_.find(path);
   if (found != batches_.end() && found->second.width != width) return -1;
   // Each range's updates in a batch must be consecutive: this push continues a range the batch

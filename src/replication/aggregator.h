@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "message/message.h"

@@ -123,9 +123,13 @@ std::vector<ChainPiece> SplitByPath(const Message& m, const Ring& ring, size_t e
       v = m.data[1].Segment(at(run.first), at(run.second));
       if (lens) l = SArray<int>(m.data[2]).Segment(run.first, run.second);
     } else {
-      size_t total = 0;
-      for (auto run : g.second) total += run.second - run.first;
+      size_t total = 0, bytes = 0;
+      for (auto run : g.second) {
+        total += run.second - run.first;
+        bytes += at(run.second) - at(run.first);
+      }
       k.reserve(total);
+      v.reserve(bytes);
       for (auto run : g.second) {
         k.append(keys.Segment(run.first, run.second));
         v.append(m.data[1].Segment(at(run.first), at(run.second)));

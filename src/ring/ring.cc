@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "util/sorted_keys.h"
+
 namespace ps {
 
 Key Ring::Position(int server, int v) {
@@ -97,34 +99,6 @@ std::vector<Range> Ring::RangesOf(int server) const {
   return out;
 }
 
-namespace {
-
-// First index in [lo, hi) whose value is >= target, by exponential then binary search from lo;
-// costs O(log(distance)) comparisons, counted in *steps.
-template <typename T, typename Get>
-size_t Gallop(size_t lo, size_t hi, Key target, Get get, size_t* steps) {
-  size_t step = 1, prev = lo, cur = lo;
-  while (cur < hi && get(cur) < target) {
-    ++*steps;
-    prev = cur + 1;
-    cur = lo + step;
-    step *= 2;
-  }
-  if (cur > hi) cur = hi;
-  while (prev < cur) {  // answer in [prev, cur]
-    ++*steps;
-    size_t mid = prev + (cur - prev) / 2;
-    if (get(mid) < target) {
-      prev = mid + 1;
-    } else {
-      cur = mid;
-    }
-  }
-  return prev;
-}
-
-}  // namespace
-
 void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out, size_t* steps) const {
   out->clear();
   size_t dummy = 0;
@@ -136,14 +110,14 @@ void Ring::SliceKeys(const Key* keys, size_t n, std::vector<KeySlice>* out, size
   const size_t nseg = segments_.size();
   while (i < n) {
     Key end = segments_[seg].range.end;
-    size_t j = Gallop<Key>(
+    size_t j = Gallop(
         i, n, end, [keys](size_t x) { return keys[x]; }, st);
     out->push_back(KeySlice{segments_[seg].server, seg, i, j});
     i = j;
     if (i == n) break;
     // The segment holding keys[i] is the last one whose begin is <= keys[i].
     Key k = keys[i];
-    size_t next = Gallop<Key>(
+    size_t next = Gallop(
         seg + 1, nseg, k == kMaxKey ? k : k + 1,
         [this](size_t x) { return segments_[x].range.begin; }, st);
     seg = next - 1;

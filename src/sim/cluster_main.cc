@@ -64,9 +64,11 @@ const char kClusterUsage[] =
 }  // namespace
 
 int ClusterMain(int argc, char** argv) {
-  ClusterSimOptions o;
   int seeds = 1, hang_s = 30;
-  std::string replay;
+  // The options' flags go to ClusterOptionsFromFlags, as the tests' do; --seeds and --hang-s
+  // are the command's own. The replay line is every flag but the seeds (and --trace, which it
+  // adds).
+  std::string flags, replay;
   for (int i = 2; i < argc; ++i) {
     const std::string k = argv[i];
     if (k == "--help" || k == "-h") {
@@ -74,7 +76,7 @@ int ClusterMain(int argc, char** argv) {
       return 0;
     }
     if (k == "--trace") {
-      o.trace = true;
+      flags += " " + k;
       continue;
     }
     if (i + 1 >= argc) throw Error(k + ": missing value");
@@ -84,10 +86,11 @@ int ClusterMain(int argc, char** argv) {
       hang_s = static_cast<int>(ClusterFlagNumber(k, v));
     } else if (k == "--seeds") {
       seeds = static_cast<int>(ClusterFlagNumber(k, v));
-    } else if (!SetClusterOption(k, v, &o)) {
-      throw Error("unknown option " + k + " (ps_sim --cluster --help lists them)");
+    } else {
+      flags += " " + k + " " + v;
     }
   }
+  ClusterSimOptions o = ClusterOptionsFromFlags(flags);
   if (seeds < 1) throw Error("--seeds must be at least 1");
   // The servers' own log lines (refills, take-overs) would drown the JSON lines: errors only,
   // unless PS_SIM_LOG is set (to follow a replayed run).

@@ -19,26 +19,12 @@
 #include "ps/base.h"
 #include "ps/sarray.h"
 #include "ps/update_rule.h"
+#include "util/sorted_keys.h"
 
 namespace ps {
 
 /// What a request with keys out of order gets (the store checks the order as it walks).
 inline constexpr char kUnsortedKeys[] = "keys not sorted and unique";
-
-/// keys[0, n) are strictly increasing. Eight comparisons per branch, which the compiler
-/// turns into vector compares.
-inline bool SortedUnique(const Key* keys, size_t n) {
-  size_t i = 1;
-  for (; i + 8 <= n; i += 8) {
-    bool bad = false;
-    for (size_t j = 0; j < 8; ++j) bad |= keys[i + j] <= keys[i + j - 1];
-    if (bad) return false;
-  }
-  for (; i < n; ++i) {
-    if (keys[i] <= keys[i - 1]) return false;
-  }
-  return true;
-}
 
 template <typename V>
 class Block {
