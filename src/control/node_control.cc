@@ -163,16 +163,7 @@ void Node::Impl::Forwarded(int from, const pb::Control& c) {
 }
 
 void Node::Impl::ReportRefill(int app, const RefillReport& r) {
-  pb::Control c;
-  c.set_cmd(pb::Control::REFILL);
-  c.set_app(app);
-  c.set_epoch(r.epoch);
-  c.set_pending(r.pending);
-  for (const Range& x : r.orphans) {
-    c.add_orphans(x.begin);
-    c.add_orphans(x.end);
-  }
-  SendControl(0, c);
+  SendControl(0, SchedulerCore::RefillMessage(app, r));
 }
 
 void Node::Impl::AddCustomer(int app_id, Customer* c) {

@@ -21,6 +21,7 @@
 #include "control/task_pool.h"
 #include "meta.pb.h"
 #include "ps/base.h"
+#include "replication/refill.h"
 #include "ring/ring.h"
 
 namespace ps {
@@ -116,6 +117,8 @@ class SchedulerCore {
   /// A node table entry on the wire and back.
   static void FillEntry(const NodeInfo& n, pb::NodeEntry* e);
   static NodeInfo EntryInfo(const pb::NodeEntry& e);
+  /// A server's refill report for `app` as it goes to the scheduler (REFILL).
+  static pb::Control RefillMessage(int app, const RefillReport& r);
 
  private:
   void Send(int to, pb::Control c, bool quiet, Actions* out) const;

@@ -86,6 +86,9 @@ class ServerCore : private ChainReplicator::Host {
   size_t PendingRanges() const;
   /// Copies this server sent down its chains that no replica has acknowledged yet.
   size_t CopiesInFlight() const;
+  /// True while this server waits for an old master's hand-over (its last points) of a range
+  /// it took over.
+  bool AwaitingHandover() const;
   /// Range copies (refill, join, leave) travel in pieces of about this many bytes of slots
   /// (one slot more at most), so neither end holds more than a piece of a range at once.
   void SetPieceBytes(uint64_t bytes) {

@@ -37,6 +37,11 @@ size_t ServerCore::CopiesInFlight() const {
   return chain_.copies_in_flight();
 }
 
+bool ServerCore::AwaitingHandover() const {
+  std::lock_guard<std::mutex> lk(mu);
+  return chain_.Awaiting(RangeSet{Range::All()});
+}
+
 size_t ServerCore::NumMastered() const {
   std::lock_guard<std::mutex> lk(mu);
   auto ring = ring_ ? ring_() : nullptr;

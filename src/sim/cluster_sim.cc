@@ -1,7 +1,7 @@
-// ClusterSim: the scheduler (RingCore) and its failure detector, the servers (ServerCore) with
-// their views of the ring, and the run with its end checks. The adversary (crashes, pauses and
-// leases, joins, leaves, partitions) is in cluster_adversary.cc, the workers in
-// cluster_workers.cc.
+// ClusterSim: the servers (ServerCore) with their views of the ring and their read leases, the
+// network, and the run with its end checks. The scheduler (SchedulerCore) is in
+// cluster_scheduler.cc, the adversary (crashes, pauses, joins, leaves, partitions, cuts) in
+// cluster_adversary.cc, the workers in cluster_workers.cc.
 #include "sim/cluster_sim.h"
 
 #include <algorithm>
@@ -15,10 +15,11 @@
 namespace ps {
 const char* ClusterSim::State::KindName(int k) {
   static const char* names[] = {
-      "data",       "control",    "tick",       "push",        "resend",      "detect",
-      "crash",      "pause",      "resume",     "lease",       "join",        "leave",
-      "faults-end", "step",       "compute",    "kill-worker", "partition",   "heal",
-      "sched-cut",  "sched-heal", "worker-cut", "worker-heal", "sched-pause", "sched-resume"};
+      "data",        "control",     "tick",        "push",         "resend",
+      "sched-tick",  "crash",       "pause",       "resume",       "beat",
+      "join",        "leave",       "faults-end",  "step",         "compute",
+      "kill-worker", "partition",   "heal",        "sched-cut",    "sched-heal",
+      "worker-cut",  "worker-heal", "sched-pause", "sched-resume", "broken"};
   return names[k];
 }
 
@@ -145,132 +146,10 @@ void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
     if (w.second.declared) s.core->Tombstone(w.first, true);
   }
   s.core->SetReport([this, id](const RefillReport& r) {
-    auto c = std::make_shared<Ctl>();
-    c->type = Ctl::kRefill;
-    c->report = r;
-    SendCtl(id, 0, c);
+    SendCtl(id, 0, CtlOf(SchedulerCore::RefillMessage(0, r)));
   });
   At(now + o.tick_us, kTick, id);
-}
-
-void ClusterSim::State::CheckEpochs(const RingCore::Decision& d) {
-  for (const auto& r : {d.failover, d.cut}) {
-    if (!r) continue;
-    if (r->epoch() <= ring_epoch) {
-      Fail("epochs only grow", "ring " + Str(r) + " after epoch " + std::to_string(ring_epoch));
-    }
-    ring_epoch = r->epoch();
-  }
-  if (d.failover && !issued.insert(d.failover->epoch()).second) {
-    Fail("an epoch is issued once", "failover " + Str(d.failover));
-  }
-  if (d.prepare && d.prepare != sched->ring() && !issued.insert(d.prepare->epoch()).second) {
-    Fail("an epoch is issued once", "prepared " + Str(d.prepare));
-  }
-  res.epochs = sched->epochs_issued();
-}
-
-void ClusterSim::State::Act(const RingCore::Decision& d, int dead) {
-  CheckEpochs(d);
-  if (!d.abort.empty()) {
-    res.aborted = true;
-    res.abort = d.abort;
-    Note(kControl, 0, dead, "abort: " + d.abort);
-    const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
-    if (sched->failures_since_full() <= o.replicas && sched->failures_since_full() <= limit) {
-      // The adversary never let more than k servers fail before the copies were complete.
-      Fail("k failures lose nothing", d.abort);
-    }
-    done = true;
-    return;
-  }
-  for (const auto& e : d.events) Note(kControl, 0, dead, e);
-  if (o.watch_key && o.trace) {
-    // The watched key's chain under each ring issued (a replica that differs at the end was
-    // in or out of it at some change).
-    for (const auto& r : {d.failover, d.prepare}) {
-      if (!r || r->servers().empty()) continue;
-      std::string chain;
-      for (int s : r->Chain(r->SegmentOf(o.watch_key))) chain += " " + std::to_string(s);
-      Note(kControl, 0, dead,
-           "watched key's chain under epoch " + std::to_string(r->epoch()) + ":" + chain);
-    }
-  }
-  // The scheduler's own fan-out (RingCore::Messages, as the node runtime sends it) to the
-  // servers it has not declared dead and to every worker: a worker declared dead hears it too
-  // (the runtime tells it nothing; a live one cut from the scheduler gets them once healed),
-  // which keeps the runs, and the regression seeds, those of the simulator's own fan-out.
-  std::vector<int> servers_live, live;
-  for (const auto& s : servers) {
-    if (!declared.count(s.first) && !s.second.gone) servers_live.push_back(s.first);
-  }
-  live = servers_live;
-  for (const auto& w : workers) live.push_back(w.first);
-  res.refused_leaves += d.refused_leaves.size();
-  for (const auto& f : RingCore::Messages(d, dead, live, servers_live)) {
-    // The decision's rings stand for the ones on the wire (the same epochs; no copy per node).
-    std::shared_ptr<const Ring> ring;
-    for (const auto& r : {d.failover, d.prepare, d.cut}) {
-      if (r && f.msg.has_ring() && r->epoch() == f.msg.ring().epoch()) ring = r;
-    }
-    auto c = std::make_shared<Ctl>();
-    c->ring = ring;
-    switch (f.msg.cmd()) {
-      case pb::Control::NODE_DEAD:
-        c->type = Ctl::kNodeDead;
-        c->dead = f.msg.dead_id();
-        break;
-      case pb::Control::RING_PREPARE:
-        c->type = Ctl::kPrepare;
-        break;
-      default:  // RING: a cut-over, or a refusal (with its reason)
-        c->type = f.msg.error().empty() ? Ctl::kRing : Ctl::kRefused;
-        break;
-    }
-    for (int to : f.to) SendCtl(0, to, c);
-  }
-}
-
-void ClusterSim::State::DeclareDead(int id, const std::string& why) {
-  if (declared.count(id)) return;
-  declared.insert(id);
-  res.declared_servers++;
-  Note(kDetect, 0, id, "declared dead: " + why);
-  RingCore::Decision d;
-  {
-    ScopeTimer t(&res.scheduler_s);
-    d = sched->NodeDead(id, now / 1000);
-  }
-  Act(d, id);
-}
-
-void ClusterSim::State::Detect() {
-  if (SchedPaused()) {  // it looks again once it runs (after SchedResume)
-    At(sched_paused_until, kDetect, 0);
-    return;
-  }
-  for (auto& s : servers) {
-    Server& v = s.second;
-    if (declared.count(v.id) || v.gone) continue;
-    if ((v.crashed || v.paused || v.sched_cut_until > 0) && now - v.silent_since > o.timeout_us) {
-      if (!v.crashed && !v.paused) res.sched_cut_deaths++;
-      DeclareDead(v.id, v.crashed  ? "crashed"
-                        : v.paused ? "silent (paused)"
-                                   : "silent (cut from the scheduler)");
-      if (done) return;
-    }
-  }
-  for (auto& w : workers) {
-    Worker& v = w.second;
-    if (v.declared) continue;
-    if (v.dead && now - v.died_at > o.timeout_us) {
-      DeclareWorkerDead(v);
-    } else if (!v.dead && v.sched_cut_until > 0 && now - v.cut_since > o.timeout_us) {
-      res.worker_cut_deaths++;
-      DeclareWorkerDead(v);
-    }
-  }
-  At(now + o.heartbeat_us, kDetect, 0);
+  At(now + 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.heartbeat_us))), kBeat, id);
 }
 
 void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
@@ -286,54 +165,59 @@ void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
 }
 
 void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
-  switch (c.type) {
-    case Ctl::kNodeDead:
-      if (c.dead == s.id) {
+  // As the node runtime's HandleControl for a server (node.cc), then its customers.
+  switch (c.msg.cmd()) {
+    case pb::Control::HEARTBEAT:
+      if (c.msg.beat_us() > 0) s.lease->Echoed(c.msg.beat_us());
+      break;
+    case pb::Control::ABORT:  // declared dead while it stalled or was cut off: fenced
+      s.fenced = true;
+      Note(kControl, s.id, 0, "fenced: " + c.msg.error());
+      break;
+    case pb::Control::NODE_DEAD: {
+      const int dead = c.msg.dead_id();
+      if (dead == s.id) {
         s.fenced = true;  // told it was replaced: it serves nothing more
         Note(kControl, s.id, 0, "fenced");
         return;
       }
-      s.core->WorkerDead(c.dead, c.dead >= kWorker0);
-      if (c.dead >= kWorker0) s.dead_workers.insert(c.dead);
+      s.core->WorkerDead(dead, IsWorker(dead));
+      if (IsWorker(dead)) s.dead_workers.insert(dead);
       if (c.ring && c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
       break;
-    case Ctl::kPrepare:
+    }
+    case pb::Control::RING_PREPARE:
+      if (!c.ring) break;
       s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
       {
         ScopeTimer t(&res.ring_change_s);
         s.core->Prepare(c.ring);
       }
       break;
-    case Ctl::kRing:
+    case pb::Control::RING:
+      if (!c.msg.error().empty()) {  // its leave was refused
+        s.leaving = false;
+        break;
+      }
+      if (!c.ring) break;
       if (c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
       if (s.leaving && !InRing(*c.ring, s.id)) {
         s.gone = true;  // its Leave() returned: the program ends
         Note(kControl, s.id, 0, "left the job");
       }
       break;
-    case Ctl::kRefused:
-      s.leaving = false;
-      break;
-    case Ctl::kRefill:
+    default:
       break;
   }
 }
 
 void ClusterSim::State::ServerData(Server& s, Message& m) {
-  if (m.meta.request() && now < s.lease_until) return;  // the lease is being confirmed
-  if (m.meta.request()) {
-    // While its link to the scheduler works, the echo of the beat it sent an interval and a
-    // round trip ago has come back (the beats themselves are not simulated); cut from the
-    // scheduler, none comes, and the lease lapses (node_control.cc, LeaseValid).
-    // A stopped scheduler echoes nothing; the first echo after it runs again takes a round trip.
-    if (s.sched_cut_until == 0 && !SchedPaused() &&
-        now >= sched_resumed_at + 2 * (o.latency_us + o.jitter_us)) {
-      s.lease->Echoed(now - o.heartbeat_us - 2 * (o.latency_us + o.jitter_us));
-    }
-    if (!s.lease->Holds(now)) {
-      res.lease_drops++;
-      return;
-    }
+  // The read lease (node_control.cc, LeaseValid): no request is served after a stall until
+  // the scheduler echoes a later beat, nor while the last echo is stale (cut from the
+  // scheduler, or the scheduler stopped).
+  if (m.meta.request() && !s.lease->Holds(now)) {
+    res.lease_drops++;
+    return;
   }
   // A fenced node serves nothing (DESIGN §8): once declared dead (others took its ranges
   // over) a server must not apply or answer a request; its lease stops it until it learns.
@@ -377,7 +261,7 @@ void ClusterSim::State::ServerData(Server& s, Message& m) {
 
 // Servers that may still serve: not crashed, fenced, gone or declared dead.
 bool ClusterSim::State::Settled() const {
-  if (sched->next_ring()) return false;
+  if (rc().next_ring()) return false;
   for (const auto& w : workers) {
     if (!w.second.inflight.empty()) return false;
   }
@@ -387,8 +271,12 @@ bool ClusterSim::State::Settled() const {
     // A copy still on its way (its resend timer grows to 8 s after long outages) leaves a
     // replica behind its master: a dead worker's last push, acknowledged to nobody, say (seed
     // 1073 of the scheduler-pause hunt settled with it in flight).
-    if (v.paused || v.view->epoch() != sched->ring()->epoch() || v.core->PendingRanges() > 0 ||
-        v.core->CopiesInFlight() > 0) {
+    // And a new master that waits for its old master's hand-over may lack the old master's
+    // last updates, which its replicas hold (seed 1253 of the run that cuts, pauses and
+    // partitions everything was judged 8 ms after a leave): settled once it has them or gave
+    // up on them at the hand-over's timeout.
+    if (v.paused || v.view->epoch() != rc().ring()->epoch() || v.core->PendingRanges() > 0 ||
+        v.core->CopiesInFlight() > 0 || v.core->AwaitingHandover()) {
       return false;
     }
   }
@@ -397,8 +285,8 @@ bool ClusterSim::State::Settled() const {
 
 std::string ClusterSim::State::Pending() const {
   std::ostringstream s;
-  s << "scheduler ring " << Str(sched->ring()) << ", prepared " << Str(sched->next_ring())
-    << ", refills pending: " << sched->PendingRefills();
+  s << "scheduler ring " << Str(rc().ring()) << ", prepared " << Str(rc().next_ring())
+    << ", refills pending: " << rc().PendingRefills();
   for (const auto& w : workers) {
     if (!w.second.inflight.empty()) {
       s << "; worker " << w.first << ": " << w.second.inflight.size() << " unacknowledged (ts "
@@ -420,7 +308,7 @@ std::string ClusterSim::State::Pending() const {
 // the key's master. (Sequence points are not compared: a server that took over without the
 // old master's last points stands below a replica that saw them until its next update.)
 void ClusterSim::State::CheckFinal() {
-  const Ring& ring = *sched->ring();
+  const Ring& ring = *rc().ring();
   for (const auto& m : maybe) ref.emplace(m.first, 0);  // keys only dead workers pushed
   for (const auto& kv : ref) {
     const Key k = kv.first;
@@ -459,27 +347,48 @@ void ClusterSim::State::CheckFinal() {
 
 void ClusterSim::State::Run() {
   for (int i = 0; i < o.keys; ++i) universe.push_back(HashKey(static_cast<uint64_t>(i)));
-  for (int w = 0; w < o.workers; ++w) {
-    workers[kWorker0 + w].id = kWorker0 + w;
-    workers[kWorker0 + w].index = w;
-    counters.push_back(HashKey(static_cast<uint64_t>(o.keys + w)));  // outside the universe
-  }
   const std::string p = o.policy;
   if (p == "bsp") staleness = 0;
   if (p.rfind("ssp:", 0) == 0) staleness = std::stoll(p.substr(4));
-  std::vector<int> ids;
-  for (int i = 0; i < o.servers; ++i) ids.push_back(next_server++);
-  sched = std::make_unique<RingCore>(ids, o.vnodes, o.replicas, 1);
-  ring_epoch = 1;
-  issued.insert(1);
-  for (int id : ids) AddServer(id, sched->ring());
+  // Every node registers with the scheduler, which numbers them (servers first) and builds the
+  // first ring once all have come, as in a real job's start.
+  SchedulerCore::Options co;
+  co.num_servers = o.servers;
+  co.num_workers = o.workers;
+  co.host = "sim";
+  co.port = ++next_port;
+  co.vnodes = o.vnodes;
+  co.replicas = o.replicas;
+  co.heartbeat_timeout_ms = o.timeout_us / 1000;
+  co.heartbeat_interval_ms = o.heartbeat_us / 1000;
+  core = std::make_unique<SchedulerCore>(co);
+  std::vector<int> server_ports, worker_ports;
+  SchedulerCore::Actions acts;
+  for (int i = 0; i < o.servers; ++i) {
+    server_ports.push_back(Register(Role::kServer, false, &acts));
+    Apply(std::move(acts));
+  }
+  for (int i = 0; i < o.workers; ++i) {
+    worker_ports.push_back(Register(Role::kWorker, false, &acts));
+    Apply(std::move(acts));
+  }
+  for (int i = 0; i < o.workers; ++i) {
+    const int id = core->membership().IdOf("sim", worker_ports[i]);
+    workers[id].id = id;
+    workers[id].index = i;
+    worker_ids.push_back(id);
+    counters.push_back(HashKey(static_cast<uint64_t>(o.keys + i)));  // outside the universe
+  }
+  res.scheduler_start_s = res.scheduler_s;
+  for (int port : server_ports) AddServer(core->membership().IdOf("sim", port), rc().ring());
   for (auto& w : workers) {
-    w.second.view = sched->ring();
+    w.second.view = rc().ring();
     At(Exp(o.push_every_us), kPush, w.first);
     At(o.resend_us / 2, kResend, w.first);
     if (o.step_every_us > 0) At(Exp(o.step_every_us), kStep, w.first);
+    At(1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.heartbeat_us))), kBeat, w.first);
   }
-  At(o.heartbeat_us, kDetect, 0);
+  At(1000, kSchedTick, 0);
   if (o.crash_every_us > 0) At(Exp(o.crash_every_us), kCrash, 0);
   if (o.pause_every_us > 0) At(Exp(o.pause_every_us), kPause, 0);
   if (o.join_every_us > 0) At(Exp(o.join_every_us), kJoin, 0);
@@ -501,7 +410,11 @@ void ClusterSim::State::Run() {
     // (the settle time is then known to a millisecond), in a small one after every event.
     const bool check = !faults && !done && now >= next_settle_check;
     if (check && servers.size() + workers.size() > 64) next_settle_check = now + 1000;
-    if (res.events > o.max_events && !done) {
+    // The heartbeats and their echoes come on top, as the cluster and the virtual time grow;
+    // a storm of messages holds the virtual time still.
+    const uint64_t beats = static_cast<uint64_t>(servers.size() + workers.size()) * 2 *
+                           static_cast<uint64_t>(now / o.heartbeat_us + 1);
+    if (res.events > o.max_events + beats && !done) {
       Fail("liveness: once faults stop, every request completes in bounded time",
            std::to_string(res.events) + " events by virtual time " + std::to_string(now) +
                " us without settling (messages that beget messages): " + Pending());
@@ -541,7 +454,10 @@ void ClusterSim::State::Watch(const Event& e) {
               std::to_string(e.msg->meta.sender()) + " op " + std::to_string(e.msg->meta.op()) +
               (e.msg->meta.replica() ? " copy" : "") + ")";
     }
-    if (e.ctl) what += " (control " + std::to_string(e.ctl->type) + " " + Str(e.ctl->ring) + ")";
+    if (e.ctl) {
+      what +=
+          " (control " + pb::Control::Command_Name(e.ctl->msg.cmd()) + " " + Str(e.ctl->ring) + ")";
+    }
     Note(kData, sv.first, 0, what);
     last = v;
   }
@@ -554,7 +470,7 @@ void ClusterSim::State::Step(Event& e) {
 
 void ClusterSim::State::StepOnce(Event& e) {
   // A dead worker does nothing more: what reaches it and its own timers are dropped.
-  if (e.node >= kWorker0 && workers[e.node].dead) return;
+  if (IsWorker(e.node) && workers[e.node].dead) return;
   switch (e.kind) {
     case kData:
     case kControl: {
@@ -572,27 +488,15 @@ void ClusterSim::State::StepOnce(Event& e) {
                  (m.fwd_id() ? " fwd " + std::to_string(m.fwd_id()) : "") +
                  (m.held_why().empty() ? "" : " held: " + m.held_why()));
       }
-      if (e.node == 0) {      // a refill report reaches the scheduler
+      if (e.node == 0) {      // a node's message reaches the scheduler
         if (SchedPaused()) {  // read once it runs again, in the order it came
           At(sched_paused_until, e.kind, e.node, e.arg, e.msg, e.ctl);
           return;
         }
-        if (declared.count(e.arg)) return;
-        const Ctl& c = *e.ctl;
-        const RefillReport& r = c.report;
-        Note(kControl, 0, e.arg,
-             "refill report of server " + std::to_string(e.arg) + ": epoch " +
-                 std::to_string(r.epoch) + " pending " + std::to_string(r.pending) +
-                 (r.orphans.empty() ? "" : " orphans " + std::to_string(r.orphans.size())));
-        RingCore::Decision d;
-        {
-          ScopeTimer t(&res.scheduler_s);
-          d = sched->Refill(e.arg, 0, r.epoch, r.pending, now / 1000, r.orphans);
-        }
-        Act(d, -1);
+        SchedulerControl(e.arg, e.ctl->msg);
         return;
       }
-      if (e.node >= kWorker0) {
+      if (IsWorker(e.node)) {
         Worker& w = workers[e.node];
         if (e.kind == kControl) {
           WorkerControl(w, *e.ctl);
@@ -628,8 +532,14 @@ void ClusterSim::State::StepOnce(Event& e) {
     case kResend:
       Resend(workers[e.node]);
       return;
-    case kDetect:
-      Detect();
+    case kSchedTick:
+      SchedulerTick();
+      return;
+    case kBeat:
+      Beat(e.node);
+      return;
+    case kBroken:
+      ConnectionBroke(e.node);
       return;
     case kSchedPause:
       if (faults) SchedPause();
@@ -645,9 +555,6 @@ void ClusterSim::State::StepOnce(Event& e) {
       return;
     case kResume:
       Resume(servers[e.node]);
-      return;
-    case kLease:
-      Lease(servers[e.node]);
       return;
     case kJoin:  // a join or leave is asked of the scheduler: not while it is stopped
       if (faults && SchedPaused()) {
@@ -711,7 +618,8 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   if (o.loss < 0 || o.loss >= 1 || o.dup < 0 || o.dup >= 1) {
     throw Error("--loss and --dup must be in [0, 1)");
   }
-  if (o.timeout_us <= o.heartbeat_us) throw Error("--timeout-us must exceed --heartbeat-us");
+  if (o.heartbeat_us < 1000) throw Error("--heartbeat-s must be at least 0.001");
+  if (o.timeout_us <= o.heartbeat_us) throw Error("--timeout-s must exceed --heartbeat-s");
   if (o.jitter_us < 0 || o.latency_us < 0) throw Error("--latency-us and --jitter-us must be >= 0");
   if (o.step_every_us < 0) throw Error("--step-every-s must be >= 0");
   if (o.partition_every_us < 0 || o.partition_max_us < 1) {

@@ -101,8 +101,9 @@ struct ClusterSimOptions {
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
-  // A run that makes more events than this without settling is a failure (a storm of
-  // messages can hold virtual time still; runs here take about 20 000 to 60 000 events).
+  // A run that makes more events than this (beyond every node's heartbeats and their echoes)
+  // without settling is a failure (a storm of messages can hold virtual time still; runs here
+  // take about 20 000 to 60 000 events).
   uint64_t max_events = 5000000;
   bool trace = false;      // every event to the trace stream
   uint64_t watch_key = 0;  // when set: a trace line for every change of this key on a server
@@ -129,10 +130,15 @@ struct ClusterSimResult {
   uint64_t epochs = 0;       // the last epoch issued
   // Messages of the membership protocol (range copies and their requests, hand-over reports)
   // and chain copies with their acknowledgements, and the wall-clock seconds spent in the
-  // scheduler's decisions and in the servers' handling of a new or prepared ring (their
-  // refill and hand-over plans): what a membership change costs as the cluster grows.
+  // scheduler's decisions (its core's calls but the routine ones below) and in the servers'
+  // handling of a new or prepared ring (their refill and hand-over plans): what a membership change
+  // costs as the cluster grows.
   uint64_t refill_messages = 0, handover_messages = 0, copy_messages = 0;
   double scheduler_s = 0, ring_change_s = 0;
+  // The scheduler's routine work, apart: heartbeats and the periodic looks that found nothing.
+  double scheduler_beats_s = 0;
+  // Of scheduler_s, the registration of every node at the start (not a membership change).
+  double scheduler_start_s = 0;
   int64_t settle_us = 0;  // virtual time from the end of the faults until all settled
   int64_t end_us = 0;     // virtual time at the end
   int final_servers = 0;

@@ -18,6 +18,7 @@
 
 #include "control/read_lease.h"
 #include "control/ring_core.h"
+#include "control/scheduler_core.h"
 #include "kv/server_core.h"
 #include "message/message.h"
 #include "replication/refill.h"
@@ -42,43 +43,42 @@ class ScopeTimer {
 };
 
 struct ClusterSim::State {
-  static constexpr int kWorker0 = 100000;  // worker ids; servers (joiners too) are below
   static constexpr size_t kTraceKeep = 40;
 
   enum Kind {
-    kData,        // a data message reaches a node
-    kControl,     // a control message reaches a node (or the scheduler: node 0)
-    kTick,        // a server's timers
-    kPush,        // a worker issues a push
-    kResend,      // a worker resends what is overdue
-    kDetect,      // the scheduler looks for silent servers
-    kCrash,       // the adversary: a server dies
-    kPause,       // the adversary: a server stops for a while
-    kResume,      // the end of a pause
-    kLease,       // a resumed server's read lease is confirmed or it is fenced
-    kJoin,        // the adversary: a server joins
-    kLeave,       // the adversary: a server asks to leave
-    kFaultsEnd,   // the faulty phase ends
-    kStep,        // a worker begins a step: it reads every worker's step counter
-    kCompute,     // a worker ends its step's work: it pushes its counter and calls Clock()
-    kKillWorker,  // the adversary: a worker dies
-    kPartition,   // the adversary: the data network splits in two
-    kHeal,        // the end of a partition
-    kSchedCut,    // the adversary: a server's control link to the scheduler stalls
-    kSchedHeal,   // the end of a server's cut from the scheduler
-    kWorkerCut,   // the adversary: a worker's control link to the scheduler stalls
-    kWorkerHeal,  // the end of a worker's cut
-    kSchedPause,  // the adversary: the scheduler stops for a while
-    kSchedResume  // the end of the scheduler's pause
+    kData,         // a data message reaches a node
+    kControl,      // a control message reaches a node (or the scheduler: node 0)
+    kTick,         // a server's timers
+    kPush,         // a worker issues a push
+    kResend,       // a worker resends what is overdue
+    kSchedTick,    // the scheduler's periodic look (SchedulerCore::Tick): silent nodes die
+    kCrash,        // the adversary: a server dies
+    kPause,        // the adversary: a server stops for a while
+    kResume,       // the end of a pause
+    kBeat,         // a node's heartbeat to the scheduler
+    kJoin,         // the adversary: a server joins
+    kLeave,        // the adversary: a server asks to leave
+    kFaultsEnd,    // the faulty phase ends
+    kStep,         // a worker begins a step: it reads every worker's step counter
+    kCompute,      // a worker ends its step's work: it pushes its counter and calls Clock()
+    kKillWorker,   // the adversary: a worker dies
+    kPartition,    // the adversary: the data network splits in two
+    kHeal,         // the end of a partition
+    kSchedCut,     // the adversary: a server's control link to the scheduler stalls
+    kSchedHeal,    // the end of a server's cut from the scheduler
+    kWorkerCut,    // the adversary: a worker's control link to the scheduler stalls
+    kWorkerHeal,   // the end of a worker's cut
+    kSchedPause,   // the adversary: the scheduler stops for a while
+    kSchedResume,  // the end of the scheduler's pause
+    kBroken        // the scheduler sees a dead process's connection break
   };
   static const char* KindName(int k);
 
-  // Scheduler to node (and node to scheduler: a refill report).
+  // A control message, between the scheduler and a node, as the runtime sends it; the ring it
+  // carries is resolved once per epoch (one Ring object per epoch, as a node would build).
   struct Ctl {
-    enum Type { kNodeDead, kPrepare, kRing, kRefused, kRefill } type;
+    pb::Control msg;
     std::shared_ptr<const Ring> ring;
-    int dead = -1;
-    RefillReport report;
   };
 
   struct Event {
@@ -107,11 +107,10 @@ struct ClusterSim::State {
     std::unique_ptr<ServerCore> core;
     std::shared_ptr<const Ring> view, prepared;
     bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
-    int64_t silent_since = 0;  // crashed or paused since (for the scheduler's detector)
-    int64_t lease_until = 0;   // requests are dropped until the lease is confirmed
-    // Cut from the scheduler until this time (0: not cut; silent_since is when it began): no
-    // echo of its beats comes back, so its read lease (the real one, control/read_lease.h)
-    // lapses.
+    bool long_pause = false;   // paused past half the timeout: it may be declared dead
+    int64_t silent_since = 0;  // crashed, paused or cut since
+    // Cut from the scheduler until this time (0: not cut; silent_since is when it began): its
+    // beats wait and no echo comes back, so its read lease (control/read_lease.h) lapses.
     int64_t sched_cut_until = 0;
     std::unique_ptr<ReadLease> lease;
     uint64_t processed = 0;      // messages handled
@@ -162,8 +161,13 @@ struct ClusterSim::State {
   std::atomic<uint64_t>* progress = nullptr;
   std::deque<TraceLine> trace;
 
-  std::unique_ptr<RingCore> sched;
-  std::set<int> declared;  // servers the scheduler declared dead
+  // The scheduler: the production core, fed what the runtime would feed it.
+  std::unique_ptr<SchedulerCore> core;
+  const RingCore& rc() const { return *core->ring_core(); }
+  int64_t sched_last_look = 0;  // its last Tick (for the gap a pause makes)
+  std::set<int> declared;       // servers the scheduler declared dead (not those that left)
+  std::vector<int> worker_ids;  // by index: worker i's step counter is counters[i]
+  bool IsWorker(int id) const { return workers.count(id) > 0; }
   std::map<int, Server> servers;
   std::map<int, Worker> workers;
   std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
@@ -175,9 +179,11 @@ struct ClusterSim::State {
   // step t under ssp:S (bsp: S = 0) must see each at t - S at least (the SSP read guarantee).
   std::vector<Key> counters;
   int64_t staleness = -1;  // -1: the policy promises no bound to check (asp, psp)
-  int next_server = 1;
+  int next_port = 1;
+  // Every ring seen on the wire, by epoch (invariant 1: an epoch names one ring), and the
+  // last one published.
+  std::map<uint64_t, std::pair<std::vector<int>, std::weak_ptr<const Ring>>> rings;
   uint64_t ring_epoch = 0;
-  std::set<uint64_t> issued;
 
   explicit State(const ClusterSimOptions& opt) : o(opt), rng(opt.seed) {}
 
@@ -195,14 +201,25 @@ struct ClusterSim::State {
 
   // ---- setup ----
   void AddServer(int id, std::shared_ptr<const Ring> view);
+  // A node registers with the scheduler (a joiner: join set) from a new port, which it
+  // returns; *acts: the scheduler's answer.
+  int Register(Role role, bool join, SchedulerCore::Actions* acts);
 
-  // ---- the scheduler ----
-  void CheckEpochs(const RingCore::Decision& d);
-  void Act(const RingCore::Decision& d, int dead);
-  void DeclareDead(int id, const std::string& why);
-  void Detect();
+  // ---- the scheduler (cluster_scheduler.cc) ----
+  // Carries out what the core decided, as the node runtime's Apply does: control messages
+  // sent, deaths and aborts noted, rings checked (invariant 1).
+  void Apply(SchedulerCore::Actions acts);
+  // The ring a control message carries, one object per epoch; a second ring under an epoch
+  // already seen is a violation.
+  std::shared_ptr<const Ring> RingOf(const pb::Control& c);
+  void SchedulerControl(int from, const pb::Control& c);
+  void SchedulerTick();
+  void ConnectionBroke(int id);
+  void Beat(int id);  // a node's heartbeat timer
+  void SendBeat(int id);
 
   // ---- nodes receive ----
+  std::shared_ptr<Ctl> CtlOf(pb::Control c);
   void ServerView(Server& s, std::shared_ptr<const Ring> r);
   void ServerControl(Server& s, const Ctl& c);
   void ServerData(Server& s, Message& m);
@@ -231,7 +248,7 @@ struct ClusterSim::State {
   void SchedPause();
   void SchedResume();
   // The scheduler does not run until this time (0: it runs), and until its resume event ran.
-  int64_t sched_paused_until = 0, sched_paused_at = 0, sched_resumed_at = 0;
+  int64_t sched_paused_until = 0, sched_paused_at = 0;
   bool SchedPaused() const { return sched_paused_until != 0; }
   // The worker stops, as a real one does at a fenced refusal or ABORT (Node::Fatal).
   void FenceWorker(Worker& w, const std::string& why);
@@ -243,7 +260,7 @@ struct ClusterSim::State {
   }
   // A server cut from the scheduler: control messages to or from it wait until the cut heals.
   bool CutFromScheduler(int id) const {
-    if (id >= kWorker0) {
+    if (IsWorker(id)) {
       auto w = workers.find(id);
       return w != workers.end() && w->second.sched_cut_until > 0;
     }
@@ -262,7 +279,6 @@ struct ClusterSim::State {
   // True when extra (a server's value minus the acknowledged pushes' sum) is the sum of some of
   // the dead workers' unacknowledged values for k, each taken at most once.
   bool Explained(int64_t extra, Key k) const;
-  void DeclareWorkerDead(Worker& w);
 
   // ---- the adversary ----
   std::vector<int> Candidates(bool in_ring);
@@ -271,7 +287,6 @@ struct ClusterSim::State {
   void Crash();
   void Pause();
   void Resume(Server& s);
-  void Lease(Server& s);
   void Join();
   void Leave();
 

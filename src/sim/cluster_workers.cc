@@ -10,8 +10,12 @@
 namespace ps {
 
 void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
+  if (c.msg.cmd() == pb::Control::ABORT) {  // it spoke after it was declared dead
+    FenceWorker(w, "the scheduler declared it dead: " + c.msg.error());
+    return;
+  }
   std::shared_ptr<const Ring> r;
-  if ((c.type == Ctl::kNodeDead || c.type == Ctl::kRing) && c.ring &&
+  if ((c.msg.cmd() == pb::Control::NODE_DEAD || c.msg.cmd() == pb::Control::RING) && c.ring &&
       c.ring->epoch() > w.view->epoch()) {
     r = c.ring;
   }
@@ -122,13 +126,13 @@ void ClusterSim::State::CheckRead(const Worker& w, const Request& r) {
   for (size_t i = 0; i < counters.size(); ++i) {
     // A dead worker is out of every guarantee (the servers drop it from their step tables),
     // and so is one declared dead while it runs on, cut from the scheduler.
-    const Worker& v = workers.at(kWorker0 + static_cast<int>(i));
+    const Worker& v = workers.at(worker_ids[i]);
     if (v.dead || v.declared) continue;
     auto g = r.got.find(counters[i]);
     const int64_t got = g == r.got.end() ? -1 : g->second;
     if (got < need) {
       Fail("the SSP read guarantee",
-           "worker " + std::to_string(w.id) + " read worker " + std::to_string(kWorker0 + i) +
+           "worker " + std::to_string(w.id) + " read worker " + std::to_string(worker_ids[i]) +
                "'s step counter as " + std::to_string(got) + " at step " + std::to_string(r.step) +
                " under " + o.policy + " (at least " + std::to_string(need) + " expected)");
       return;
@@ -149,7 +153,9 @@ void ClusterSim::State::KillWorker() {
   w.died_at = now;
   res.worker_kills++;
   Abandon(w);
-  Note(kKillWorker, w.id, 0, "dies");
+  const bool broken = rng.Below(2) == 1;
+  if (broken) At(now + Delay(), kBroken, w.id);
+  Note(kKillWorker, w.id, 0, broken ? "dies (its connections break)" : "dies (silent)");
 }
 
 void ClusterSim::State::Abandon(Worker& w) {
@@ -209,28 +215,9 @@ void ClusterSim::State::WorkerHeal(Worker& w) {
   held.swap(held_ctl[w.id]);
   held_ctl.erase(w.id);
   if (w.dead) return;
+  // Its beats that waited reach the scheduler now: one declared dead meanwhile gets ABORT.
   Note(kWorkerHeal, w.id, 0, "its link to the scheduler is back");
-  if (w.declared) {
-    // Its first beat meets the scheduler's ABORT: it was declared dead and replaced.
-    FenceWorker(w, "the scheduler declared it dead while it was cut off");
-    return;
-  }
   for (auto& h : held) SendCtl(h.from, h.to, std::move(h.ctl));
-}
-
-void ClusterSim::State::DeclareWorkerDead(Worker& w) {
-  w.declared = true;
-  res.declared_workers++;
-  Note(kControl, 0, w.id, "declared worker " + std::to_string(w.id) + " dead");
-  auto c = std::make_shared<Ctl>();
-  c->type = Ctl::kNodeDead;
-  c->dead = w.id;
-  for (const auto& s : servers) {
-    if (!declared.count(s.first) && !s.second.gone) SendCtl(0, s.first, c);
-  }
-  for (const auto& v : workers) {
-    if (!v.second.dead) SendCtl(0, v.first, c);
-  }
 }
 
 bool ClusterSim::State::Explained(int64_t extra, Key k) const {

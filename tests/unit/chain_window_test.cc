@@ -349,6 +349,37 @@ TEST(ChainWindowTest, AReplicaLackingAnUpdateLearnsItWhenItsMasterTakesOver) {
   EXPECT_EQ(p.server(first).CheckEntries(), "");
 }
 
+// A replica that fetches a range afresh (a gap nobody filled) applies the copies that reach it
+// meanwhile, but they must not move its points there: a held copy released once the range is
+// being fetched passed its gap as if the update before it had come, and when the fetch was
+// given up (its source left) the server kept a copy whose points claimed an update it lacked,
+// which no other member could tell (ps_sim --cluster seeds 1114 and 10135 of the runs that
+// cut, pause and partition everything: replicas ended with another history than their master).
+TEST(ChainWindowTest, ACopyOfARangeBeingFetchedMovesNoPoints) {
+  Pair p(3);
+  const Key k = 12345;
+  int master, first, second;
+  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(&p, k, &master, &first, &second));
+  p.Advance(ChainReplicator::kHopResendUs / 10);
+  p.PushKey(1, k);
+  p.Deliver(master, first);
+  p.Deliver(first, second);        // held behind the lost copy
+  p.link(second, master).clear();  // its NACK is lost too
+  const uint64_t before = p.server(second).SeqPoint(k);
+  ASSERT_EQ(ValueAt(&p, second, k), 0);
+  // Past the gap timeout the second replica fetches the range afresh, and nothing it sends
+  // arrives: the held copy is applied over its old copy, not its points.
+  p.Advance(6 * 1000 * 1000);
+  p.server(second).Tick();
+  EXPECT_EQ(ValueAt(&p, second, k), 2) << "the held copy was not applied while fetching";
+  EXPECT_EQ(p.server(second).SeqPoint(k), before)
+      << "the points moved past the update the replica lacks";
+  // Once the fetch arrives every update is there, and the points with them.
+  p.Run(2 * 1000 * 1000, 100 * 1000);
+  EXPECT_EQ(ValueAt(&p, second, k), 3);
+  EXPECT_EQ(p.server(second).SeqPoint(k), p.server(master).SeqPoint(k));
+}
+
 // An acknowledgement that comes late (the replica held the copy behind a gap, or a partition
 // healed) is a round-trip sample all the same, and the estimate grew without bound: a copy
 // lost after one that took 30 s was sent again only after srtt + 4 rttvar = 90 s, and its push
