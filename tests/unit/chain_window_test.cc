@@ -254,6 +254,16 @@ void PushAndLoseTheForward(Pair* p, Key k, int* master, int* first, int* second)
   p->link(*first, *second).clear();
 }
 
+// Then a second push of k, whose copy reaches the second replica: a gap, held there, and a NACK
+// on its way to the master.
+void HoldTheNextCopy(Pair* p, Key k, int* master, int* first, int* second) {
+  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(p, k, master, first, second));
+  p->Advance(ChainReplicator::kHopResendUs / 10);
+  p->PushKey(1, k);
+  p->Deliver(*master, *first);
+  p->Deliver(*first, *second);
+}
+
 // A copy lost between two replicas (master -> first -> second) is filled as soon as the second
 // holds a later copy and asks its master: the master sends the older copy to the first replica
 // again, which passes it on. Before, the master resent only copies whose first receiver asked,
@@ -264,11 +274,7 @@ TEST(ChainWindowTest, ALostForwardIsResentWhenTheLastReplicaAsks) {
   Pair p(3);
   const Key k = 12345;
   int master, first, second;
-  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(&p, k, &master, &first, &second));
-  p.Advance(ChainReplicator::kHopResendUs / 10);
-  p.PushKey(1, k);
-  p.Deliver(master, first);
-  p.Deliver(first, second);  // the second copy: a gap, held, and a NACK to the master
+  ASSERT_NO_FATAL_FAILURE(HoldTheNextCopy(&p, k, &master, &first, &second));
   ASSERT_EQ(p.link(second, master).size(), 1u);
   EXPECT_TRUE(p.link(second, master).front().meta.nack());
   p.Drain();  // no timer runs: only the NACK can bring the lost copy back
@@ -359,11 +365,7 @@ TEST(ChainWindowTest, ACopyOfARangeBeingFetchedMovesNoPoints) {
   Pair p(3);
   const Key k = 12345;
   int master, first, second;
-  ASSERT_NO_FATAL_FAILURE(PushAndLoseTheForward(&p, k, &master, &first, &second));
-  p.Advance(ChainReplicator::kHopResendUs / 10);
-  p.PushKey(1, k);
-  p.Deliver(master, first);
-  p.Deliver(first, second);        // held behind the lost copy
+  ASSERT_NO_FATAL_FAILURE(HoldTheNextCopy(&p, k, &master, &first, &second));
   p.link(second, master).clear();  // its NACK is lost too
   const uint64_t before = p.server(second).SeqPoint(k);
   ASSERT_EQ(ValueAt(&p, second, k), 0);
