@@ -79,7 +79,8 @@ bool Node::Impl::Apply(SchedulerCore::Actions acts, std::unique_lock<std::mutex>
   for (auto& a : acts) {
     switch (a.kind) {
       case Kind::kSend:
-        if (a.to != 0) SendControl(a.to, std::move(a.msg), a.quiet);
+        for (int to : a.fanout) SendControl(to, a.msg, a.quiet);
+        if (a.fanout.empty() && a.to != 0) SendControl(a.to, std::move(a.msg), a.quiet);
         break;
       case Kind::kTable: {
         pb::Control t = TableMessage();

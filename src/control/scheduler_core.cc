@@ -67,6 +67,19 @@ void SchedulerCore::Send(int to, pb::Control c, bool quiet, Actions* out) const 
   out->push_back(std::move(a));
 }
 
+void SchedulerCore::SendAll(std::vector<int> to, pb::Control c, bool quiet, Actions* out) const {
+  if (to.empty()) return;
+  if (to.size() == 1) {
+    Send(to[0], std::move(c), quiet, out);
+    return;
+  }
+  Action a(Kind::kSend);
+  a.fanout = std::move(to);
+  a.msg = std::move(c);
+  a.quiet = quiet;
+  out->push_back(std::move(a));
+}
+
 void SchedulerCore::Log(std::string text, bool warning, Actions* out) const {
   Action a(Kind::kLog);
   a.text = std::move(text);
@@ -219,9 +232,9 @@ void SchedulerCore::Register(const pb::Control& c, int64_t now, Actions* out) {
       pb::Control j;
       j.set_cmd(pb::Control::NODE_JOINED);
       FillEntry(n, j.add_nodes());
-      for (int to : Live()) {
-        if (to != n.id) Send(to, j, false, out);
-      }
+      std::vector<int> others = Live();
+      others.erase(std::remove(others.begin(), others.end(), n.id), others.end());
+      SendAll(std::move(others), std::move(j), false, out);
       Action a(Kind::kJoined);
       a.node = n;
       out->push_back(std::move(a));
@@ -281,7 +294,7 @@ void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* ou
   // skipped (at 1000 servers and 10 000 workers it was most of the scheduler's time).
   if (dead >= 0 || !d.refused_leaves.empty() || d.prepare || d.cut) {
     for (auto& f : RingCore::Messages(d, dead, Live(), Live(true))) {
-      for (int to : f.to) Send(to, f.msg, true, out);
+      SendAll(std::move(f.to), std::move(f.msg), true, out);
     }
   }
   std::shared_ptr<const Ring> fresh = d.cut ? d.cut : d.failover;
@@ -392,7 +405,7 @@ SchedulerCore::Actions SchedulerCore::Tick(int64_t now, int64_t gap, int64_t tic
     pb::Control c;
     c.set_cmd(pb::Control::HEARTBEAT);
     c.set_want_metrics(want_metrics);
-    for (int id : Live()) Send(id, c, true, &out);
+    SendAll(Live(), std::move(c), true, &out);
   }
   for (auto& a : later) out.push_back(std::move(a));
   return out;

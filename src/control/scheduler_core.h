@@ -65,6 +65,9 @@ class SchedulerCore {
     explicit Action(Kind k) : kind(k) {}
     Kind kind;
     int to = -1;
+    // kSend to many: one message for every node here (`to` is then -1). The scheduler's
+    // fan-outs (a new ring to every node) are built once, not once per recipient.
+    std::vector<int> fanout;
     pb::Control msg;
     std::string text;
     bool warning = true;
@@ -77,6 +80,10 @@ class SchedulerCore {
     int port = 0;
   };
   using Actions = std::vector<Action>;
+  /// The nodes a kSend goes to: `fanout`, or `to` alone.
+  static std::vector<int> Recipients(const Action& a) {
+    return a.fanout.empty() ? std::vector<int>{a.to} : a.fanout;
+  }
 
   explicit SchedulerCore(Options o);
 
@@ -122,6 +129,7 @@ class SchedulerCore {
 
  private:
   void Send(int to, pb::Control c, bool quiet, Actions* out) const;
+  void SendAll(std::vector<int> to, pb::Control c, bool quiet, Actions* out) const;
   void Log(std::string text, bool warning, Actions* out) const;
   void Register(const pb::Control& c, int64_t now_ms, Actions* out);
   // The ring's decision d acted on (dead: the node whose death made it, or -1).

@@ -61,17 +61,23 @@ void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
     if (done) return;
     switch (a.kind) {
       case Act::kSend: {
-        if (a.to <= 0) break;  // the scheduler's own barrier wait
+        if (a.fanout.empty() && a.to <= 0) break;  // the scheduler's own barrier wait
         const pb::Control::Command cmd = a.msg.cmd();
         if (cmd == pb::Control::RING && !a.msg.error().empty()) res.refused_leaves++;
+        const std::vector<int> to = SchedulerCore::Recipients(a);
         if (cmd != pb::Control::HEARTBEAT && cmd != pb::Control::NODE_JOINED) {
-          Note(kControl, 0, a.to,
-               "to node " + std::to_string(a.to) + ": " + pb::Control::Command_Name(cmd) +
+          Note(kControl, 0, to[0],
+               "to " +
+                   (to.size() == 1 ? "node " + std::to_string(to[0])
+                                   : std::to_string(to.size()) + " nodes") +
+                   ": " + pb::Control::Command_Name(cmd) +
                    (cmd == pb::Control::NODE_DEAD ? " " + std::to_string(a.msg.dead_id()) : "") +
                    (a.msg.has_ring() ? " epoch " + std::to_string(a.msg.ring().epoch()) : "") +
                    (a.msg.error().empty() ? "" : ": " + a.msg.error()));
         }
-        SendCtl(0, a.to, CtlOf(std::move(a.msg)));
+        // One message for all (a node only reads it), as the runtime sends one per node.
+        const auto c = CtlOf(std::move(a.msg));
+        for (int id : to) SendCtl(0, id, c);
         break;
       }
       case Act::kRing:

@@ -61,7 +61,8 @@ pb::Control Beat() {
 std::vector<int> To(const Actions& acts, pb::Control::Command cmd) {
   std::vector<int> out;
   for (const auto& a : acts) {
-    if (a.kind == Kind::kSend && a.msg.cmd() == cmd) out.push_back(a.to);
+    if (a.kind != Kind::kSend || a.msg.cmd() != cmd) continue;
+    for (int to : SchedulerCore::Recipients(a)) out.push_back(to);
   }
   return out;
 }
@@ -391,11 +392,13 @@ TEST(SchedulerCoreTest, RandomEventsKeepEpochsGrowingAndTheDeadOutOfEveryMessage
       }
       for (const auto& a : acts) {
         if (a.kind == Kind::kSend) {
-          ASSERT_NE(a.to, 0) << "seed " << seed << " step " << step;
-          if (dead.count(a.to)) {
-            ASSERT_EQ(a.msg.cmd(), pb::Control::ABORT)
-                << "seed " << seed << " step " << step << ": command " << a.msg.cmd() << " to node "
-                << a.to << ", declared dead before";
+          for (int to : SchedulerCore::Recipients(a)) {
+            ASSERT_NE(to, 0) << "seed " << seed << " step " << step;
+            if (dead.count(to)) {
+              ASSERT_EQ(a.msg.cmd(), pb::Control::ABORT)
+                  << "seed " << seed << " step " << step << ": command " << a.msg.cmd()
+                  << " to node " << to << ", declared dead before";
+            }
           }
         }
         if (a.kind == Kind::kRing) {
