@@ -30,7 +30,7 @@ EVERYTHING = ("--servers 10 --workers 8 --sched-pause-every-s 0.7 --sched-pause-
 # name, file, the fix as it is, the bug put back, hunt options, first seed, regression seed
 BUGS = [
     ("joiner-death-stall", "src/control/ring_core.cc",
-     "  if (next_ring_ && (member || InRing(*next_ring_, id))) Prepare(now_ms, &d);",
+     "  if (next_ring_ && (member || next_ring_->HasServer(id))) Prepare(now_ms, &d);",
      "  if (next_ring_ && member) Prepare(now_ms, &d);", "", 1, None),
     ("epoch-issued-twice", "src/control/ring_core.cc",
      "  epochs_issued_ =\n"
@@ -87,7 +87,7 @@ BUGS = [
      "  Announce(Normalize(std::move(took)));\n  return true;", "  return true;",
      EVERYTHING + " --rule assign", 3000, 3049),
     ("wait-for-old-master", "src/replication/chain_order.cc",
-     "      RangeSet wait = alive ? Intersect(a.second, still) : RangeSet{};",
+     "      RangeSet wait = after.HasServer(a.first) ? Intersect(a.second, still) : RangeSet{};",
      "      RangeSet wait;", "--worker-cut-every-s 0.5", 1, 27),
     ("fetched-moves-no-points", "src/replication/chain_order.cc",
      "  RangeSet held = host_->Held(), advance = held;",

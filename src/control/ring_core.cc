@@ -20,7 +20,7 @@ std::vector<RingCore::Fanout> RingCore::Messages(const Decision& d, int dead,
                                                  const std::vector<int>& live,
                                                  const std::vector<int>& servers) {
   std::vector<Fanout> out;
-  if (!d.abort.empty()) return out;
+  if (!HasMessages(d, dead)) return out;
   if (dead >= 0) {
     Fanout f{live, {}};
     f.msg.set_cmd(pb::Control::NODE_DEAD);
@@ -58,10 +58,6 @@ RingCore::RingCore(const std::vector<int>& servers, int vnodes, int replicas, ui
   ResetCopies();
 }
 
-bool RingCore::InRing(const Ring& r, int id) const {
-  return std::find(r.servers().begin(), r.servers().end(), id) != r.servers().end();
-}
-
 uint64_t RingCore::NextEpoch() {
   // Never an epoch issued before (DESIGN §8, invariant 1), also not one of a preparation that
   // was cancelled: nodes that saw it prepared must not take a different ring for it.
@@ -78,7 +74,7 @@ void RingCore::Prepare(int64_t now_ms, Decision* d) {
     if (!leaving_.count(s)) servers.push_back(s);
   }
   for (int s : live_servers_) {
-    if (!left_.count(s) && !InRing(*ring_, s)) servers.push_back(s);
+    if (!left_.count(s) && !ring_->HasServer(s)) servers.push_back(s);
   }
   if (servers.empty()) {
     // Every server meant to take over died: the leavers keep their ranges (a ring of no server
@@ -118,7 +114,7 @@ RingCore::Decision RingCore::NodeDead(int id, int64_t now_ms) {
   const bool server = live_servers_.erase(id) > 0;
   leaving_.erase(id);  // died while leaving: a failure like any other
   if (!server) return d;
-  const bool member = InRing(*ring_, id);
+  const bool member = ring_->HasServer(id);
   if (member) {
     // A server left: its segments go to the first replica of each chain, which holds every
     // acknowledged update of them, and the chains are refilled in the background. More than k
@@ -152,13 +148,13 @@ RingCore::Decision RingCore::NodeDead(int id, int64_t now_ms) {
   }
   // A join or leave was being prepared: prepare it again over the servers that are left (a
   // joiner that died must not hold up the cut-over for ever).
-  if (next_ring_ && (member || InRing(*next_ring_, id))) Prepare(now_ms, &d);
+  if (next_ring_ && (member || next_ring_->HasServer(id))) Prepare(now_ms, &d);
   return d;
 }
 
 RingCore::Decision RingCore::Leave(int id, int64_t now_ms) {
   Decision d;
-  if (dead_.count(id) || !InRing(*ring_, id) || ring_->servers().size() - leaving_.size() <= 1) {
+  if (dead_.count(id) || !ring_->HasServer(id) || ring_->servers().size() - leaving_.size() <= 1) {
     d.refused_leaves = {id};
     d.refused = "cannot leave: it is not in the ring, or it is the last server";
     return d;
@@ -222,7 +218,7 @@ void RingCore::CheckRefill(int64_t now_ms, Decision* d) {
     // Servers that left are gone from the ring now: barriers stop waiting for them, and their
     // last messages are ignored (not fenced: they did nothing wrong).
     for (int s : leaving_) {
-      if (InRing(*ring_, s)) continue;
+      if (ring_->HasServer(s)) continue;
       left_.insert(s);
       live_servers_.erase(s);
       d->left.push_back(s);

@@ -58,6 +58,11 @@ class RingCore {
   /// Nothing when d aborts the job.
   static std::vector<Fanout> Messages(const Decision& d, int dead, const std::vector<int>& live,
                                       const std::vector<int>& servers);
+  /// Whether Messages(d, dead, ...) sends anything (most refill reports decide nothing: the
+  /// runtime then need not list the live nodes).
+  static bool HasMessages(const Decision& d, int dead) {
+    return d.abort.empty() && (dead >= 0 || !d.refused_leaves.empty() || d.prepare || d.cut);
+  }
   /// A ring on the wire, and back.
   static void FillRing(const Ring& ring, pb::RingInfo* r);
   static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);
@@ -105,7 +110,6 @@ class RingCore {
   void CheckRefill(int64_t now_ms, Decision* d);
   bool CaughtUp(int server, uint64_t epoch) const;
   uint64_t NextEpoch();
-  bool InRing(const Ring& r, int id) const;
 
   std::shared_ptr<const Ring> ring_, next_ring_;
   uint64_t epochs_issued_ = 0;

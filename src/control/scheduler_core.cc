@@ -292,7 +292,7 @@ void SchedulerCore::ActOnRing(const RingCore::Decision& d, int dead, Actions* ou
   }
   // Most refill reports decide nothing: the walk over every node for the recipients is then
   // skipped (at 1000 servers and 10 000 workers it was most of the scheduler's time).
-  if (dead >= 0 || !d.refused_leaves.empty() || d.prepare || d.cut) {
+  if (RingCore::HasMessages(d, dead)) {
     for (auto& f : RingCore::Messages(d, dead, Live(), Live(true))) {
       SendAll(std::move(f.to), std::move(f.msg), true, out);
     }

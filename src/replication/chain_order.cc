@@ -347,9 +347,7 @@ void ChainReplicator::TakeOver(const Ring& before, const Ring& after, bool prepa
     const RangeSet still = MasteredRanges(after, self_);
     std::map<int, RangeSet> keep;
     for (auto& a : awaiting_) {
-      const auto& s = after.servers();
-      const bool alive = std::find(s.begin(), s.end(), a.first) != s.end();
-      RangeSet wait = alive ? Intersect(a.second, still) : RangeSet{};
+      RangeSet wait = after.HasServer(a.first) ? Intersect(a.second, still) : RangeSet{};
       for (const Range& r : Subtract(a.second, wait)) {
         seq_.Jump(r, SeqMap::Base(after.epoch()));
         jumped_.push_back(r);
@@ -365,9 +363,7 @@ void ChainReplicator::TakeOver(const Ring& before, const Ring& after, bool prepa
     std::vector<RingSegment> segs;
     before.SliceRange(r, &segs);
     for (const auto& s : segs) {
-      const bool in_before = std::find(before.servers().begin(), before.servers().end(),
-                                       s.server) != before.servers().end();
-      if (prepared && in_before && s.server != self_ && s.server >= 0) {
+      if (prepared && before.HasServer(s.server) && s.server != self_ && s.server >= 0) {
         awaiting_[s.server].push_back(s.range);
       } else {
         // The old master failed: its last updates reach no one (their workers resend them).
@@ -546,15 +542,10 @@ void ChainReplicator::OnCopy(Message& msg) {
     // Fencing: a copy from a server that is no longer in the ring (it died; its unacknowledged
     // pushes come again from their workers) is not applied; unless it is the old master whose
     // last updates this server waits for (it left at the cut-over).
-    auto ring = CurrentRing();
-    const auto& s = ring->servers();
-    bool member = std::find(s.begin(), s.end(), msg.meta.sender()) != s.end() ||
-                  awaiting_.count(msg.meta.sender());
+    const int from = msg.meta.sender();
     const auto next = host_->Prepared();
-    if (!member && next) {
-      const auto& n = next->servers();
-      member = std::find(n.begin(), n.end(), msg.meta.sender()) != n.end();
-    }
+    const bool member =
+        CurrentRing()->HasServer(from) || awaiting_.count(from) || (next && next->HasServer(from));
     if (!member) {
       VLOG(1) << "server " << self_ << " ignores a copy from node " << msg.meta.sender()
               << ", which is not in its ring";

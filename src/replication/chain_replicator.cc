@@ -471,10 +471,7 @@ void ChainReplicator::DropGone() {
   auto ring = CurrentRing();
   if (!ring) return;
   const auto next = host_->Prepared();
-  auto in = [](const Ring* r, int id) {
-    return r && std::find(r->servers().begin(), r->servers().end(), id) != r->servers().end();
-  };
-  Reroute(*ring, [&](int id) { return in(ring.get(), id) || in(next.get(), id); });
+  Reroute(*ring, [&](int id) { return ring->HasServer(id) || (next && next->HasServer(id)); });
 }
 
 void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& alive) {

@@ -2,6 +2,7 @@
 #ifndef PS_RING_RING_H_
 #define PS_RING_RING_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
@@ -39,6 +40,10 @@ class Ring {
   int vnodes() const { return vnodes_; }
   int replicas() const { return replicas_; }
   const std::vector<int>& servers() const { return servers_; }
+  /// True when server `id` holds a place on this ring.
+  bool HasServer(int id) const {
+    return std::find(servers_.begin(), servers_.end(), id) != servers_.end();
+  }
   /// Segments sorted by key, covering [0, kMaxKey); neighbours have different owners.
   const std::vector<RingSegment>& segments() const { return segments_; }
 

@@ -14,7 +14,7 @@ std::vector<int> ClusterSim::State::Candidates(bool in_ring) {
   for (const auto& s : servers) {
     const Server& v = s.second;
     if (!v.up() || v.paused || v.sched_cut_until > 0 || declared.count(v.id)) continue;
-    if (in_ring && !InRing(*rc().ring(), v.id)) continue;
+    if (in_ring && !rc().ring()->HasServer(v.id)) continue;
     out.push_back(v.id);
   }
   return out;
@@ -33,14 +33,19 @@ int ClusterSim::State::Degraded() const {
   return n;
 }
 
+bool ClusterSim::State::BreakConnections(int id) {
+  if (rng.Below(2) == 0) return false;
+  At(now + Delay(), kBroken, id);
+  return true;
+}
+
 bool ClusterSim::State::MayFail() {
-  const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
   // Another member of the ring must stay: one that asked to leave does not (with leaves every
   // second, seed 362 under --rule assign crashed the last member that was not leaving, and the
   // scheduler rightly stopped the job: no server was left).
   size_t staying = 0;
   for (int id : Candidates(true)) staying += !servers[id].leaving;
-  return Degraded() < limit && staying > 1;
+  return Degraded() < FailureBudget() && staying > 1;
 }
 
 void ClusterSim::State::Crash() {
@@ -50,13 +55,12 @@ void ClusterSim::State::Crash() {
   auto c = Candidates(false);
   if (c.empty()) return;
   Server& s = servers[c[rng.Below(c.size())]];
-  if (InRing(*rc().ring(), s.id) && !MayFail()) return;
+  if (rc().ring()->HasServer(s.id) && !MayFail()) return;
   s.crashed = true;
   s.silent_since = now;
   res.crashes++;
-  const bool broken = rng.Below(2) == 1;
-  if (broken) At(now + Delay(), kBroken, s.id);
-  Note(kCrash, s.id, 0, broken ? "crashes (its connections break)" : "crashes (silent)");
+  Note(kCrash, s.id, 0,
+       BreakConnections(s.id) ? "crashes (its connections break)" : "crashes (silent)");
 }
 
 void ClusterSim::State::Pause() {
@@ -65,12 +69,13 @@ void ClusterSim::State::Pause() {
   if (c.empty()) return;
   const int64_t len = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.pause_max_us)));
   Server& s = servers[c[rng.Below(c.size())]];
-  if (len > o.timeout_us / 2 && InRing(*rc().ring(), s.id) && !MayFail()) return;
+  const bool long_pause = len > o.timeout_us / 2;
+  if (long_pause && rc().ring()->HasServer(s.id) && !MayFail()) return;
   s.paused = true;
   s.silent_since = now;
-  s.long_pause = len > o.timeout_us / 2;
+  s.long_pause = long_pause;
   res.pauses++;
-  if (len > o.timeout_us / 2) res.long_pauses++;
+  if (long_pause) res.long_pauses++;
   Note(kPause, s.id, 0, "pauses for " + std::to_string(len) + " us");
   At(now + len, kResume, s.id);
 }
@@ -111,7 +116,7 @@ void ClusterSim::State::SchedCut() {
   const int64_t len =
       1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.sched_cut_max_us)));
   Server& s = servers[c[rng.Below(c.size())]];
-  if (len > o.timeout_us / 2 && InRing(*rc().ring(), s.id) && !MayFail()) return;
+  if (len > o.timeout_us / 2 && rc().ring()->HasServer(s.id) && !MayFail()) return;
   s.sched_cut_until = now + len;
   s.silent_since = now;
   res.sched_cuts++;

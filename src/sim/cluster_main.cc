@@ -145,7 +145,8 @@ int ClusterMain(int argc, char** argv) {
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
               << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s
-              << ",\"scheduler_beats_s\":" << r.scheduler_beats_s << ",\"scheduler_start_s\":" << r.scheduler_start_s
+              << ",\"scheduler_beats_s\":" << r.scheduler_beats_s
+              << ",\"scheduler_start_s\":" << r.scheduler_start_s
               << ",\"ring_change_s\":" << r.ring_change_s
               << ",\"final_servers\":" << r.final_servers << ",\"settle_ms\":" << r.settle_us / 1000
               << ",\"virtual_s\":" << r.end_us / 1e6 << "}" << std::endl;

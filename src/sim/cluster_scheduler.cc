@@ -111,9 +111,8 @@ void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
         res.aborted = true;
         res.abort = a.text;
         Note(kControl, 0, 0, "abort: " + a.text);
-        const int limit = o.max_degraded >= 0 ? o.max_degraded : o.replicas;
         const int failed = rc().failures_since_full();
-        if (failed <= o.replicas && failed <= limit) {
+        if (failed <= o.replicas && failed <= FailureBudget()) {
           // The adversary never let more than k servers fail before the copies were complete.
           Fail("k failures lose nothing", a.text);
         }

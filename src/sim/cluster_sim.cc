@@ -30,10 +30,6 @@ int64_t ClusterSim::State::ValueOf(StoreBase* store, Key k) {
   return reinterpret_cast<const int64_t*>(vals.data())[0];
 }
 
-bool ClusterSim::State::InRing(const Ring& r, int id) {
-  return std::find(r.servers().begin(), r.servers().end(), id) != r.servers().end();
-}
-
 std::string ClusterSim::State::Str(const std::shared_ptr<const Ring>& r) {
   if (!r) return "none";
   std::string s = "epoch " + std::to_string(r->epoch()) + " {";
@@ -149,7 +145,7 @@ void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
     SendCtl(id, 0, CtlOf(SchedulerCore::RefillMessage(0, r)));
   });
   At(now + o.tick_us, kTick, id);
-  At(now + 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.heartbeat_us))), kBeat, id);
+  FirstBeat(id);
 }
 
 void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
@@ -201,7 +197,7 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
       }
       if (!c.ring) break;
       if (c.ring->epoch() > s.view->epoch()) ServerView(s, c.ring);
-      if (s.leaving && !InRing(*c.ring, s.id)) {
+      if (s.leaving && !c.ring->HasServer(s.id)) {
         s.gone = true;  // its Leave() returned: the program ends
         Note(kControl, s.id, 0, "left the job");
       }
@@ -386,7 +382,7 @@ void ClusterSim::State::Run() {
     At(Exp(o.push_every_us), kPush, w.first);
     At(o.resend_us / 2, kResend, w.first);
     if (o.step_every_us > 0) At(Exp(o.step_every_us), kStep, w.first);
-    At(1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.heartbeat_us))), kBeat, w.first);
+    FirstBeat(w.first);
   }
   At(1000, kSchedTick, 0);
   if (o.crash_every_us > 0) At(Exp(o.crash_every_us), kCrash, 0);

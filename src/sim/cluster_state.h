@@ -98,7 +98,6 @@ struct ClusterSim::State {
 
   // The int64 value a store holds for k (0 when it holds none).
   static int64_t ValueOf(StoreBase* store, Key k);
-  static bool InRing(const Ring& r, int id);
   static std::string Str(const std::shared_ptr<const Ring>& r);
 
   struct Server {
@@ -145,8 +144,7 @@ struct ClusterSim::State {
     int64_t next_ts = 0;
     int64_t step = 0;  // steps begun: Clock() ends one
     bool dead = false, declared = false;
-    int64_t died_at = 0;
-    int64_t sched_cut_until = 0, cut_since = 0;  // cut from the scheduler (0: not cut)
+    int64_t sched_cut_until = 0;  // cut from the scheduler until then (0: not cut)
   };
 
   ClusterSimOptions o;
@@ -254,16 +252,24 @@ struct ClusterSim::State {
   void FenceWorker(Worker& w, const std::string& why);
   // A worker is gone: its pushes not acknowledged may have been applied or not.
   void Abandon(Worker& w);
+  // How many server failures the adversary allows before every range has its copies again.
+  int FailureBudget() const { return o.max_degraded >= 0 ? o.max_degraded : o.replicas; }
+  // A process dies: half the time its connections break, which the scheduler sees after a
+  // network delay (a SIGKILL); the other half it falls silent (a host that lost power).
+  // Returns whether they broke.
+  bool BreakConnections(int id);
+  // A node's first heartbeat, at a random phase of the interval.
+  void FirstBeat(int id) {
+    At(now + 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.heartbeat_us))), kBeat, id);
+  }
   // A cut past half the timeout counts as a failure (the server may be declared dead).
   bool LongCut(const Server& s) const {
     return s.sched_cut_until - s.silent_since > o.timeout_us / 2;
   }
   // A server cut from the scheduler: control messages to or from it wait until the cut heals.
   bool CutFromScheduler(int id) const {
-    if (IsWorker(id)) {
-      auto w = workers.find(id);
-      return w != workers.end() && w->second.sched_cut_until > 0;
-    }
+    auto w = workers.find(id);
+    if (w != workers.end()) return w->second.sched_cut_until > 0;
     auto it = servers.find(id);
     return it != servers.end() && it->second.sched_cut_until > 0;
   }

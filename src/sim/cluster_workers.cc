@@ -150,12 +150,10 @@ void ClusterSim::State::KillWorker() {
   if (live.size() < 2) return;
   Worker& w = workers[live[rng.Below(live.size())]];
   w.dead = true;
-  w.died_at = now;
   res.worker_kills++;
   Abandon(w);
-  const bool broken = rng.Below(2) == 1;
-  if (broken) At(now + Delay(), kBroken, w.id);
-  Note(kKillWorker, w.id, 0, broken ? "dies (its connections break)" : "dies (silent)");
+  Note(kKillWorker, w.id, 0,
+       BreakConnections(w.id) ? "dies (its connections break)" : "dies (silent)");
 }
 
 void ClusterSim::State::Abandon(Worker& w) {
@@ -179,7 +177,6 @@ void ClusterSim::State::Abandon(Worker& w) {
 void ClusterSim::State::FenceWorker(Worker& w, const std::string& why) {
   if (w.dead) return;
   w.dead = true;
-  w.died_at = now;
   res.fenced_workers++;
   Abandon(w);
   Note(kControl, w.id, 0, "stops: " + why);
@@ -202,7 +199,6 @@ void ClusterSim::State::WorkerCut() {
   }
   Worker& w = workers[live[rng.Below(live.size())]];
   w.sched_cut_until = now + len;
-  w.cut_since = now;
   res.worker_cuts++;
   Note(kWorkerCut, w.id, 0, "cut from the scheduler for " + std::to_string(len) + " us");
   At(now + len, kWorkerHeal, w.id);
