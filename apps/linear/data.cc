@@ -62,11 +62,82 @@ const char* Number(const char* p, const char* end, T* out) {
   return r.ptr;
 }
 
+// A feature id: up to 18 digits read here (no overflow), longer ones by from_chars.
+const char* Id(const char* p, const char* end, unsigned long long* out) {
+  const char* q = p < end && *p == '+' ? p + 1 : p;
+  unsigned long long v = 0;
+  const char* d = q;
+  while (d < end && d - q < 18 && static_cast<unsigned char>(*d - '0') < 10) {
+    v = 10 * v + static_cast<unsigned>(*d - '0');
+    ++d;
+  }
+  if (d == q) return nullptr;
+  if (d < end && (static_cast<unsigned char>(*d - '0') < 10 || *d == '.' || *d == 'e' ||
+                  *d == 'E' || *d == 'x' || *d == 'X')) {
+    return Number(p, end, out);  // long, or not a plain integer: from_chars decides
+  }
+  *out = v;
+  return d;
+}
+
+// A value: plain decimals with at most 15 significant digits ("1", "0.25", "-3.5") are read
+// here as m / 10^k, both exact in a double, so the quotient is correctly rounded (Clinger's
+// fast path): the same double as from_chars gives. Anything else goes to from_chars.
+const char* Value(const char* p, const char* end, double* out) {
+  static constexpr double kPow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  const char* q = p;
+  bool neg = false;
+  if (q < end && (*q == '+' || *q == '-')) neg = *q++ == '-';
+  uint64_t m = 0;
+  int digits = 0, frac = 0;
+  const char* d = q;
+  for (; d < end && static_cast<unsigned char>(*d - '0') < 10; ++d, ++digits) {
+    m = 10 * m + static_cast<unsigned>(*d - '0');
+  }
+  const bool whole = d > q;
+  if (d < end && *d == '.') {
+    const char* f = ++d;
+    for (; d < end && static_cast<unsigned char>(*d - '0') < 10; ++d, ++digits) {
+      m = 10 * m + static_cast<unsigned>(*d - '0');
+    }
+    frac = static_cast<int>(d - f);
+    if (!whole && frac == 0) return nullptr;  // "." alone
+  } else if (!whole) {
+    return Number(p, end, out);  // "inf", "nan" and the like: from_chars decides
+  }
+  if (digits > 15 || (d < end && (*d == 'e' || *d == 'E' || *d == 'x' || *d == 'X'))) {
+    return Number(p, end, out);
+  }
+  const double v = static_cast<double>(m) / kPow10[frac];
+  *out = neg ? -v : v;
+  return d;
+}
+
+// (key, index in keys) sorted by key. Keys are hashes, spread evenly: one counting pass on
+// their top bits leaves buckets of a few keys each, which a sort finishes (a plain sort of the
+// pairs took a tenth of a read).
+std::vector<std::pair<ps::Key, uint32_t>> SortedWithIds(const std::vector<ps::Key>& keys) {
+  int bits = 1;
+  while (bits < 24 && (size_t{1} << bits) < keys.size()) ++bits;
+  const int shift = 64 - bits;
+  std::vector<uint32_t> start((size_t{1} << bits) + 1, 0);
+  for (ps::Key k : keys) ++start[(k >> shift) + 1];
+  for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+  std::vector<std::pair<ps::Key, uint32_t>> out(keys.size());
+  std::vector<uint32_t> at(start.begin(), start.end() - 1);
+  for (uint32_t i = 0; i < keys.size(); ++i) out[at[keys[i] >> shift]++] = {keys[i], i};
+  for (size_t b = 0; b + 1 < start.size(); ++b) {
+    if (start[b + 1] - start[b] > 1) std::sort(out.begin() + start[b], out.begin() + start[b + 1]);
+  }
+  return out;
+}
+
 // Parses one libsvm line; "" or what is wrong.
 std::string ParseLibsvm(const char* p, const char* end, Raw* r) {
   const char* stop = nullptr;
   double y = 0;
-  stop = Number(p, end, &y);
+  stop = Value(p, end, &y);
   if (!stop) return "expected a label at the start of the line";
   if (y != 1 && y != -1 && y != 0) return "label must be -1, 0, 1 or +1";
   p = stop;
@@ -75,12 +146,12 @@ std::string ParseLibsvm(const char* p, const char* end, Raw* r) {
   while (true) {
     while (p < end && (*p == ' ' || *p == '\t')) ++p;
     if (p >= end || *p == '#') break;
-    if (end - p >= 4 && !std::strncmp(p, "qid:", 4)) {  // ranking ids: not a feature
+    if (*p == 'q' && end - p >= 4 && !std::strncmp(p, "qid:", 4)) {  // ranking ids: not a feature
       while (p < end && *p != ' ' && *p != '\t') ++p;
       continue;
     }
     unsigned long long id = 0;
-    stop = Number(p, end, &id);
+    stop = Id(p, end, &id);
     if (!stop) return "expected a feature id (a non-negative integer)";
     // As liblinear asks: ids in increasing order, each once (a repeated id would count twice).
     if (!first && id <= prev) {
@@ -93,7 +164,7 @@ std::string ParseLibsvm(const char* p, const char* end, Raw* r) {
     double v = 1;  // "id" alone: a binary feature
     if (p < end && *p == ':') {
       ++p;
-      stop = Number(p, end, &v);
+      stop = Value(p, end, &v);
       if (!stop || !std::isfinite(v)) return "expected a finite value after ':'";
       p = stop;
     }
@@ -319,9 +390,7 @@ Dataset ReadPart(const std::string& path, Format format, int part, int parts) {
     }
     d.col[i] = slot_id[h];
   }
-  std::vector<std::pair<ps::Key, uint32_t>> order(seen.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = {seen[i], i};
-  std::sort(order.begin(), order.end());
+  const std::vector<std::pair<ps::Key, uint32_t>> order = SortedWithIds(seen);
   std::vector<uint32_t> rank(seen.size());
   d.keys.resize(seen.size());
   for (uint32_t i = 0; i < order.size(); ++i) {

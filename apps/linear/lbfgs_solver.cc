@@ -1,14 +1,19 @@
 // The limited-memory quasi-Newton solver of the linear app: L-BFGS for L2 and OWL-QN (Andrew
 // and Gao, ICML 2007) under L1, with the model on the servers and the quasi-Newton history
-// on the workers, each owning a slice of the key space (lbfgs.h). One evaluation of the
-// objective is one pass over the data and three BSP steps:
-//   A. every worker pulls the trial point's weights of its data, pushes its part of the
-//      gradient (kGradApp, tagged with the evaluation) and of the loss (kStatsApp);
-//   B. every owner pulls the summed gradient of its keys and pushes its part of the dot
-//      products the line search and the new pair need;
-//   C. every worker pulls the summed dot products and decides the same way (accept the trial
-//      point or shorten the step; the new direction's coefficients); owners push the next
-//      trial point of their keys (kModelApp, Assign rule).
+// on the workers (lbfgs.h). Each worker keeps the vectors of the keys it needs: those of its
+// data, and those of the slice of the key space it owns (for the dot products, which each
+// owner adds up for its slice alone). One evaluation of the objective is one pass over the
+// data and two BSP steps:
+//   A. every worker computes, at the trial point it holds, its part of the gradient (kGradApp,
+//      tagged with the evaluation) and of the loss (kStatsApp) and pushes them; owners push the
+//      trial point of their slice (kModelApp, Assign rule: the model the servers keep, which
+//      the reports, the restarts and the final model read);
+//   B. every worker pulls the summed gradient of its keys and pushes its part of the dot
+//      products the line search and the new pair need; then it pulls their sums and decides
+//      the same way as every other (accept the trial point or shorten the step; the new
+//      direction's coefficients), and computes the next trial point of its keys itself.
+// Workers that share a key compute its trial point from the same sums in the same order, so
+// they agree on it to the bit: no worker needs to pull the model between two evaluations.
 // With the step of 1 accepted (the common case once the history holds curvature), an
 // iteration costs one pass, where DBPG takes a pass per (much shorter) step.
 #include <algorithm>
@@ -48,6 +53,12 @@ ps::Range OwnedRange(int r, int W) {
   return ps::Range(b, e);
 }
 
+// Values [b, e) of v, to push.
+ps::SArray<double> Slice(const std::vector<double>& v, size_t b, size_t e) {
+  return ps::SArray<double>(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(b),
+                                                v.begin() + static_cast<std::ptrdiff_t>(e)));
+}
+
 }  // namespace
 
 int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,
@@ -67,9 +78,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   ps::KVWorker<double> grad(node, kGradApp);
   const double l1 = o.l1, l2 = o.l2;
   VectorFreeLbfgs lb(o.memory);
-  // This worker's keys (those of the data in its slice) and their vectors.
-  ps::SArray<ps::Key> keys;
-  std::vector<double> w, x, g, gx, v, d;
+  // This worker's keys (those of its data and of its slice, sorted), the slice's among them
+  // ([ob, oe): the slice is a key interval) and where each data key is among them.
+  ps::SArray<ps::Key> keys, owned;
+  size_t ob = 0, oe = 0;
+  std::vector<size_t> at_data;
+  std::vector<double> w, x, g, gx, v, d, vx, sv, yv;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
   double f = 0, alpha = 1, v0 = 0, total_rows = -1;
   // A first point: at the start, and after a worker died (the survivors start afresh from
@@ -81,7 +95,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     stats->Clock();
   };
   Phases ph;
-  std::vector<double> margin;
+  std::vector<double> margin, gd;
   int iter = 0;
   const bool reporting = rep && rep->reporting();
   Quality q;
@@ -93,12 +107,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   int64_t e = 0;  // evaluations of the objective: one pass over the data each
   for (;; ++e) {
     ++ph.iterations;
-    // A: the data pass at the trial point.
-    ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
+    // A: the data pass at the trial point (a first point is the servers' model).
+    if (fresh) ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
     const auto t0 = Clock::now();
     const double loss = s->Margins(&margin);
-    std::vector<double> gd(s->data.keys.size(), 0.0);
     const auto& data = s->data;
+    gd.assign(data.keys.size(), 0.0);
     for (size_t i = 0; i < data.rows(); ++i) {
       const double c = -data.label[i] * Sigmoid(-data.label[i] * margin[i]);
       for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) gd[data.col[k]] += c * data.val[k];
@@ -113,67 +127,78 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       grad.Push(s->keys, gp);
       stats->Push(ps::SArray<ps::Key>{LossKey(e)},
                   ps::SArray<double>{loss, static_cast<double>(data.rows())});
+      // The trial point of this worker's slice, for the servers' copy of the model.
+      if (!fresh && oe > ob) kv->Push(owned, Slice(x, ob, oe));
     });
     ph.Time(Phases::kClock, clock);
 
-    // B: this worker's slice of the summed gradient, and its part of the dot products.
-    ps::SArray<ps::Key> gk;
+    // B: the summed gradient of this worker's keys, and its slice's part of the dot products.
     ps::SArray<double> gv;
-    ps::SArray<int> gl;
     ps::SArray<double> ls(2);
     ph.Time(Phases::kPull, [&] {
-      // A fresh start learns the slice's keys from a range pull; later passes pull those keys
-      // (two values each: no keys or lengths come back).
-      int64_t a;
-      if (fresh) {
-        a = grad.PullRange(mine, &gk, &gv, &gl);
-      } else {
-        gv = ps::SArray<double>(2 * keys.size());
-        a = grad.Pull(keys, &gv);
-      }
       const int64_t b = stats->Pull(ps::SArray<ps::Key>{LossKey(e)}, &ls);
-      grad.Wait(a);
+      if (fresh) {
+        // A fresh start learns its slice's keys from a range pull of the gradients (every key
+        // some worker's data holds), then takes its data's keys beside them.
+        ps::SArray<ps::Key> gk;
+        ps::SArray<double> gr;
+        ps::SArray<int> gl;
+        grad.Wait(grad.PullRange(mine, &gk, &gr, &gl));
+        for (size_t j = 0; j < gk.size(); ++j) {
+          if (gl[j] != 2) {
+            throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
+          }
+        }
+        std::vector<ps::Key> u;
+        u.reserve(gk.size() + s->keys.size());
+        std::set_union(gk.begin(), gk.end(), s->keys.begin(), s->keys.end(),
+                       std::back_inserter(u));
+        keys = ps::SArray<ps::Key>(u);
+        ob = static_cast<size_t>(std::lower_bound(u.begin(), u.end(), mine.begin) - u.begin());
+        oe = static_cast<size_t>(std::lower_bound(u.begin(), u.end(), mine.end) - u.begin());
+        owned = ps::SArray<ps::Key>(std::vector<ps::Key>(u.begin() + ob, u.begin() + oe));
+        at_data.resize(s->keys.size());
+        for (size_t i = 0, j = 0; i < s->keys.size(); ++i) {
+          while (u[j] != s->keys[i]) ++j;
+          at_data[i] = j;
+        }
+      }
+      gv = ps::SArray<double>(2 * keys.size());
+      grad.Wait(grad.Pull(keys, &gv));
       stats->Wait(b);
     });
     const auto t1 = Clock::now();
-    if (fresh) {
-      for (size_t j = 0; j < gk.size(); ++j) {
-        if (gl[j] != 2) throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
-      }
-      keys = gk;
-      x.assign(keys.size(), 0.0);
-      if (e > 0) {
-        // The point every worker just evaluated: the model's values of this slice.
-        ps::SArray<ps::Key> mk;
-        ps::SArray<double> mv;
-        ps::SArray<int> ml;
-        ph.Time(Phases::kPull, [&] { kv->Wait(kv->PullRange(mine, &mk, &mv, &ml)); });
-        for (size_t i = 0, j = 0; i < mk.size(); ++i) {
-          while (j < keys.size() && keys[j] < mk[i]) ++j;
-          if (j < keys.size() && keys[j] == mk[i] && ml[i] == 1) x[j] = mv[i];
-        }
-      }
-      w = x;
-    } else if (gv.size() != 2 * keys.size()) {
+    if (gv.size() != 2 * keys.size()) {
       throw ps::Error("--solver lbfgs: the gradient pull returned a width other than 2");
     }
-    gx.assign(keys.size(), 0.0);
-    for (size_t j = 0; j < keys.size(); ++j) {
+    if (fresh) {
+      // The point every worker just evaluated: the model's values of these keys.
+      x.assign(keys.size(), 0.0);
+      ps::SArray<double> mv(keys.size());
+      ph.Time(Phases::kPull, [&] { kv->Wait(kv->Pull(keys, &mv)); });
+      std::copy(mv.begin(), mv.end(), x.begin());
+      w = x;
+    }
+    const size_t nk = keys.size();
+    gx.resize(nk);
+    for (size_t j = 0; j < nk; ++j) {
       // A key no worker pushed at this evaluation has no data gradient here.
       const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
       gx[j] = sum + l2 * x[j];
     }
-    std::vector<double> vx(keys.size()), sv(keys.size()), yv(keys.size());
-    for (size_t j = 0; j < keys.size(); ++j) {
+    vx.resize(nk);
+    sv.resize(nk);
+    yv.resize(nk);
+    for (size_t j = 0; j < nk; ++j) {
       vx[j] = PseudoGradient(x[j], gx[j], l1);
       sv[j] = x[j] - w[j];
       yv[j] = fresh ? 0.0 : gx[j] - g[j];
     }
-    // [|x|^2, |x|_1, nonzeros, v.(x - w)], the candidate pair's partials, then a 1 in the
-    // slot of this worker's rank: the sums say who took part in this step.
+    // Over the slice: [|x|^2, |x|_1, nonzeros, v.(x - w)], the candidate pair's partials,
+    // then a 1 in the slot of this worker's rank: the sums say who took part in this step.
     const size_t np = lb.PartialCount();
     std::vector<double> part(4 + np + W, 0.0);
-    for (size_t j = 0; j < keys.size(); ++j) {
+    for (size_t j = ob; j < oe; ++j) {
       part[0] += x[j] * x[j];
       part[1] += std::fabs(x[j]);
       part[2] += x[j] != 0;
@@ -181,13 +206,14 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     part[4 + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
-    for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data(), hy[i].data());
-    lb.AddPartials(sv.data(), yv.data(), vx.data(), held, keys.size(), part.data() + 4);
+    for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data() + ob, hy[i].data() + ob);
+    lb.AddPartials(sv.data() + ob, yv.data() + ob, vx.data() + ob, held, oe - ob,
+                   part.data() + 4);
     ph.Since(Phases::kCompute, t1);
     ph.Time(Phases::kPush,
             [&] { stats->Push(ps::SArray<ps::Key>{PartialKey(e)}, ps::SArray<double>(part)); });
     // The line's test quality at the trial point (reported if it is accepted): the model
-    // table holds it until step C, which waits for this step.
+    // table has it since step A.
     have_q = false;
     if (line_due() && rep->has_test()) {
       ph.Time(Phases::kReport, [&] { q = rep->TestQuality(kv); });
@@ -195,7 +221,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     ph.Time(Phases::kClock, clock);
 
-    // C: the same decision on every worker.
+    // The same decision on every worker.
     ps::SArray<double> tot(part.size());
     ph.Time(Phases::kPull,
             [&] { stats->Wait(stats->Pull(ps::SArray<ps::Key>{PartialKey(e)}, &tot)); });
@@ -226,7 +252,6 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       hs.clear();
       hy.clear();
       fresh = true;
-      ph.Time(Phases::kClock, clock);
       continue;
     }
     const double fx = ls[0] + l2 / 2 * tot[0] + l1 * tot[1];
@@ -271,7 +296,6 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         const VectorFreeLbfgs::Direction dir = lb.Compute();
         // Pair by pair over all keys (each key's sum in the same order as key by key, so the
         // same bits), which vectorizes where a key's own loop over the pairs did not.
-        const size_t nk = keys.size();
         d.resize(nk);
         for (size_t j = 0; j < nk; ++j) d[j] = dir.cv * v[j];
         for (size_t i = 0; i < hs.size(); ++i) {
@@ -294,14 +318,13 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     if (done) {
       // The model table holds w (the accepted point) unless the last trial was refused.
-      if (!accept) {
-        ps::SArray<double> pv(w);
-        kv->Wait(kv->Push(keys, pv));
+      if (!accept && oe > ob) {
+        kv->Wait(kv->Push(owned, Slice(w, ob, oe)));
       }
       ph.Time(Phases::kClock, clock);
       break;
     }
-    for (size_t j = 0; j < keys.size(); ++j) {
+    for (size_t j = 0; j < nk; ++j) {
       double t = w[j] + alpha * d[j];
       if (l1 > 0) {
         // The orthant of w (of -v where w is 0): a coordinate that would cross it stops at 0.
@@ -310,11 +333,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       }
       x[j] = t;
     }
-    if (!keys.empty()) {
-      ps::SArray<double> pv(x);
-      ph.Time(Phases::kPush, [&] { kv->Push(keys, pv); });
-    }
-    ph.Time(Phases::kClock, clock);
+    // The next pass reads the trial point of its data's keys from here.
+    for (size_t i = 0; i < at_data.size(); ++i) s->w[i] = x[at_data[i]];
   }
   std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1
             << " passes over the data" << std::endl;

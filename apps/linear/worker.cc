@@ -81,13 +81,26 @@ void Report(Reporter* rep, ps::KVWorker<double>* kv, ps::KVWorker<double>* stats
 }
 
 // Takes this worker's share of the data parts, and (later) parts that dead workers left.
+// The parts are read at once, each on a thread but the first (reading is on the way to the
+// first step, and the cores are idle then); they join the shard in the order taken.
 void TakeParts(ps::Node* node, const Options& o, Shard* s) {
   const int nparts = o.parts_per_worker * o.team.size;
+  std::vector<int> tasks;
   for (int i = 0; i < o.parts_per_worker; ++i) {
     const int task = node->NextTask();
     if (task < 0) break;
-    s->Add(task, o, nparts);
+    tasks.push_back(task);
   }
+  std::vector<std::future<Dataset>> rest;
+  for (size_t i = 1; i < tasks.size(); ++i) {
+    rest.push_back(std::async(std::launch::async, [&o, nparts, task = tasks[i]] {
+      return ReadPart(o.train, o.format, task % nparts, nparts);
+    }));
+  }
+  if (tasks.empty()) return;
+  // Every thread is joined before an error leaves (a future's destructor waits for it).
+  s->Add(tasks[0], o, nparts);
+  for (size_t i = 1; i < tasks.size(); ++i) s->Add(tasks[i], nparts, rest[i - 1].get());
 }
 
 int RunDbpg(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* kv,

@@ -50,8 +50,11 @@ struct Shard {
   ps::SArray<ps::Key> keys;
 
   void Add(int task, const Options& o, int nparts) {
+    Add(task, nparts, ReadPart(o.train, o.format, task % nparts, nparts));
+  }
+  // Adds part task % nparts, read already.
+  void Add(int task, int nparts, Dataset d) {
     const int part = task % nparts;
-    Dataset d = ReadPart(o.train, o.format, part, nparts);
     if (parts.empty()) {
       data = std::move(d);
     } else {

@@ -50,6 +50,56 @@ TEST(LinearDataTest, LibsvmLabelsIdsAndValues) {
   EXPECT_EQ(d.val[3], 1.0f);  // "7" alone is 7:1
 }
 
+// The reader parses plain decimals itself (a fast path) and hands the rest to from_chars: every
+// value must come out as strtod reads it, and every id as strtoull does.
+TEST(LinearDataTest, ValuesAndIdsReadAsStrtodAndStrtoullReadThem) {
+  const uint64_t seed = 20261128;
+  Rng rng(seed);
+  auto digits = [&rng](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += static_cast<char>('0' + rng.Below(10));
+    return s;
+  };
+  std::string text;
+  std::vector<std::string> vals;
+  std::vector<std::string> ids;
+  for (int line = 0; line < 400; ++line) {
+    text += line % 2 ? "+1" : "-1";
+    unsigned long long id = rng.Below(1000);
+    for (int k = 0; k < 8; ++k) {
+      std::string v;
+      const int form = static_cast<int>(rng.Below(7));
+      const std::string sign = rng.Below(4) == 0 ? "-" : rng.Below(8) == 0 ? "+" : "";
+      if (form == 0) v = sign + digits(1 + static_cast<int>(rng.Below(18)));
+      if (form == 1) {
+        v = sign + digits(1 + static_cast<int>(rng.Below(9))) + "." +
+            digits(static_cast<int>(rng.Below(12)));
+      }
+      if (form == 2) v = sign + "." + digits(1 + static_cast<int>(rng.Below(20)));
+      if (form == 3) v = sign + digits(1 + static_cast<int>(rng.Below(3))) + "e-" + digits(1);
+      if (form == 4) v = sign + "0.000" + digits(1 + static_cast<int>(rng.Below(16)));
+      if (form == 5) v = sign + digits(1 + static_cast<int>(rng.Below(16))) + ".";
+      if (form == 6) v = "1";
+      // Ids grow along a line; some are long (up to 20 digits, below 2^64).
+      id += 1 + rng.Below(rng.Below(3) == 0 ? 1000000000000000000ull : 1000);
+      if (id >= 18000000000000000000ull) break;
+      const std::string is = std::to_string(id);
+      text += " " + is + ":" + v;
+      ids.push_back(is);
+      vals.push_back(v);
+    }
+    text += "\n";
+  }
+  const Dataset d = ReadFile(Write("values.libsvm", text), Format::kLibsvm);
+  ASSERT_EQ(d.val.size(), vals.size()) << "seed " << seed;
+  for (size_t i = 0; i < vals.size(); ++i) {
+    EXPECT_EQ(d.val[i], static_cast<float>(std::strtod(vals[i].c_str(), nullptr)))
+        << vals[i] << " (seed " << seed << ")";
+    EXPECT_EQ(d.keys[d.col[i]], FeatureKey(std::strtoull(ids[i].c_str(), nullptr, 10)))
+        << ids[i] << " (seed " << seed << ")";
+  }
+}
+
 TEST(LinearDataTest, EveryMalformedLineIsNamedWithFileAndLine) {
   const char* bad[] = {"2 1:1",   "x 1:1",   "1 a:1",     "1 -3:1",    "1 1:abc",
                        "1 1:1:1", "1 1:inf", "1 5:1 3:1", "1 3:1 3:2", "1 0:1 2 2"};
