@@ -18,6 +18,8 @@
 // iteration costs one pass, where DBPG takes a pass per (much shorter) step.
 #include <algorithm>
 #include <cmath>
+#include <future>
+#include <sched.h>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -51,6 +53,88 @@ ps::Range OwnedRange(int r, int W) {
   const ps::Key e =
       static_cast<ps::Key>(span * static_cast<unsigned>(r + 1) / static_cast<unsigned>(W));
   return ps::Range(b, e);
+}
+
+// Runs f(t) for t in [0, n): t = 0 on this thread, the others on threads of their own (joined
+// before this returns, also when one throws).
+template <typename F>
+void ParallelFor(int n, const F& f) {
+  std::vector<std::future<void>> rest;
+  for (int t = 1; t < n; ++t) rest.push_back(std::async(std::launch::async, [&f, t] { f(t); }));
+  f(0);
+  for (auto& r : rest) r.get();
+}
+
+// [b, e) of chunk t of n equal chunks of [0, size).
+std::pair<size_t, size_t> Chunk(size_t size, int t, int n) {
+  return {size * static_cast<size_t>(t) / static_cast<size_t>(n),
+          size * static_cast<size_t>(t + 1) / static_cast<size_t>(n)};
+}
+
+// The threads of a worker's passes: --threads, or the cores this process may run on shared
+// among the job's workers on its host (the servers mostly wait while workers compute).
+int PassThreads(const ps::Node& node, const Options& o) {
+  if (o.threads > 0) return o.threads;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  const auto nodes = node.nodes();
+  std::string host;
+  for (const auto& n : nodes) {
+    if (n.id == node.id()) host = n.host;
+  }
+  int here = 0;
+  for (const auto& n : nodes) here += n.role == ps::Role::kWorker && n.host == host;
+  return std::max(1, std::min(64, cores / std::max(1, here)));
+}
+
+// One pass over the data at the weights s->w: the data loss, and the gradient of each data
+// key into gp as [sum, evaluation] pairs. Rows are cut into `threads` runs of about equal
+// nonzeros, each adding into a buffer of its own; the buffers are summed in run order, so one
+// thread gives the bits of a plain loop and any count the same bits every time.
+double DataPass(const Shard& s, int threads, int64_t e, std::vector<std::vector<double>>* buf,
+                ps::SArray<double>* gp) {
+  const auto& data = s.data;
+  const size_t nk = data.keys.size(), rows = data.rows();
+  const int T = static_cast<int>(std::max<size_t>(1, std::min<size_t>(threads, rows)));
+  buf->resize(static_cast<size_t>(T));
+  std::vector<size_t> cut(static_cast<size_t>(T) + 1, rows);
+  cut[0] = 0;
+  const size_t nnz = data.row[rows];
+  for (int t = 1; t < T; ++t) {
+    const size_t want = nnz * static_cast<size_t>(t) / static_cast<size_t>(T);
+    cut[t] = std::max(cut[t - 1], static_cast<size_t>(std::lower_bound(data.row.begin(),
+                                                                       data.row.begin() + rows,
+                                                                       want) -
+                                                      data.row.begin()));
+  }
+  std::vector<double> loss(static_cast<size_t>(T), 0.0);
+  ParallelFor(T, [&](int t) {
+    std::vector<double>& gd = (*buf)[t];
+    gd.assign(nk, 0.0);
+    double l = 0;
+    for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
+      const double m = Margin(data, i, s.w.data());
+      l += LogLoss(data.label[i] * m);
+      const double c = -data.label[i] * Sigmoid(-data.label[i] * m);
+      for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) gd[data.col[k]] += c * data.val[k];
+    }
+    loss[t] = l;
+  });
+  *gp = ps::SArray<double>(2 * nk);
+  double* out = gp->data();
+  ParallelFor(T, [&](int t) {
+    const auto r = Chunk(nk, t, T);
+    for (size_t j = r.first; j < r.second; ++j) {
+      double sum = (*buf)[0][j];
+      for (int u = 1; u < T; ++u) sum += (*buf)[u][j];
+      out[2 * j] = sum;
+      out[2 * j + 1] = static_cast<double>(e);
+    }
+  });
+  double total = 0;
+  for (double l : loss) total += l;
+  return total;
 }
 
 // Values [b, e) of v, to push.
@@ -95,7 +179,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     stats->Clock();
   };
   Phases ph;
-  std::vector<double> margin, gd;
+  // The pass's threads and their gradient buffers (kept: no fresh pages every pass).
+  const int threads = PassThreads(*node, o);
+  std::vector<std::vector<double>> gbuf;
   int iter = 0;
   const bool reporting = rep && rep->reporting();
   Quality q;
@@ -110,18 +196,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     // A: the data pass at the trial point (a first point is the servers' model).
     if (fresh) ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
     const auto t0 = Clock::now();
-    const double loss = s->Margins(&margin);
+    ps::SArray<double> gp;
+    const double loss = DataPass(*s, threads, e, &gbuf, &gp);
     const auto& data = s->data;
-    gd.assign(data.keys.size(), 0.0);
-    for (size_t i = 0; i < data.rows(); ++i) {
-      const double c = -data.label[i] * Sigmoid(-data.label[i] * margin[i]);
-      for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) gd[data.col[k]] += c * data.val[k];
-    }
-    ps::SArray<double> gp(2 * gd.size());
-    for (size_t j = 0; j < gd.size(); ++j) {
-      gp[2 * j] = gd[j];
-      gp[2 * j + 1] = static_cast<double>(e);
-    }
     ph.Since(Phases::kCompute, t0);
     ph.Time(Phases::kPush, [&] {
       grad.Push(s->keys, gp);
@@ -181,19 +258,20 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     const size_t nk = keys.size();
     gx.resize(nk);
-    for (size_t j = 0; j < nk; ++j) {
-      // A key no worker pushed at this evaluation has no data gradient here.
-      const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
-      gx[j] = sum + l2 * x[j];
-    }
     vx.resize(nk);
     sv.resize(nk);
     yv.resize(nk);
-    for (size_t j = 0; j < nk; ++j) {
-      vx[j] = PseudoGradient(x[j], gx[j], l1);
-      sv[j] = x[j] - w[j];
-      yv[j] = fresh ? 0.0 : gx[j] - g[j];
-    }
+    ParallelFor(threads, [&](int t) {
+      const auto r = Chunk(nk, t, threads);
+      for (size_t j = r.first; j < r.second; ++j) {
+        // A key no worker pushed at this evaluation has no data gradient here.
+        const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
+        gx[j] = sum + l2 * x[j];
+        vx[j] = PseudoGradient(x[j], gx[j], l1);
+        sv[j] = x[j] - w[j];
+        yv[j] = fresh ? 0.0 : gx[j] - g[j];
+      }
+    });
     // Over the slice: [|x|^2, |x|_1, nonzeros, v.(x - w)], the candidate pair's partials,
     // then a 1 in the slot of this worker's rank: the sums say who took part in this step.
     const size_t np = lb.PartialCount();
@@ -207,8 +285,23 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     part[4 + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
     for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data() + ob, hy[i].data() + ob);
-    lb.AddPartials(sv.data() + ob, yv.data() + ob, vx.data() + ob, held, oe - ob,
-                   part.data() + 4);
+    {
+      // Each thread adds up a run of the slice; the runs' sums are added in order.
+      const size_t n = oe - ob;
+      const int T = static_cast<int>(std::max<size_t>(1, std::min<size_t>(threads, n / 4096)));
+      std::vector<std::vector<double>> sums(static_cast<size_t>(T), std::vector<double>(np, 0.0));
+      ParallelFor(T, [&](int t) {
+        const auto r = Chunk(n, t, T);
+        std::vector<std::pair<const double*, const double*>> at;
+        for (const auto& h : held) at.emplace_back(h.first + r.first, h.second + r.first);
+        lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first,
+                       vx.data() + ob + r.first, at, r.second - r.first,
+                       T == 1 ? part.data() + 4 : sums[t].data());
+      });
+      for (int t = 0; T > 1 && t < T; ++t) {
+        for (size_t k = 0; k < np; ++k) part[4 + k] += sums[t][k];
+      }
+    }
     ph.Since(Phases::kCompute, t1);
     ph.Time(Phases::kPush,
             [&] { stats->Push(ps::SArray<ps::Key>{PartialKey(e)}, ps::SArray<double>(part)); });
@@ -297,18 +390,21 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         // Pair by pair over all keys (each key's sum in the same order as key by key, so the
         // same bits), which vectorizes where a key's own loop over the pairs did not.
         d.resize(nk);
-        for (size_t j = 0; j < nk; ++j) d[j] = dir.cv * v[j];
-        for (size_t i = 0; i < hs.size(); ++i) {
-          const double a = dir.cs[i], b = dir.cy[i];
-          const double* si = hs[i].data();
-          const double* yi = hy[i].data();
-          for (size_t j = 0; j < nk; ++j) d[j] += a * si[j] + b * yi[j];
-        }
-        for (size_t j = 0; j < nk; ++j) {
-          d[j] = -d[j];
-          // OWL-QN: a coordinate moves only where it descends along the pseudo-gradient.
-          if (l1 > 0 && d[j] * v[j] >= 0) d[j] = 0;
-        }
+        ParallelFor(threads, [&](int t) {
+          const auto r = Chunk(nk, t, threads);
+          for (size_t j = r.first; j < r.second; ++j) d[j] = dir.cv * v[j];
+          for (size_t i = 0; i < hs.size(); ++i) {
+            const double a = dir.cs[i], b = dir.cy[i];
+            const double* si = hs[i].data();
+            const double* yi = hy[i].data();
+            for (size_t j = r.first; j < r.second; ++j) d[j] += a * si[j] + b * yi[j];
+          }
+          for (size_t j = r.first; j < r.second; ++j) {
+            d[j] = -d[j];
+            // OWL-QN: a coordinate moves only where it descends along the pseudo-gradient.
+            if (l1 > 0 && d[j] * v[j] >= 0) d[j] = 0;
+          }
+        });
         // The first step is scaled to the gradient's size; later the quasi-Newton step is 1.
         alpha = lb.pairs() == 0 ? 1.0 / std::max(1e-12, std::sqrt(lb.vv())) : 1.0;
       }
@@ -324,15 +420,18 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Time(Phases::kClock, clock);
       break;
     }
-    for (size_t j = 0; j < nk; ++j) {
-      double t = w[j] + alpha * d[j];
-      if (l1 > 0) {
-        // The orthant of w (of -v where w is 0): a coordinate that would cross it stops at 0.
-        const double xi = w[j] != 0 ? w[j] : -v[j];
-        if (t * xi <= 0) t = 0;
+    ParallelFor(threads, [&](int c) {
+      const auto r = Chunk(nk, c, threads);
+      for (size_t j = r.first; j < r.second; ++j) {
+        double t = w[j] + alpha * d[j];
+        if (l1 > 0) {
+          // The orthant of w (of -v where w is 0): a coordinate that would cross it stops at 0.
+          const double xi = w[j] != 0 ? w[j] : -v[j];
+          if (t * xi <= 0) t = 0;
+        }
+        x[j] = t;
       }
-      x[j] = t;
-    }
+    });
     // The next pass reads the trial point of its data's keys from here.
     for (size_t i = 0; i < at_data.size(); ++i) s->w[i] = x[at_data[i]];
   }

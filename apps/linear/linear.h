@@ -34,6 +34,7 @@ struct Options {
   // L-BFGS: pairs kept; stop when |v| <= epsilon |v at the start| (v: the (pseudo-)gradient)
   int memory = 10;
   double epsilon = 1e-4;
+  int threads = 0;  // a worker's threads for its passes (0: its share of its host's cores)
   // FTRL
   int epochs = 5;
   int batch = 100;

@@ -37,6 +37,9 @@ DEFINE_int32(memory, 10, "lbfgs: the (s, y) pairs of the quasi-Newton history ke
 DEFINE_double(epsilon, 1e-4,
               "lbfgs: stop once the (pseudo-)gradient's norm is at most this fraction of its "
               "norm at the start (0: run --iterations)");
+DEFINE_int32(threads, 0,
+             "lbfgs: threads of a worker's passes over its data (0: the cores of its host "
+             "shared among the workers there)");
 DEFINE_double(l1, 0, "L1 regularization (liblinear -s 6 with C: 1/C)");
 DEFINE_double(l2, 1, "L2 regularization (liblinear -s 0 with C: 1/C)");
 DEFINE_int32(iterations, 150, "dbpg: iterations");
@@ -99,6 +102,8 @@ linear::Options FromFlags() {
     throw ps::Error("--epsilon must be a finite number >= 0");
   }
   o.epsilon = FLAGS_epsilon;
+  if (FLAGS_threads < 0 || FLAGS_threads > 256) throw ps::Error("--threads must be in [0, 256]");
+  o.threads = FLAGS_threads;
   auto nonneg = [](const char* name, double v) {
     if (!(v >= 0) || !std::isfinite(v)) {
       throw ps::Error(std::string("--") + name + " must be a finite number >= 0");
