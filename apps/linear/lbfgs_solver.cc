@@ -16,10 +16,11 @@
 // they agree on it to the bit: no worker needs to pull the model between two evaluations.
 // With the step of 1 accepted (the common case once the history holds curvature), an
 // iteration costs one pass, where DBPG takes a pass per (much shorter) step.
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <future>
-#include <sched.h>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -88,13 +89,50 @@ int PassThreads(const ps::Node& node, const Options& o) {
   return std::max(1, std::min(64, cores / std::max(1, here)));
 }
 
-// One pass over the data at the weights s->w: the data loss, and the gradient of each data
-// key into gp as [sum, evaluation] pairs. Rows are cut into `threads` runs of about equal
-// nonzeros, each adding into a buffer of its own; the buffers are summed in run order, so one
-// thread gives the bits of a plain loop and any count the same bits every time.
-double DataPass(const Shard& s, int threads, int64_t e, std::vector<std::vector<double>>* buf,
+// How many nonzeros ahead a pass prefetches the weight and the gradient sum it will touch
+// (their addresses are known from the column indices: a gather the hardware cannot guess).
+constexpr size_t kPrefetch = 24;
+
+// The data's columns renumbered hottest first (by how many nonzeros hit them, ties in key
+// order). A pass reads a weight and adds to a gradient sum at random for every nonzero; in key
+// order (keys are hashes) those land anywhere in vectors larger than the caches, in this order
+// most of them land in the first few cache lines, since feature counts are skewed. Costs one
+// more index per nonzero.
+struct HotOrder {
+  std::vector<uint32_t> col;     // per nonzero: its column's rank
+  std::vector<uint32_t> key_of;  // per rank: the column (its index in data.keys)
+
+  void Build(const Dataset& d) {
+    const size_t nk = d.keys.size();
+    std::vector<uint32_t> count(nk, 0);
+    for (uint32_t c : d.col) ++count[c];
+    uint32_t most = 0;
+    for (uint32_t n : count) most = std::max(most, n);
+    // A counting sort by count, most first: start[most - n] is where count n begins.
+    std::vector<size_t> start(static_cast<size_t>(most) + 2, 0);
+    for (uint32_t n : count) ++start[most - n + 1];
+    for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+    key_of.resize(nk);
+    std::vector<uint32_t> rank(nk);
+    for (uint32_t c = 0; c < nk; ++c) {
+      const size_t r = start[most - count[c]]++;
+      key_of[r] = c;
+      rank[c] = static_cast<uint32_t>(r);
+    }
+    // Padded: a pass prefetches kPrefetch nonzeros ahead of the one it reads.
+    col.assign(d.col.size() + kPrefetch, 0);
+    for (size_t k = 0; k < d.col.size(); ++k) col[k] = rank[d.col[k]];
+  }
+};
+
+// One pass over the data at the weights hw (by hot rank): the data loss, and the gradient of
+// each data key into gp as [sum, evaluation] pairs in key order. Rows are cut into `threads`
+// runs of about equal nonzeros, each adding into a buffer of its own; the buffers are summed in
+// run order, so one thread gives the bits of a plain loop and any count the same bits every
+// time (the column order changes no sum: each still adds its row's terms in row order).
+double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<double>& hw,
+                int threads, int64_t e, std::vector<std::vector<double>>* buf,
                 ps::SArray<double>* gp) {
-  const auto& data = s.data;
   const size_t nk = data.keys.size(), rows = data.rows();
   const int T = static_cast<int>(std::max<size_t>(1, std::min<size_t>(threads, rows)));
   buf->resize(static_cast<size_t>(T));
@@ -103,21 +141,32 @@ double DataPass(const Shard& s, int threads, int64_t e, std::vector<std::vector<
   const size_t nnz = data.row[rows];
   for (int t = 1; t < T; ++t) {
     const size_t want = nnz * static_cast<size_t>(t) / static_cast<size_t>(T);
-    cut[t] = std::max(cut[t - 1], static_cast<size_t>(std::lower_bound(data.row.begin(),
-                                                                       data.row.begin() + rows,
-                                                                       want) -
-                                                      data.row.begin()));
+    cut[t] = std::max(
+        cut[t - 1],
+        static_cast<size_t>(std::lower_bound(data.row.begin(), data.row.begin() + rows, want) -
+                            data.row.begin()));
   }
   std::vector<double> loss(static_cast<size_t>(T), 0.0);
+  const uint32_t* col = hot.col.data();
+  const float* val = data.val.data();
+  const double* w = hw.data();
   ParallelFor(T, [&](int t) {
     std::vector<double>& gd = (*buf)[t];
     gd.assign(nk, 0.0);
     double l = 0;
     for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
-      const double m = Margin(data, i, s.w.data());
+      const size_t b = data.row[i], f = data.row[i + 1];
+      double m = 0;
+      for (size_t k = b; k < f; ++k) {
+        __builtin_prefetch(&w[col[k + kPrefetch]]);
+        m += w[col[k]] * val[k];
+      }
       l += LogLoss(data.label[i] * m);
       const double c = -data.label[i] * Sigmoid(-data.label[i] * m);
-      for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) gd[data.col[k]] += c * data.val[k];
+      for (size_t k = b; k < f; ++k) {
+        __builtin_prefetch(&gd[col[k + kPrefetch]], 1);
+        gd[col[k]] += c * val[k];
+      }
     }
     loss[t] = l;
   });
@@ -125,9 +174,10 @@ double DataPass(const Shard& s, int threads, int64_t e, std::vector<std::vector<
   double* out = gp->data();
   ParallelFor(T, [&](int t) {
     const auto r = Chunk(nk, t, T);
-    for (size_t j = r.first; j < r.second; ++j) {
-      double sum = (*buf)[0][j];
-      for (int u = 1; u < T; ++u) sum += (*buf)[u][j];
+    for (size_t h = r.first; h < r.second; ++h) {
+      double sum = (*buf)[0][h];
+      for (int u = 1; u < T; ++u) sum += (*buf)[u][h];
+      const size_t j = hot.key_of[h];
       out[2 * j] = sum;
       out[2 * j + 1] = static_cast<double>(e);
     }
@@ -162,11 +212,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   ps::KVWorker<double> grad(node, kGradApp);
   const double l1 = o.l1, l2 = o.l2;
   VectorFreeLbfgs lb(o.memory);
-  // This worker's keys (those of its data and of its slice, sorted), the slice's among them
-  // ([ob, oe): the slice is a key interval) and where each data key is among them.
+  // This worker's keys (those of its data and of its slice, sorted) and the slice's among them
+  // ([ob, oe): the slice is a key interval).
   ps::SArray<ps::Key> keys, owned;
   size_t ob = 0, oe = 0;
-  std::vector<size_t> at_data;
+  std::vector<size_t> at_hot;  // per hot rank of a data column: where its key is among keys
   std::vector<double> w, x, g, gx, v, d, vx, sv, yv;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
   double f = 0, alpha = 1, v0 = 0, total_rows = -1;
@@ -182,6 +232,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   // The pass's threads and their gradient buffers (kept: no fresh pages every pass).
   const int threads = PassThreads(*node, o);
   std::vector<std::vector<double>> gbuf;
+  // The data's columns hottest first, and the trial point's weights in that order.
+  HotOrder hot;
+  std::vector<double> hw;
   int iter = 0;
   const bool reporting = rep && rep->reporting();
   Quality q;
@@ -194,10 +247,17 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   for (;; ++e) {
     ++ph.iterations;
     // A: the data pass at the trial point (a first point is the servers' model).
-    if (fresh) ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
+    if (fresh) {
+      ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
+      const auto t = Clock::now();
+      hot.Build(s->data);
+      hw.resize(hot.key_of.size());
+      for (size_t r = 0; r < hw.size(); ++r) hw[r] = s->w[hot.key_of[r]];
+      ph.Since(Phases::kCompute, t);
+    }
     const auto t0 = Clock::now();
     ps::SArray<double> gp;
-    const double loss = DataPass(*s, threads, e, &gbuf, &gp);
+    const double loss = DataPass(s->data, hot, hw, threads, e, &gbuf, &gp);
     const auto& data = s->data;
     ph.Since(Phases::kCompute, t0);
     ph.Time(Phases::kPush, [&] {
@@ -228,17 +288,18 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         }
         std::vector<ps::Key> u;
         u.reserve(gk.size() + s->keys.size());
-        std::set_union(gk.begin(), gk.end(), s->keys.begin(), s->keys.end(),
-                       std::back_inserter(u));
+        std::set_union(gk.begin(), gk.end(), s->keys.begin(), s->keys.end(), std::back_inserter(u));
         keys = ps::SArray<ps::Key>(u);
         ob = static_cast<size_t>(std::lower_bound(u.begin(), u.end(), mine.begin) - u.begin());
         oe = static_cast<size_t>(std::lower_bound(u.begin(), u.end(), mine.end) - u.begin());
         owned = ps::SArray<ps::Key>(std::vector<ps::Key>(u.begin() + ob, u.begin() + oe));
-        at_data.resize(s->keys.size());
+        std::vector<size_t> at_data(s->keys.size());
         for (size_t i = 0, j = 0; i < s->keys.size(); ++i) {
           while (u[j] != s->keys[i]) ++j;
           at_data[i] = j;
         }
+        at_hot.resize(hot.key_of.size());
+        for (size_t r = 0; r < at_hot.size(); ++r) at_hot[r] = at_data[hot.key_of[r]];
       }
       gv = ps::SArray<double>(2 * keys.size());
       grad.Wait(grad.Pull(keys, &gv));
@@ -294,9 +355,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         const auto r = Chunk(n, t, T);
         std::vector<std::pair<const double*, const double*>> at;
         for (const auto& h : held) at.emplace_back(h.first + r.first, h.second + r.first);
-        lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first,
-                       vx.data() + ob + r.first, at, r.second - r.first,
-                       T == 1 ? part.data() + 4 : sums[t].data());
+        lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first, vx.data() + ob + r.first,
+                       at, r.second - r.first, T == 1 ? part.data() + 4 : sums[t].data());
       });
       for (int t = 0; T > 1 && t < T; ++t) {
         for (size_t k = 0; k < np; ++k) part[4 + k] += sums[t][k];
@@ -432,8 +492,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         x[j] = t;
       }
     });
-    // The next pass reads the trial point of its data's keys from here.
-    for (size_t i = 0; i < at_data.size(); ++i) s->w[i] = x[at_data[i]];
+    // The next pass reads the trial point of its data's keys from here (s->w is left as the
+    // fresh start pulled it: nothing reads it until the next fresh start pulls it again).
+    for (size_t r = 0; r < at_hot.size(); ++r) hw[r] = x[at_hot[r]];
   }
   std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1
             << " passes over the data" << std::endl;

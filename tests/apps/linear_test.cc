@@ -287,8 +287,7 @@ TEST(LinearRulesTest, TaggedSumsTakeEachKeysPairOnItsOwnAcrossASpan) {
   ps::Store<double> store(std::make_shared<TaggedSumRule<double>>());
   const ps::Key keys[4] = {10, 11, 12, 13};
   auto push = [&](std::vector<double> v) {
-    ASSERT_EQ(store.Push(keys, 4, reinterpret_cast<const char*>(v.data()), v.size(), nullptr),
-              "");
+    ASSERT_EQ(store.Push(keys, 4, reinterpret_cast<const char*>(v.data()), v.size(), nullptr), "");
   };
   push({1, 1, 1, 1, 1, 1, 1, 1});  // new keys: one call each
   push({2, 1, 2, 1, 2, 1, 2, 1});  // stored keys pushed again: one call for all four
