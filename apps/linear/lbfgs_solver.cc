@@ -248,7 +248,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ++ph.iterations;
     // A: the data pass at the trial point (a first point is the servers' model).
     if (fresh) {
-      ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
+      // The job's first point is w = 0 (the model table starts empty): nothing to pull.
+      if (e > 0) ph.Time(Phases::kPull, [&] { PullAll(kv, s); });
       const auto t = Clock::now();
       hot.Build(s->data);
       hw.resize(hot.key_of.size());
@@ -312,9 +313,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     if (fresh) {
       // The point every worker just evaluated: the model's values of these keys.
       x.assign(keys.size(), 0.0);
-      ps::SArray<double> mv(keys.size());
-      ph.Time(Phases::kPull, [&] { kv->Wait(kv->Pull(keys, &mv)); });
-      std::copy(mv.begin(), mv.end(), x.begin());
+      if (e > 0) {
+        ps::SArray<double> mv(keys.size());
+        ph.Time(Phases::kPull, [&] { kv->Wait(kv->Pull(keys, &mv)); });
+        std::copy(mv.begin(), mv.end(), x.begin());
+      }
       w = x;
     }
     const size_t nk = keys.size();
