@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <future>
 #include <iostream>
 #include <string>
@@ -187,6 +188,10 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
   return total;
 }
 
+// The numbers before the dot products in step B's sums: |x|^2, |x|_1, nonzeros of x,
+// v.(x - w) and |v|_1 (v: the (pseudo-)gradient), over the slices.
+constexpr size_t kHead = 5;
+
 // Values [b, e) of v, to push.
 ps::SArray<double> Slice(const std::vector<double>& v, size_t b, size_t e) {
   return ps::SArray<double>(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(b),
@@ -219,7 +224,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   std::vector<size_t> at_hot;  // per hot rank of a data column: where its key is among keys
   std::vector<double> w, x, g, gx, v, d, vx, sv, yv;
   std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
-  double f = 0, alpha = 1, v0 = 0, total_rows = -1;
+  double f = 0, alpha = 1, v0 = 0, stop_below = 0, total_rows = -1;
+  std::string stopped_by;  // why the run ended
   // A first point: at the start, and after a worker died (the survivors start afresh from
   // the model on the servers, with no history: the dead one's slice of it is lost).
   bool fresh = true;
@@ -235,6 +241,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   // The data's columns hottest first, and the trial point's weights in that order.
   HotOrder hot;
   std::vector<double> hw;
+  double positives = 0;  // this worker's rows labelled +1
   int iter = 0;
   const bool reporting = rep && rep->reporting();
   Quality q;
@@ -257,6 +264,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Since(Phases::kCompute, t);
     }
     const auto t0 = Clock::now();
+    if (fresh) {
+      positives = 0;
+      for (float y : s->data.label) positives += y > 0;
+    }
     ps::SArray<double> gp;
     const double loss = DataPass(s->data, hot, hw, threads, e, &gbuf, &gp);
     const auto& data = s->data;
@@ -264,7 +275,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ph.Time(Phases::kPush, [&] {
       grad.Push(s->keys, gp);
       stats->Push(ps::SArray<ps::Key>{LossKey(e)},
-                  ps::SArray<double>{loss, static_cast<double>(data.rows())});
+                  ps::SArray<double>{loss, static_cast<double>(data.rows()), positives});
       // The trial point of this worker's slice, for the servers' copy of the model.
       if (!fresh && oe > ob) kv->Push(owned, Slice(x, ob, oe));
     });
@@ -272,7 +283,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
 
     // B: the summed gradient of this worker's keys, and its slice's part of the dot products.
     ps::SArray<double> gv;
-    ps::SArray<double> ls(2);
+    ps::SArray<double> ls(3);  // loss, rows, positive rows
     ph.Time(Phases::kPull, [&] {
       const int64_t b = stats->Pull(ps::SArray<ps::Key>{LossKey(e)}, &ls);
       if (fresh) {
@@ -336,17 +347,18 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         yv[j] = fresh ? 0.0 : gx[j] - g[j];
       }
     });
-    // Over the slice: [|x|^2, |x|_1, nonzeros, v.(x - w)], the candidate pair's partials,
+    // Over the slice: the kHead numbers, the candidate pair's partials,
     // then a 1 in the slot of this worker's rank: the sums say who took part in this step.
     const size_t np = lb.PartialCount();
-    std::vector<double> part(4 + np + W, 0.0);
+    std::vector<double> part(kHead + np + W, 0.0);
     for (size_t j = ob; j < oe; ++j) {
       part[0] += x[j] * x[j];
       part[1] += std::fabs(x[j]);
       part[2] += x[j] != 0;
       if (!fresh) part[3] += v[j] * sv[j];
+      part[4] += std::fabs(vx[j]);
     }
-    part[4 + np + team.rank] = 1;
+    part[kHead + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
     for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data() + ob, hy[i].data() + ob);
     {
@@ -359,10 +371,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         std::vector<std::pair<const double*, const double*>> at;
         for (const auto& h : held) at.emplace_back(h.first + r.first, h.second + r.first);
         lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first, vx.data() + ob + r.first,
-                       at, r.second - r.first, T == 1 ? part.data() + 4 : sums[t].data());
+                       at, r.second - r.first, T == 1 ? part.data() + kHead : sums[t].data());
       });
       for (int t = 0; T > 1 && t < T; ++t) {
-        for (size_t k = 0; k < np; ++k) part[4 + k] += sums[t][k];
+        for (size_t k = 0; k < np; ++k) part[kHead + k] += sums[t][k];
       }
     }
     ph.Since(Phases::kCompute, t1);
@@ -386,7 +398,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     // its gradient) out of these sums, and its rows out of the loss.
     std::vector<int> took;
     for (int r = 0; r < W; ++r) {
-      if (tot[4 + np + r] > 0.5) took.push_back(r);
+      if (tot[kHead + np + r] > 0.5) took.push_back(r);
     }
     if (total_rows < 0) total_rows = ls[1];
     if (took != members || ls[1] < total_rows) {
@@ -418,7 +430,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     bool done = false;
     if (accept) {
-      std::vector<double> p(tot.begin() + 4, tot.begin() + 4 + np);
+      std::vector<double> p(tot.begin() + kHead, tot.begin() + kHead + np);
       if (fresh) {
         lb.SetGradient(p.back());
       } else if (lb.Accept(p)) {
@@ -443,10 +455,21 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ++iter;
       // Stop at the iteration budget, when the (pseudo-)gradient has shrunk to epsilon of its
       // size at the start, or when a step no longer moves the objective.
-      const double vnorm = std::sqrt(lb.vv());
-      if (e == 0) v0 = vnorm;
-      done = iter >= o.iterations || vnorm <= o.epsilon * v0 ||
-             (!fresh && decrease <= 1e-12 * std::fabs(f));
+      // liblinear's test (its -e): the norm against eps min(pos, neg) / rows of the norm at
+      // w = 0; with L1 the 1-norm of the pseudo-gradient (the smallest subgradient).
+      const double vnorm = l1 > 0 ? tot[4] : std::sqrt(lb.vv());
+      if (e == 0) {
+        v0 = vnorm;
+        const double pos = ls[2], neg = ls[1] - ls[2];
+        stop_below = o.epsilon * std::max(std::min(pos, neg), 1.0) / std::max(ls[1], 1.0) * v0;
+      }
+      char why_buf[160];
+      std::snprintf(why_buf, sizeof(why_buf), "%s-norm %.6g <= %.6g, liblinear's test",
+                    l1 > 0 ? "1" : "2", vnorm, stop_below);
+      if (vnorm <= stop_below) stopped_by = why_buf;
+      if (!fresh && decrease <= 1e-12 * std::fabs(f)) stopped_by = "no decrease";
+      if (iter >= o.iterations) stopped_by = "--iterations";
+      done = !stopped_by.empty();
       fresh = false;
       if (!done) {
         const VectorFreeLbfgs::Direction dir = lb.Compute();
@@ -473,7 +496,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       }
     } else {
       alpha *= 0.5;
-      if (alpha < 1e-20) done = true;  // no decrease along the direction: converged
+      if (alpha < 1e-20) {  // no decrease along the direction: converged
+        done = true;
+        stopped_by = "no step decreases";
+      }
     }
     if (done) {
       // The model table holds w (the accepted point) unless the last trial was refused.
@@ -500,7 +526,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     for (size_t r = 0; r < at_hot.size(); ++r) hw[r] = x[at_hot[r]];
   }
   std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1
-            << " passes over the data" << std::endl;
+            << " passes over the data (stopped by " << stopped_by << ")" << std::endl;
   return 0;
 }
 

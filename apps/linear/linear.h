@@ -31,9 +31,10 @@ struct Options {
   std::string curvature = "bound";
   double curvature_floor =
       1e-3;  // KKT filter: drop a push when w = 0 and |g| <= l1 / W - kkt_delta
-  // L-BFGS: pairs kept; stop when |v| <= epsilon |v at the start| (v: the (pseudo-)gradient)
+  // L-BFGS: pairs kept; stop when |v| <= epsilon min(pos, neg) / rows |v at w = 0| (v: the
+  // (pseudo-)gradient; 2-norm, 1-norm with L1), liblinear's test; main.cc picks the default
   int memory = 10;
-  double epsilon = 1e-4;
+  double epsilon = 0.01;
   int threads = 0;  // a worker's threads for its passes (0: its share of its host's cores)
   // FTRL
   int epochs = 5;

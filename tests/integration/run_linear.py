@@ -334,8 +334,50 @@ def optimality(rows, model, l1, l2):
     return violation(model), violation({})
 
 
+def subgradient_norm(rows, model, l1, l2, p):
+    """The p-norm of the smallest subgradient (OWL-QN's pseudo-gradient) of the objective at
+    `model`."""
+    total = {}
+    for y, feats in rows:
+        m = sum(model.get(j, 0.0) * x for j, x in feats)
+        c = -y / (1 + math.exp(y * m)) if y * m > -30 else -y
+        for j, x in feats:
+            total[j] = total.get(j, 0.0) + c * x
+    out = []
+    for j in set(total) | set(model):
+        gj = total.get(j, 0.0) + l2 * model.get(j, 0.0)
+        wj = model.get(j, 0.0)
+        out.append(abs(gj + math.copysign(l1, wj)) if wj != 0 else max(0.0, abs(gj) - l1))
+    return sum(v ** p for v in out) ** (1.0 / p)
+
+
+def lbfgs_stops_as_liblinear(a, d, rows):
+    """Without --epsilon, L-BFGS stops by liblinear's test: the (pseudo-)gradient's norm (the
+    1-norm under L1, as -s 6; the 2-norm else, as -s 0) at most eps min(pos, neg) / rows of its
+    norm at w = 0, eps 0.01 under L1 and 0.0003 with L2 alone."""
+    pos = sum(1 for y, _ in rows if y > 0)
+    scale = max(min(pos, len(rows) - pos), 1) / len(rows)
+    for reg, (l1, l2), eps, p in (("l1", (1.0, 0.0), 0.01, 1), ("l2", (0.0, 1.0), 0.0003, 2)):
+        args = ["--solver", "lbfgs", "--l1", str(l1), "--l2", str(l2), "--iterations", "300",
+                "--eval_every", "10", "--consistency", "bsp", "--tau", "0"]
+        r = ok(launch(a, d, 2, 2, args, "lbfgs_stop_" + reg), "lbfgs " + reg + " default stop")
+        m = re.search(r"lbfgs took (\d+) iterations.*\(stopped by (.*)\)", r["out"])
+        iters, why = (int(m.group(1)), m.group(2)) if m else (None, None)
+        end, start = (subgradient_norm(rows, r["model"], l1, l2, p),
+                      subgradient_norm(rows, {}, l1, l2, p))
+        print("lbfgs %s, default stop: %s iterations (%s), %d-norm %.4g against %.4g at w = 0 "
+              "(bound %.4g)" % (reg, iters, why, p, end, start, eps * scale * start), flush=True)
+        if why is None or "liblinear's test" not in why:
+            fail("lbfgs %s was not stopped by liblinear's test (%s)" % (reg, why), r)
+        # The model file holds every weight to the bit; 1e-9 of slack for the sums' order.
+        if end > eps * scale * start * (1 + 1e-9):
+            fail("lbfgs %s stopped before liblinear's test held: %.4g > %.4g"
+                 % (reg, end, eps * scale * start), r)
+
+
 def lbfgs(a, d):
     rows = read_libsvm(os.path.join(d, "train.libsvm"))
+    lbfgs_stops_as_liblinear(a, d, rows)
     for reg, (l1, l2) in (("l2", (0.0, 1.0)), ("l1", (1.0, 0.0))):
         args = ["--solver", "lbfgs", "--l1", str(l1), "--l2", str(l2), "--iterations", "300",
                 "--eval_every", "10", "--consistency", "bsp", "--tau", "0", "--epsilon", "0"]
