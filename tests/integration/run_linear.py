@@ -307,48 +307,34 @@ def read_libsvm(path):
     return rows
 
 
-def optimality(rows, model, l1, l2):
-    """The largest violation of the optimality conditions of
-    sum log(1 + exp(-y w.x)) + l1 |w|_1 + l2/2 |w|^2 at `model` (feature id -> weight), and the
-    same measure at w = 0 (for scale)."""
-    def grad(w):
-        g = {}
-        for y, feats in rows:
-            m = sum(w.get(j, 0.0) * x for j, x in feats)
-            c = -y / (1 + math.exp(y * m)) if y * m > -30 else -y
-            for j, x in feats:
-                g[j] = g.get(j, 0.0) + c * x
-        return g
-
-    def violation(w):
-        g = grad(w)
-        worst = 0.0
-        for j in set(g) | set(w):
-            gj = g.get(j, 0.0) + l2 * w.get(j, 0.0)
-            wj = w.get(j, 0.0)
-            if wj != 0:
-                worst = max(worst, abs(gj + math.copysign(l1, wj)))
-            else:
-                worst = max(worst, max(0.0, abs(gj) - l1))
-        return worst
-    return violation(model), violation({})
-
-
-def subgradient_norm(rows, model, l1, l2, p):
-    """The p-norm of the smallest subgradient (OWL-QN's pseudo-gradient) of the objective at
-    `model`."""
-    total = {}
+def smallest_subgradient(rows, model, l1, l2):
+    """Per feature, the smallest subgradient (OWL-QN's pseudo-gradient) of
+    sum log(1 + exp(-y w.x)) + l1 |w|_1 + l2/2 |w|^2 at `model` (feature id -> weight): zero at
+    the optimum."""
+    g = {}
     for y, feats in rows:
         m = sum(model.get(j, 0.0) * x for j, x in feats)
         c = -y / (1 + math.exp(y * m)) if y * m > -30 else -y
         for j, x in feats:
-            total[j] = total.get(j, 0.0) + c * x
+            g[j] = g.get(j, 0.0) + c * x
     out = []
-    for j in set(total) | set(model):
-        gj = total.get(j, 0.0) + l2 * model.get(j, 0.0)
+    for j in set(g) | set(model):
+        gj = g.get(j, 0.0) + l2 * model.get(j, 0.0)
         wj = model.get(j, 0.0)
         out.append(abs(gj + math.copysign(l1, wj)) if wj != 0 else max(0.0, abs(gj) - l1))
-    return sum(v ** p for v in out) ** (1.0 / p)
+    return out
+
+
+def optimality(rows, model, l1, l2):
+    """The largest violation of the optimality conditions at `model`, and the same measure at
+    w = 0 (for scale)."""
+    return (max(smallest_subgradient(rows, model, l1, l2), default=0.0),
+            max(smallest_subgradient(rows, {}, l1, l2), default=0.0))
+
+
+def subgradient_norm(rows, model, l1, l2, p):
+    """The p-norm of the smallest subgradient at `model`."""
+    return sum(v ** p for v in smallest_subgradient(rows, model, l1, l2)) ** (1.0 / p)
 
 
 def lbfgs_stops_as_liblinear(a, d, rows):
