@@ -139,7 +139,7 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
   buf->resize(static_cast<size_t>(T));
   std::vector<size_t> cut(static_cast<size_t>(T) + 1, rows);
   cut[0] = 0;
-  const size_t nnz = data.row[rows];
+  const size_t nnz = rows > 0 ? data.row[rows] : 0;  // a worker may hold no rows
   for (int t = 1; t < T; ++t) {
     const size_t want = nnz * static_cast<size_t>(t) / static_cast<size_t>(T);
     cut[t] = std::max(
