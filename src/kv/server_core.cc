@@ -163,12 +163,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     // DESIGN §8). Otherwise the worker re-plans under the ring it is about to receive.
     auto ring = ring_();
     if (!Owns(msg, *ring)) {
-      reply.meta.set_redirect(true);
-      reply.meta.set_epoch(ring->epoch());
-      reply.meta.set_error("redirect: server " + std::to_string(self_) +
-                           " does not master these keys under ring epoch " +
-                           std::to_string(ring->epoch()));
-      send(reply);
+      Redirect(&reply, *ring);
       return;
     }
   }
@@ -331,6 +326,15 @@ void ServerCore::Record(int worker, const Message& m) {
   }
 }
 
+void ServerCore::Redirect(Message* reply, const Ring& ring) {
+  reply->meta.set_redirect(true);
+  reply->meta.set_epoch(ring.epoch());
+  reply->meta.set_error("redirect: server " + std::to_string(self_) +
+                        " does not master these keys under ring epoch " +
+                        std::to_string(ring.epoch()));
+  send(*reply);
+}
+
 void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
   for (uint64_t h : released) {
     auto it = held.find(h);
@@ -340,6 +344,24 @@ void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
     held_ids[r.req.meta.sender()].erase(
         {r.req.meta.timestamp(), r.req.meta.part(), r.req.meta.attempt()});
     Message reply = ReplyTo(r.req);
+    // The ring may have changed while the read waited at the barrier. Keys this server no
+    // longer masters are not read here (it dropped them, or holds a copy that stopped
+    // growing): the worker re-plans on the redirect, as for a read arriving now (seed 134 of
+    // `ps_sim --cluster --timeout-s 5 --heartbeat-s 0.5 --pause-max-s 4.5 --worker-cut-every-s
+    // 0.5 --join-every-s 1`: a read held since epoch 6 was answered with zeros after epoch
+    // 21 moved its key away). Keys mastered again since, whose old master's last updates are
+    // still on their way, wait for them as a new read would.
+    if (ring_) {
+      auto ring = ring_();
+      if (ring && !Owns(r.req, *ring)) {
+        Redirect(&reply, *ring);
+        continue;
+      }
+    }
+    if (chain_.Awaiting(r.req)) {
+      if (early_.size() < kMaxEarly) early_.push_back(std::move(r.req));
+      continue;
+    }
     std::string err = Handle(r.req, &reply, false, true);
     const int64_t clock = gate.Clock(r.req.meta.sender());
     reply.meta.set_server_clock(clock);

@@ -233,6 +233,9 @@ class ServerCore : private ChainReplicator::Host {
   void Report();
   // True when every key of a worker request is mastered here under ring.
   bool Owns(const Message& msg, const Ring& ring) const;
+  // Answers a request routed under an older ring whose keys this server does not master under
+  // ring: the worker plans it again under the newer one (mu held).
+  void Redirect(Message* reply, const Ring& ring);
   struct Fetch {
     RangeSet ranges;
     int from = -1;

@@ -329,6 +329,20 @@ TEST(ClusterSimTest, Seed601ACopyOfARangeBeingFetchedMovesNoPoints) { Holds(601,
 // settling now waits until no server awaits a hand-over.
 TEST(ClusterSimTest, Seed1253SettlingWaitsForEveryHandOver) { Holds(1253, kEverything); }
 
+// A read held at the SSP barrier from epoch 6 (a joiner paused in its pre-copy stalled every
+// change for 8 s under a 5 s heartbeat timeout, and a silent crash held the steps back) was
+// released after epoch 21 had moved its key to other servers, and was answered from a store
+// that no longer held the key: a worker read another's step counter as 0 (the SSP read
+// guarantee). A released read is admitted again against the current ring (ServerCore::
+// AnswerReleased): a redirect when its keys are mastered elsewhere.
+TEST(ClusterSimTest, Seed134AReleasedReadIsRedirectedWhenItsKeysMoved) {
+  const ClusterSimResult r =
+      Holds(134,
+            "--timeout-s 5 --heartbeat-s 0.5 --pause-max-s 4.5 --worker-cut-every-s 0.5 "
+            "--join-every-s 1");
+  EXPECT_GT(r.reads, 0u);
+}
+
 // With a leave every second the adversary crashed the last member of the ring that was not
 // leaving, and the scheduler rightly stopped the job ("no server is left") within the failures
 // the adversary meant to allow: another member that stays must be left (seed 362).
