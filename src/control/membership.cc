@@ -25,7 +25,14 @@ Membership::Membership(int num_servers, int num_workers, const std::string& sche
   s.rank = 0;
   s.host = scheduler_host;
   s.port = scheduler_port;
-  nodes_.push_back(s);
+  AddNode(s);
+}
+
+void Membership::AddNode(const NodeInfo& info) {
+  nodes_.push_back(info);
+  if (info.id != 0) id_at_.emplace(std::make_pair(info.host, info.port), info.id);
+  count_of_[info.role]++;
+  if (info.role == Role::kWorker) workers_in_group_[info.group]++;
 }
 
 void JoinGroup(std::vector<std::pair<std::string, int>>* groups, const std::string& group,
@@ -48,9 +55,7 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
     *why = "a second scheduler tried to register from " + r.host + ":" + std::to_string(r.port);
     return RegisterResult::kRejected;
   }
-  for (const auto& p : pending_) {
-    if (p.first.host == r.host && p.first.port == r.port) return RegisterResult::kDuplicate;
-  }
+  if (pending_at_.count({r.host, r.port})) return RegisterResult::kDuplicate;
   // A worker that joins the running job may bring a group of its own; one that names none
   // joins the job's only (unnamed) group, if it has no groups.
   const bool new_group = r.role == Role::kWorker && GroupIndex(r.group) < 0;
@@ -66,23 +71,20 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
     NodeInfo info;
     info.id = nodes_.back().id + 1;
     info.role = r.role;
-    info.rank = 0;
-    for (const auto& n : nodes_) info.rank += n.role == r.role;
+    info.rank = count_of_[r.role];
     info.host = r.host;
     info.port = r.port;
     if (r.role == Role::kWorker) {
       info.group = r.group;
-      info.group_rank = 0;
-      for (const auto& n : nodes_) info.group_rank += n.role == Role::kWorker && n.group == r.group;
+      info.group_rank = workers_in_group_[r.group];
       JoinGroup(&groups_, r.group, num_workers_);
     }
-    nodes_.push_back(info);
+    AddNode(info);
     return RegisterResult::kJoined;
   }
   // A joiner that arrives before the job started waits (its registration is repeated).
   if (r.join) return RegisterResult::kDuplicate;
-  int have = 0;
-  for (const auto& p : pending_) have += p.first.role == r.role;
+  const int have = r.role == Role::kServer ? pending_servers_ : pending_workers_;
   int want = r.role == Role::kServer ? num_servers_ : num_workers_;
   if (complete_ || have >= want) {
     *why = std::string("the job already has its ") + std::to_string(want) + " " + RoleName(r.role) +
@@ -91,19 +93,19 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
   }
   if (r.role == Role::kWorker && !groups_.empty()) {
     const int size = groups_[GroupIndex(r.group)].second;
-    int in_group = 0;
-    for (const auto& p : pending_)
-      in_group += p.first.role == Role::kWorker && p.first.group == r.group;
-    if (in_group >= size) {
+    if (pending_in_group_[r.group] >= size) {
       *why = "the job already has the " + std::to_string(size) + " workers of group " + r.group +
              " (PS_WORKER_GROUPS; a worker joining a running job sets PS_JOIN=1)";
       return RegisterResult::kRejected;
     }
   }
   pending_.emplace_back(r, static_cast<int>(pending_.size()));
-  int servers = 0, workers = 0;
-  for (const auto& p : pending_) (p.first.role == Role::kServer ? servers : workers)++;
-  if (servers < num_servers_ || workers < num_workers_) return RegisterResult::kPending;
+  pending_at_.insert({r.host, r.port});
+  (r.role == Role::kServer ? pending_servers_ : pending_workers_)++;
+  if (r.role == Role::kWorker) pending_in_group_[r.group]++;
+  if (pending_servers_ < num_servers_ || pending_workers_ < num_workers_) {
+    return RegisterResult::kPending;
+  }
 
   // Ranks: launcher hints first when valid and unique, then arrival order. Servers take ids
   // 1..S and workers S+1..S+W in rank order.
@@ -134,12 +136,9 @@ Membership::RegisterResult Membership::Register(const Registration& r, std::stri
       info.port = group[i].first.port;
       if (role == Role::kWorker) {
         info.group = group[i].first.group;
-        info.group_rank = 0;
-        for (const auto& n : nodes_) {
-          info.group_rank += n.role == Role::kWorker && n.group == info.group;
-        }
+        info.group_rank = workers_in_group_[info.group];
       }
-      nodes_.push_back(info);
+      AddNode(info);
     }
   }
   complete_ = true;
@@ -156,8 +155,7 @@ std::vector<int> Membership::ServerIds() const {
 }
 
 std::string Membership::Missing() const {
-  int servers = 0, workers = 0;
-  for (const auto& p : pending_) (p.first.role == Role::kServer ? servers : workers)++;
+  const int servers = pending_servers_, workers = pending_workers_;
   return std::to_string(servers) + " of " + std::to_string(num_servers_) + " servers and " +
          std::to_string(workers) + " of " + std::to_string(num_workers_) + " workers registered";
 }
@@ -270,10 +268,8 @@ std::string Membership::GroupNames(int groups,
 }
 
 int Membership::IdOf(const std::string& host, int port) const {
-  for (const auto& n : nodes_) {
-    if (n.host == host && n.port == port && n.id != 0) return n.id;
-  }
-  return -1;
+  auto it = id_at_.find({host, port});
+  return it == id_at_.end() ? -1 : it->second;
 }
 
 std::vector<Membership::Release> Membership::MarkDead(int id) {
