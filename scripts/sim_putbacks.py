@@ -96,7 +96,7 @@ BUGS = [
      "        v.core->CopiesInFlight() > 0 || v.core->AwaitingHandover()) {",
      "        v.core->CopiesInFlight() > 0) {", EVERYTHING, 1000, 1253),
     ("released-read-moved", "src/kv/server_core.cc",
-     "      if (ring && !Owns(r.req, *ring)) {", "      if (false) {",
+     "    if (RedirectIfMoved(r.req, &reply)) continue;\n", "",
      "--timeout-s 5 --heartbeat-s 0.5 --pause-max-s 4.5 --worker-cut-every-s 0.5 "
      "--join-every-s 1", 1, 134),
 ]

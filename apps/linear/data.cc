@@ -62,7 +62,8 @@ const char* Number(const char* p, const char* end, T* out) {
   return r.ptr;
 }
 
-// A feature id: up to 18 digits read here (no overflow), longer ones by from_chars.
+// A feature id: up to 18 digits read here (no overflow), longer ones by from_chars, which
+// stops where this loop does on anything else ('.', 'e', 'x': not part of an integer).
 const char* Id(const char* p, const char* end, unsigned long long* out) {
   const char* q = p < end && *p == '+' ? p + 1 : p;
   unsigned long long v = 0;
@@ -72,10 +73,7 @@ const char* Id(const char* p, const char* end, unsigned long long* out) {
     ++d;
   }
   if (d == q) return nullptr;
-  if (d < end && (static_cast<unsigned char>(*d - '0') < 10 || *d == '.' || *d == 'e' ||
-                  *d == 'E' || *d == 'x' || *d == 'X')) {
-    return Number(p, end, out);  // long, or not a plain integer: from_chars decides
-  }
+  if (d < end && static_cast<unsigned char>(*d - '0') < 10) return Number(p, end, out);
   *out = v;
   return d;
 }
@@ -106,9 +104,8 @@ const char* Value(const char* p, const char* end, double* out) {
   } else if (!whole) {
     return Number(p, end, out);  // "inf", "nan" and the like: from_chars decides
   }
-  if (digits > 15 || (d < end && (*d == 'e' || *d == 'E' || *d == 'x' || *d == 'X'))) {
-    return Number(p, end, out);
-  }
+  // (from_chars reads no hex here: "0x1" stops at the 'x' either way.)
+  if (digits > 15 || (d < end && (*d == 'e' || *d == 'E'))) return Number(p, end, out);
   const double v = static_cast<double>(m) / kPow10[frac];
   *out = neg ? -v : v;
   return d;

@@ -261,13 +261,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       hot.Build(s->data);
       hw.resize(hot.key_of.size());
       for (size_t r = 0; r < hw.size(); ++r) hw[r] = s->w[hot.key_of[r]];
+      positives = 0;
+      for (float y : s->data.label) positives += y > 0;
       ph.Since(Phases::kCompute, t);
     }
     const auto t0 = Clock::now();
-    if (fresh) {
-      positives = 0;
-      for (float y : s->data.label) positives += y > 0;
-    }
     ps::SArray<double> gp;
     const double loss = DataPass(s->data, hot, hw, threads, e, &gbuf, &gp);
     const auto& data = s->data;
@@ -371,9 +369,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         std::vector<std::pair<const double*, const double*>> at;
         for (const auto& h : held) at.emplace_back(h.first + r.first, h.second + r.first);
         lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first, vx.data() + ob + r.first,
-                       at, r.second - r.first, T == 1 ? part.data() + kHead : sums[t].data());
+                       at, r.second - r.first, sums[t].data());
       });
-      for (int t = 0; T > 1 && t < T; ++t) {
+      // part's partials start at 0, so one run's sums come out as they are.
+      for (int t = 0; t < T; ++t) {
         for (size_t k = 0; k < np; ++k) part[kHead + k] += sums[t][k];
       }
     }
@@ -463,10 +462,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         const double pos = ls[2], neg = ls[1] - ls[2];
         stop_below = o.epsilon * std::max(std::min(pos, neg), 1.0) / std::max(ls[1], 1.0) * v0;
       }
-      char why_buf[160];
-      std::snprintf(why_buf, sizeof(why_buf), "%s-norm %.6g <= %.6g, liblinear's test",
-                    l1 > 0 ? "1" : "2", vnorm, stop_below);
-      if (vnorm <= stop_below) stopped_by = why_buf;
+      if (vnorm <= stop_below) {
+        char why[160];
+        std::snprintf(why, sizeof(why), "%s-norm %.6g <= %.6g, liblinear's test",
+                      l1 > 0 ? "1" : "2", vnorm, stop_below);
+        stopped_by = why;
+      }
       if (!fresh && decrease <= 1e-12 * std::fabs(f)) stopped_by = "no decrease";
       if (iter >= o.iterations) stopped_by = "--iterations";
       done = !stopped_by.empty();

@@ -158,15 +158,7 @@ void ServerCore::ProcessLocked(Message& msg) {
     early_.push_back(std::move(msg));
     return;
   }
-  if (msg.meta.epoch() < cur_epoch_) {
-    // Routed under an older ring: serve it only if the keys are still mastered here (fencing,
-    // DESIGN §8). Otherwise the worker re-plans under the ring it is about to receive.
-    auto ring = ring_();
-    if (!Owns(msg, *ring)) {
-      Redirect(&reply, *ring);
-      return;
-    }
-  }
+  if (RedirectIfMoved(msg, &reply)) return;
   if (msg.meta.op() == pb::Meta::CLOCK) {
     gate.Report(worker, done, &released);
     Answer(msg, &reply, "");
@@ -326,13 +318,19 @@ void ServerCore::Record(int worker, const Message& m) {
   }
 }
 
-void ServerCore::Redirect(Message* reply, const Ring& ring) {
+bool ServerCore::RedirectIfMoved(const Message& msg, Message* reply) {
+  // Routed under an older ring: served only if the keys are still mastered here (fencing,
+  // DESIGN §8). Otherwise the worker re-plans under the ring it is about to receive.
+  if (msg.meta.epoch() >= cur_epoch_) return false;
+  auto ring = ring_();
+  if (Owns(msg, *ring)) return false;
   reply->meta.set_redirect(true);
-  reply->meta.set_epoch(ring.epoch());
+  reply->meta.set_epoch(ring->epoch());
   reply->meta.set_error("redirect: server " + std::to_string(self_) +
                         " does not master these keys under ring epoch " +
-                        std::to_string(ring.epoch()));
+                        std::to_string(ring->epoch()));
   send(*reply);
+  return true;
 }
 
 void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
@@ -351,13 +349,7 @@ void ServerCore::AnswerReleased(const std::vector<uint64_t>& released) {
     // 0.5 --join-every-s 1`: a read held since epoch 6 was answered with zeros after epoch
     // 21 moved its key away). Keys mastered again since, whose old master's last updates are
     // still on their way, wait for them as a new read would.
-    if (ring_) {
-      auto ring = ring_();
-      if (ring && !Owns(r.req, *ring)) {
-        Redirect(&reply, *ring);
-        continue;
-      }
-    }
+    if (RedirectIfMoved(r.req, &reply)) continue;
     if (chain_.Awaiting(r.req)) {
       if (early_.size() < kMaxEarly) early_.push_back(std::move(r.req));
       continue;

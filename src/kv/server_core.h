@@ -233,9 +233,10 @@ class ServerCore : private ChainReplicator::Host {
   void Report();
   // True when every key of a worker request is mastered here under ring.
   bool Owns(const Message& msg, const Ring& ring) const;
-  // Answers a request routed under an older ring whose keys this server does not master under
-  // ring: the worker plans it again under the newer one (mu held).
-  void Redirect(Message* reply, const Ring& ring);
+  // A request routed under an older ring whose keys this server no longer masters is answered
+  // with a redirect (true): the worker plans it again under the newer ring. Applied when a
+  // request arrives and again when the barrier releases a held read (mu held).
+  bool RedirectIfMoved(const Message& msg, Message* reply);
   struct Fetch {
     RangeSet ranges;
     int from = -1;
