@@ -485,17 +485,7 @@ void Node::Impl::Dispatch(Message& msg) {
     const std::string err = filters->Decode(&msg, &missed);
     if (missed) {
       // A key list this node no longer holds (evicted; or it is new): ask for the keys.
-      Message miss;
-      miss.meta.set_receiver(msg.meta.sender());
-      miss.meta.set_app_id(msg.meta.app_id());
-      miss.meta.set_timestamp(msg.meta.timestamp());
-      miss.meta.set_part(msg.meta.part());
-      miss.meta.set_attempt(msg.meta.attempt());
-      miss.meta.set_request(false);
-      miss.meta.set_push(msg.meta.push());
-      miss.meta.set_pull(msg.meta.pull());
-      miss.meta.set_key_miss(true);
-      miss.meta.set_key_list_id(missed);
+      Message miss = FilterChain::MissReply(msg, missed);
       Send(miss);
       return;
     }

@@ -116,8 +116,11 @@ uint32_t FilterChain::EncodeFrame(const Message& m, size_t frame, SArray<char>* 
       applied(qbits == 8 ? Codec::kQuantize8 : Codec::kQuantize16);
     }
   }
-  if (opt_.key_cache_bytes && frame == 0 && role == Role::kKeys && m.meta.request() &&
-      !m.meta.replica() && m.meta.op() == pb::Meta::DATA && data->size() % sizeof(Key) == 0) {
+  // A replica copy refers to a cached list only on its first hop, from the master, which keeps
+  // the copy and sends it again on a miss; a member passing it down the chain keeps nothing.
+  const bool own_copy = !m.meta.replica() || m.meta.master() == m.meta.sender();
+  if (opt_.key_cache_bytes && frame == 0 && role == Role::kKeys && m.meta.request() && own_copy &&
+      m.meta.op() == pb::Meta::DATA && data->size() % sizeof(Key) == 0) {
     const SArray<Key> keys(*data);
     const uint64_t hash = HashBytes(data->data(), data->size());
     uint64_t id;
@@ -193,6 +196,26 @@ void FilterChain::Encode(Message* msg) {
     peer.raw += raw[i];
     peer.wire += msg->data[i].size();
   }
+}
+
+Message FilterChain::MissReply(const Message& msg, uint64_t missed) {
+  Message miss;
+  miss.meta.set_receiver(msg.meta.sender());
+  miss.meta.set_app_id(msg.meta.app_id());
+  miss.meta.set_timestamp(msg.meta.timestamp());
+  miss.meta.set_part(msg.meta.part());
+  miss.meta.set_attempt(msg.meta.attempt());
+  miss.meta.set_request(false);
+  miss.meta.set_push(msg.meta.push());
+  miss.meta.set_pull(msg.meta.pull());
+  miss.meta.set_key_miss(true);
+  miss.meta.set_key_list_id(missed);
+  if (msg.meta.replica()) {  // the copy's master sends it again (ChainReplicator::OnAck)
+    miss.meta.set_replica(true);
+    miss.meta.set_fwd_id(msg.meta.fwd_id());
+    miss.meta.set_master(msg.meta.master());
+  }
+  return miss;
 }
 
 std::string FilterChain::Decode(Message* msg, uint64_t* missed) {

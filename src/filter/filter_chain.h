@@ -49,6 +49,9 @@ class FilterChain {
   /// Restores the frames; "" or why the message is malformed (then it must be dropped). When
   /// it names a key list this node does not hold, *missed gets its id (answer with key_miss).
   std::string Decode(Message* msg, uint64_t* missed = nullptr);
+  /// The answer to msg whose key list `missed` Decode did not find: its sender forgets the list
+  /// and sends msg again with the keys in full (a worker's part, or a master's replica copy).
+  static Message MissReply(const Message& msg, uint64_t missed);
   uint64_t key_cache_hits() const;
   uint64_t key_cache_misses() const;
 

@@ -270,6 +270,14 @@ void ChainReplicator::OnAck(const Message& msg) {
   }
   auto h = hops_.find(msg.meta.fwd_id());
   if (h == hops_.end()) return;  // a duplicate, or a hop re-routed after a failure
+  if (msg.meta.key_miss()) {
+    // The replica no longer holds the key list the copy referred to (evicted, or a new node):
+    // the node's filter chain has forgotten the list, so the keys go in full this time.
+    if (!h->second.queued && msg.meta.sender() == h->second.msg.meta.receiver()) {
+      Send(&h->second);
+    }
+    return;
+  }
   const std::vector<uint64_t> waiting = std::move(h->second.entries);
   const int receiver = h->second.msg.meta.receiver();
   if (h->second.sends == 1) {

@@ -100,7 +100,7 @@ class ChainReplicator {
   /// True when the reply to worker's request ts waits for copies (it is sent once they are all
   /// acknowledged); false: send it now.
   bool HoldReply(int worker, int64_t ts, Message* reply);
-  /// A replica's acknowledgement (or NACK) of a copy.
+  /// A replica's acknowledgement (or NACK, or key-cache miss: sent again in full) of a copy.
   void OnAck(const Message& ack);
   /// Batches: pushes applied within window_us are added up per chain and sent once (additive
   /// rules only; 0 = every push is copied at once).

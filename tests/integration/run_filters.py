@@ -4,7 +4,7 @@ PS_COMPRESS=off, auto, delta, zero and snappy. Results must be exact in every mo
 workers' own byte counts (their stats line, bytes before and after each codec) must show the
 savings the issue asks for: sorted keys with gaps below 1000 at least 3x smaller with
 delta-varint, values with 90% zeros at least 5x smaller with zero suppression and 4x with Snappy.
-Then key caching (>= 45% fewer bytes) and the significantly-modified filter at threshold 0
+Then key caching (>= 45% fewer bytes; the servers' replica copies refer to cached lists too) and the significantly-modified filter at threshold 0
 (pulls after every round exact, most values left to the workers' copies).
 """
 import argparse
@@ -24,6 +24,8 @@ def run(a, mode, extra_env=(), job_args=("--rounds", "6")):
     ok = [json.loads(x) for x in
           re.findall(r"^\[worker \d+\] OK worker \d+ checked \d+ values (\{.*\})$", p.stdout, re.M)]
     a.last_stats = ok
+    a.server_stats = [json.loads(x) for x in
+                      re.findall(r"^\[server \d+\] STATS (\{.*\})$", p.stdout, re.M)]
     return p.returncode, p.stdout, [x["filters"]["sent"] for x in ok]
 
 
@@ -71,6 +73,17 @@ def main():
               "references" % (mb, sent_bytes[mb], hits), flush=True)
         if mb == "64" and hits == 0:
             failures.append("key cache on, but no key list was sent as a reference")
+        # The servers' copies to their replicas (one copy each, the default with 2 servers)
+        # refer to the lists too.
+        copies = sum(s["filters"]["sent"].get("keys:keycache", {}).get("frames", 0)
+                     for s in a.server_stats)
+        print("PS_KEY_CACHE_MB=%s: servers sent %d bytes; %d key lists of replica copies sent "
+              "as references" % (mb, sum(s["bytes_sent"] for s in a.server_stats), copies),
+              flush=True)
+        if len(a.server_stats) != 2:
+            failures.append("key cache %s MB: %d server stats lines of 2" % (mb, len(a.server_stats)))
+        elif mb == "64" and copies == 0:
+            failures.append("key cache on, but no replica copy referred to a cached key list")
     if len(sent_bytes) == 2:
         saved = 1 - sent_bytes["64"] / float(sent_bytes["0"])
         print("key caching saved %.1f%% of the workers' bytes" % (100 * saved), flush=True)

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "consistency/barrier_policy.h"
+#include "filter/filter_chain.h"
 #include "kv/server_core.h"
 #include "replication/chain_replicator.h"
 #include "store/store.h"
@@ -287,6 +288,32 @@ TEST(ChainWindowTest, ALostForwardIsResentWhenTheLastReplicaAsks) {
     EXPECT_EQ(SArray<int64_t>(b)[0], 3) << "server " << id;
     EXPECT_EQ(SArray<int64_t>(a)[0], 3);
   }
+}
+
+// A replica that no longer holds the key list a copy referred to (PS_KEY_CACHE_MB: evicted,
+// or a restarted node) answers with a key-cache miss naming the copy. That is no
+// acknowledgement: the master sends the copy again at once (its node's filter chain has
+// forgotten the list, so the keys go in full), and the push is acknowledged only once the
+// replica holds it. Read as an acknowledgement, the miss released the reply with the replica
+// lacking the push.
+TEST(ChainWindowTest, AKeyCacheMissSendsTheCopyAgainAndAcknowledgesNothing) {
+  Pair p;
+  Key k = 1;
+  while (p.ring().Owner(k) != kMaster) ++k;
+  p.PushKey(0, k);
+  ASSERT_EQ(p.link(kMaster, kReplica).size(), 1u);
+  const Message copy = p.link(kMaster, kReplica).front();
+  p.link(kMaster, kReplica).clear();  // the replica's filter chain found no such list
+  Message miss = FilterChain::MissReply(copy, 5);
+  miss.meta.set_sender(kReplica);
+  p.server(kMaster).Process(miss);
+  EXPECT_EQ(p.replied(), 0u);
+  ASSERT_EQ(p.link(kMaster, kReplica).size(), 1u) << "the copy was not sent again at once";
+  EXPECT_EQ(p.link(kMaster, kReplica).front().meta.fwd_id(), copy.meta.fwd_id());
+  p.Drain();  // no timer runs
+  EXPECT_EQ(p.replied(), 1u);
+  EXPECT_EQ(p.server(kMaster).CheckEntries(), "");
+  ExpectIdentical(&p);
 }
 
 int64_t ValueAt(Pair* p, int server, Key k) {

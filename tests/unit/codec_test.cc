@@ -400,6 +400,51 @@ TEST(KeyCacheTest, HitsMissesEvictionAndARestartedReceiver) {
   EXPECT_FALSE(by_ref);
 }
 
+// Replica copies: the master's copy to the first replica refers to a list the replica holds
+// (the master keeps the copy and sends it again on a miss); a member passing the copy on down
+// the chain keeps nothing to send again, so it sends the keys in full. The miss names the
+// copy, so that its master (not the worker) sends it again.
+TEST(KeyCacheTest, ReplicaCopiesReferToListsOnlyFromTheirMaster) {
+  Rng rng(11);
+  const SArray<Key> keys = SortedKeys(&rng, 1000, 1 << 20);
+  FilterOptions o = FilterOptions::Parse("off", 0, 1);
+  auto copy = [&](int master) {
+    Message m = KeysRequest(keys, 1, 2);
+    m.meta.set_pull(false);
+    m.meta.set_push(true);
+    m.meta.set_replica(true);
+    m.meta.set_master(master);
+    m.meta.set_fwd_id(77);
+    return m;
+  };
+  for (int master : {1, 3}) {
+    SCOPED_TRACE("master " + std::to_string(master));
+    FilterChain tx(o, 1), rx(o, 2);
+    for (int i = 0; i < 2; ++i) {
+      Message wire = copy(master);
+      tx.Encode(&wire);
+      EXPECT_EQ(wire.data[0].size() == 24, master == 1 && i == 1) << "send " << i;
+      uint64_t missed = 0;
+      EXPECT_EQ(rx.Decode(&wire, &missed), "");
+      EXPECT_EQ(missed, 0u);
+    }
+  }
+  FilterChain tx(o, 1), rx(o, 2), fresh(o, 3);
+  Message first = copy(1);
+  tx.Encode(&first);
+  Message wire = copy(1);
+  tx.Encode(&wire);
+  uint64_t missed = 0;
+  fresh.Decode(&wire, &missed);
+  ASSERT_NE(missed, 0u);
+  const Message miss = FilterChain::MissReply(copy(1), missed);
+  EXPECT_TRUE(miss.meta.replica());
+  EXPECT_FALSE(miss.meta.request());
+  EXPECT_TRUE(miss.meta.key_miss());
+  EXPECT_EQ(miss.meta.fwd_id(), 77u);
+  EXPECT_EQ(miss.meta.master(), 1);
+}
+
 TEST(KeyCacheTest, ListsAreComparedNotJustHashed) {
   KeyCache c(1 << 20);
   SArray<Key> l1{1, 2, 3}, l2{1, 2, 4};
