@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 CONFIGS = [
-    ("none", [], ["--kkt=false"]),
+    ("none", ["PS_KEY_CACHE_MB=0"], ["--kkt=false"]),
     ("key cache", ["PS_KEY_CACHE_MB=256"], ["--kkt=false"]),
     ("key cache + snappy", ["PS_KEY_CACHE_MB=256", "PS_COMPRESS=snappy"], ["--kkt=false"]),
     ("key cache + auto", ["PS_KEY_CACHE_MB=256", "PS_COMPRESS=auto"], ["--kkt=false"]),
-    ("KKT", [], ["--kkt=true"]),
+    ("KKT", ["PS_KEY_CACHE_MB=0"], ["--kkt=true"]),
     ("KKT + key cache + auto", ["PS_KEY_CACHE_MB=256", "PS_COMPRESS=auto"], ["--kkt=true"]),
     ("KKT + key cache + auto + significant 0", ["PS_KEY_CACHE_MB=256", "PS_COMPRESS=auto"],
      ["--kkt=true", "--significant", "0"]),

@@ -208,6 +208,9 @@ void ResolveConsistency() {
   if (!given("tau") && set("PS_MAX_DELAY")) FLAGS_tau = -2;
 }
 
+// MB of key lists kept per peer at each end of a link (PS_KEY_CACHE_MB's default here).
+constexpr int kKeyCacheMb = 64;
+
 int main(int argc, char** argv) {
   gflags::SetUsageMessage("distributed sparse logistic regression on ps (docs/apps/linear.md)");
   apps::HandleHelp(argc, argv, "apps/linear/");
@@ -216,7 +219,13 @@ int main(int argc, char** argv) {
   try {
     linear::Options o = FromFlags();
     if (FLAGS_predict) return Predict(o);
-    ps::Node node(ps::Config::FromEnv());
+    ps::Config cfg = ps::Config::FromEnv();
+    // DBPG and L-BFGS send the same key lists every pass (their data's keys and slices):
+    // they travel as references unless PS_KEY_CACHE_MB says otherwise. Every node of the job
+    // runs this binary with the same flags, so both ends of each link agree.
+    const char* kc = std::getenv("PS_KEY_CACHE_MB");
+    if ((kc == nullptr || *kc == '\0') && o.solver != "ftrl") cfg.key_cache_mb = kKeyCacheMb;
+    ps::Node node(cfg);
     node.Start();
     o.team = linear::TeamOf(node, o);
     const linear::Team& team = o.team;
