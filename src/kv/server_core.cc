@@ -231,7 +231,8 @@ void ServerCore::ProcessLocked(Message& msg) {
     const bool copies = ring && chain_.Active(*ring);
     if (fresh_all) {
       Record(owner, msg);
-      if (copies) chain_.Replicate(owner, msg, *ring);
+      // A push alone has its reply final here: the chain's tail may send it.
+      if (copies) chain_.Replicate(owner, msg, *ring, true, pull ? nullptr : &reply);
     } else {
       // The new parts are replicated as usual; of the rest, what no copy on its way covers.
       for (const auto& piece : pieces) {

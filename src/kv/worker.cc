@@ -528,7 +528,9 @@ void KVWorkerBase::Impl::Process(Message& msg) {
     return;
   }
   p->got[part] = true;
-  answered[msg.meta.sender()].now++;
+  // A push's reply relayed by its chain's tail counts as its master's answer.
+  const int server = msg.meta.master() > 0 ? msg.meta.master() : msg.meta.sender();
+  answered[server].now++;
   if (p->tries[part] == 0) {
     // Karn's rule: only parts sent once give a clean sample. Time a barrier held the read is
     // not the server's slowness.
@@ -536,7 +538,7 @@ void KVWorkerBase::Impl::Process(Message& msg) {
                                                                 p->sent_at[part])
                           .count() -
                       static_cast<double>(msg.meta.held_us());
-    rtt[msg.meta.sender()].Sample(std::max(0.0, us));
+    rtt[server].Sample(std::max(0.0, us));
   }
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();

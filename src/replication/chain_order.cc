@@ -196,6 +196,8 @@ bool ChainReplicator::StripRanges(Message* msg, const RangeSet& rs) const {
   Message rest = KeySubset(*msg, keep, esize_);
   if (rest.data.empty()) return false;
   RestrictSeq(*msg, &rest);
+  // No longer the whole request: its master answers the worker once the request is complete.
+  rest.meta.clear_relay();
   *msg = std::move(rest);
   return true;
 }
@@ -567,7 +569,17 @@ void ChainReplicator::ForwardOrAck(const Message& msg) {
     send_(next);
     return;
   }
-  Ack(msg);  // the tail holds it: tell the master
+  // The tail holds it: tell the master, and answer the worker when the copy carries its reply
+  // (every member before it holds the update: each applied it before passing it on).
+  Message ack = ToMaster(msg);
+  if (msg.meta.has_relay()) {
+    Message reply;
+    reply.meta = msg.meta.relay();
+    reply.meta.set_master(msg.meta.master());
+    send_(reply);
+    ack.meta.set_relayed(true);
+  }
+  send_(ack);
 }
 
 Message ChainReplicator::ToMaster(const Message& copy) const {

@@ -21,8 +21,8 @@ ChainReplicator::ChainReplicator(int app, DataType dtype, bool additive, int sel
       now_us_(std::move(now_us)),
       ring_(std::move(ring)) {}
 
-void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& ring,
-                                bool may_add) {
+void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& ring, bool may_add,
+                                const Message* reply) {
   auto pieces = SplitByChain(applied, ring, esize_);
   for (auto& p : JoinerPieces(applied, ring)) pieces.push_back(std::move(p));
   if (pieces.empty()) return;
@@ -32,6 +32,11 @@ void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& 
   for (const Range& r : SeqRanges(applied, ring)) seq_.Bump(r, &seq);
   for (auto& p : pieces) RestrictSeq(seq, &p.msg);
   const uint64_t e = EntryOf(worker, applied.meta.timestamp());
+  // The tail may answer the worker when this copy alone holds the request's reply back: one
+  // piece (no joiner's), and an entry with nothing else on its way or held.
+  const Entry& fresh = entries_[e];
+  const bool relay = reply != nullptr && pieces.size() == 1 && fresh.open == 0 &&
+                     fresh.hops.empty() && fresh.replies.empty();
   // A copy of a push applied before never joins an aggregate: a replica holding part of an
   // aggregate could apply it neither whole nor in part.
   const bool aggregate = may_add && agg_ && applied.meta.op() == pb::Meta::DATA &&
@@ -55,7 +60,7 @@ void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& 
     // Batches hold earlier updates of the same ranges: they leave first.
     FlushBatches();
     p.msg.meta.set_origin(worker);
-    SendHop({e}, std::move(p));
+    SendHop({e}, std::move(p), relay ? reply : nullptr);
   }
   if (in_aggregate) copy_stats_.aggregated++;
   // Every live worker has a push in the batches (one step of all of them, typically): no
@@ -179,9 +184,15 @@ void ChainReplicator::Send(Hop* hop) {
   send_(hop->msg);
 }
 
-void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece) {
+void ChainReplicator::SendHop(const std::vector<uint64_t>& entries, ChainPiece piece,
+                              const Message* relay) {
   const uint64_t id = next_fwd_++;
   Message m = std::move(piece.msg);
+  m.meta.clear_relay();
+  if (relay) {
+    *m.meta.mutable_relay() = relay->meta;
+    entries_[entries[0]].relayed = true;
+  }
   m.meta.set_replica(true);
   m.meta.set_request(true);
   m.meta.set_pull(false);
@@ -279,6 +290,14 @@ void ChainReplicator::OnAck(const Message& msg) {
     return;
   }
   const std::vector<uint64_t> waiting = std::move(h->second.entries);
+  // Only the tail of a copy that carried the reply relays it; from any other acknowledgement
+  // (a re-routed copy's, say) the master answers the worker itself.
+  if (!msg.meta.relayed()) {
+    for (uint64_t e : waiting) {
+      auto it = entries_.find(e);
+      if (it != entries_.end()) it->second.relayed = false;
+    }
+  }
   const int receiver = h->second.msg.meta.receiver();
   if (h->second.sends == 1) {
     flights_[receiver].rtt.Sample(static_cast<double>(now_us_() - h->second.sent_us));
@@ -317,7 +336,9 @@ void ChainReplicator::Flush(uint64_t e) {
   entries_.erase(it);
   entry_of_.erase({entry.worker, entry.ts});
   if (entry.abandoned) return;
-  for (auto& r : entry.replies) send_(r);
+  // The tail answered the request as first received; resends of it (another attempt, say)
+  // are answered here.
+  for (size_t i = entry.relayed ? 1 : 0; i < entry.replies.size(); ++i) send_(entry.replies[i]);
 }
 
 void ChainReplicator::SetAggregation(int64_t window_us) {

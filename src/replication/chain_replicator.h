@@ -89,8 +89,11 @@ class ChainReplicator {
   /// True when updates under `ring` need copies (replicas, or servers joining).
   bool Active(const Ring& ring) const { return ring.replicas() > 0 || host_->Prepared(); }
   /// An update this server applied as master: numbered and sent down its chains (or batched).
-  /// may_add: it may join a batch (never a part of a push applied before).
-  void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true);
+  /// may_add: it may join a batch (never a part of a push applied before). reply: the worker's
+  /// reply, final (a push without a pull): when the update goes as one copy down one chain, its
+  /// tail sends it (Meta.relay) and the master holds only a spare for the tail's failures.
+  void Replicate(int worker, const Message& applied, const Ring& ring, bool may_add = true,
+                 const Message* reply = nullptr);
   /// A worker sent again a push this server applied before: the copies of it still on their
   /// way are sent again. Returns the part of it that no such copy covers (empty message: none).
   Message Resend(int worker, const Message& push);
@@ -212,6 +215,8 @@ class ChainReplicator {
     // master: this server cannot tell that master has them, so its replies are never sent
     // (the worker resends to that master, whose log decides).
     bool abandoned = false;
+    // The tail sent replies[0] (the request's first answer) itself: Flush sends the others only.
+    bool relayed = false;
   };
   struct Hop {
     std::vector<uint64_t> entries;  // the requests waiting for it (several: an aggregate)
@@ -249,7 +254,10 @@ class ChainReplicator {
   // Re-routes along ring's chains every copy on its way to a server for which alive is false.
   void Reroute(const Ring& ring, const std::function<bool(int)>& alive);
   uint64_t EntryOf(int worker, int64_t ts);
-  void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece);
+  // relay: the worker's reply, for the tail to send (Meta.relay); every other hop carries none
+  // (a re-routed or cut copy no longer stands for the whole request).
+  void SendHop(const std::vector<uint64_t>& entries, ChainPiece piece,
+               const Message* relay = nullptr);
   void Flush(uint64_t entry);
   void Send(Hop* hop);
   // Sends hop id now if its receiver's window has room (and nothing waits before it), else

@@ -144,7 +144,9 @@ int ClusterMain(int argc, char** argv) {
               << ",\"declared_servers\":" << r.declared_servers << ",\"epochs\":" << r.epochs
               << ",\"refill_messages\":" << r.refill_messages
               << ",\"handover_messages\":" << r.handover_messages
-              << ",\"copy_messages\":" << r.copy_messages << ",\"scheduler_s\":" << r.scheduler_s
+              << ",\"copy_messages\":" << r.copy_messages
+              << ",\"relayed_replies\":" << r.relayed_replies
+              << ",\"scheduler_s\":" << r.scheduler_s
               << ",\"scheduler_beats_s\":" << r.scheduler_beats_s
               << ",\"scheduler_start_s\":" << r.scheduler_start_s
               << ",\"ring_change_s\":" << r.ring_change_s

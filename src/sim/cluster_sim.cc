@@ -81,6 +81,8 @@ void ClusterSim::State::SendData(Message& m) {
     res.handover_messages++;
   } else if (m.meta.replica()) {
     res.copy_messages++;
+  } else if (!m.meta.request() && m.meta.master() > 0) {
+    res.relayed_replies++;
   }
   if (Cut(m.meta.sender(), m.meta.receiver())) {
     res.partition_drops++;

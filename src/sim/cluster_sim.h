@@ -134,6 +134,7 @@ struct ClusterSimResult {
   // handling of a new or prepared ring (their refill and hand-over plans): what a membership change
   // costs as the cluster grows.
   uint64_t refill_messages = 0, handover_messages = 0, copy_messages = 0;
+  uint64_t relayed_replies = 0;  // push replies a chain's tail sent for its master
   double scheduler_s = 0, ring_change_s = 0;
   // The scheduler's routine work, apart: heartbeats and the periodic looks that found nothing.
   double scheduler_beats_s = 0;

@@ -142,6 +142,7 @@ class Pair {
           if (l.first.second == kWorker) {
             EXPECT_EQ(m.meta.error(), "");
             replied_.insert(m.meta.timestamp());
+            repliers_[m.meta.timestamp()].push_back(l.first.first);
           } else {
             servers_[l.first.second]->Process(m);
           }
@@ -165,6 +166,11 @@ class Pair {
   ServerCore& server(int id) { return *servers_[id]; }
   StoreBase& store(int id) { return *stores_[id]; }
   size_t replied() const { return replied_.size(); }
+  // The servers that answered the worker's request ts, one entry per reply.
+  std::vector<int> repliers(int64_t ts) const {
+    auto it = repliers_.find(ts);
+    return it == repliers_.end() ? std::vector<int>{} : it->second;
+  }
 
  private:
   std::shared_ptr<const Ring> ring_;
@@ -172,6 +178,7 @@ class Pair {
   std::map<int, std::unique_ptr<ServerCore>> servers_;
   std::map<std::pair<int, int>, std::deque<Message>> links_;
   std::set<int64_t> replied_;
+  std::map<int64_t, std::vector<int>> repliers_;
   std::set<int> dead_;
   int64_t now_us_ = 1;
 
@@ -321,6 +328,51 @@ int64_t ValueAt(Pair* p, int server, Key k) {
   SArray<int> len;
   p->store(server).Pull(&k, 1, 1, &v, &len);
   return SArray<int64_t>(v)[0];
+}
+
+// The reply to a push whose update goes down one chain as one copy travels with the copy, and
+// the chain's tail sends it once it holds the update (Meta.relay): three hops instead of
+// four (worker, master, tail, worker), and the master, told by the tail's acknowledgement,
+// sends no second reply. Before, the reply waited at the master for the acknowledgement.
+TEST(ChainWindowTest, TheTailAnswersThePushAndItsMasterSendsNoSecondReply) {
+  Pair p(3);
+  const Key k = 12345;
+  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
+  ASSERT_EQ(chain.size(), 3u);
+  p.PushKey(0, k);
+  EXPECT_TRUE(p.link(chain[0], kWorker).empty()) << "answered before any replica held it";
+  p.Deliver(chain[0], chain[1]);
+  EXPECT_TRUE(p.link(chain[1], kWorker).empty()) << "answered before the tail held it";
+  p.Deliver(chain[1], chain[2]);
+  ASSERT_EQ(p.link(chain[2], kWorker).size(), 1u);
+  const Message& reply = p.link(chain[2], kWorker).front();
+  EXPECT_EQ(reply.meta.master(), chain[0]);
+  EXPECT_EQ(reply.meta.timestamp(), 0);
+  EXPECT_FALSE(reply.meta.request());
+  ASSERT_EQ(p.link(chain[2], chain[0]).size(), 1u);
+  EXPECT_TRUE(p.link(chain[2], chain[0]).front().meta.relayed());
+  p.Drain();
+  EXPECT_EQ(p.repliers(0), std::vector<int>{chain[2]});
+  EXPECT_EQ(p.server(chain[0]).CheckEntries(), "");
+  for (int id : chain) EXPECT_EQ(ValueAt(&p, id, k), 1) << "server " << id;
+}
+
+// A copy that no longer stands for the whole request carries no reply: re-routed after its
+// first replica died, it goes on along the new chain, and the master answers the worker once
+// that copy is acknowledged (the tail of a re-routed copy cannot tell whether its master
+// abandoned the request).
+TEST(ChainWindowTest, AReroutedCopyIsAnsweredByItsMaster) {
+  Pair p(3);
+  const Key k = 12345;
+  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
+  ASSERT_EQ(chain.size(), 3u);
+  p.PushKey(0, k);
+  p.Fail(chain[1], std::make_shared<Ring>(std::vector<int>{chain[0], chain[2]}, 8, 1, 2));
+  ASSERT_EQ(p.ring().Owner(k), chain[0]);
+  p.Drain();
+  EXPECT_EQ(p.repliers(0), std::vector<int>{chain[0]});
+  EXPECT_EQ(p.server(chain[0]).CheckEntries(), "");
+  EXPECT_EQ(ValueAt(&p, chain[2], k), 1);
 }
 
 // A server joining at a prepared ring is sent a copy of every update of the ranges it will
