@@ -95,8 +95,6 @@ BUGS = [
     ("settle-waits-for-handover", "src/sim/cluster_sim.cc",
      "        v.core->CopiesInFlight() > 0 || v.core->AwaitingHandover()) {",
      "        v.core->CopiesInFlight() > 0) {", EVERYTHING, 1000, 1253),
-    ("relay-rerouted", "src/replication/chain_replicator.cc",
-     "  m.meta.clear_relay();\n  if (relay) {", "  if (relay) {", "", 1, None),
     ("released-read-moved", "src/kv/server_core.cc",
      "    if (RedirectIfMoved(r.req, &reply)) continue;\n", "",
      "--timeout-s 5 --heartbeat-s 0.5 --pause-max-s 4.5 --worker-cut-every-s 0.5 "
