@@ -330,6 +330,13 @@ int64_t ValueAt(Pair* p, int server, Key k) {
   return SArray<int64_t>(v)[0];
 }
 
+// A push of k by the worker at its master (ts 0); *chain: master, first replica, tail.
+void PushOnAChainOfThree(Pair* p, Key k, std::vector<int>* chain) {
+  *chain = p->ring().Chain(p->ring().SegmentOf(k));
+  ASSERT_EQ(chain->size(), 3u);
+  p->PushKey(0, k);
+}
+
 // The reply to a push whose update goes down one chain as one copy travels with the copy, and
 // the chain's tail sends it once it holds the update (Meta.relay): three hops instead of
 // four (worker, master, tail, worker), and the master, told by the tail's acknowledgement,
@@ -337,9 +344,8 @@ int64_t ValueAt(Pair* p, int server, Key k) {
 TEST(ChainWindowTest, TheTailAnswersThePushAndItsMasterSendsNoSecondReply) {
   Pair p(3);
   const Key k = 12345;
-  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
-  ASSERT_EQ(chain.size(), 3u);
-  p.PushKey(0, k);
+  std::vector<int> chain;
+  ASSERT_NO_FATAL_FAILURE(PushOnAChainOfThree(&p, k, &chain));
   EXPECT_TRUE(p.link(chain[0], kWorker).empty()) << "answered before any replica held it";
   p.Deliver(chain[0], chain[1]);
   EXPECT_TRUE(p.link(chain[1], kWorker).empty()) << "answered before the tail held it";
@@ -364,9 +370,8 @@ TEST(ChainWindowTest, TheTailAnswersThePushAndItsMasterSendsNoSecondReply) {
 TEST(ChainWindowTest, AReroutedCopyIsAnsweredByItsMaster) {
   Pair p(3);
   const Key k = 12345;
-  const auto chain = p.ring().Chain(p.ring().SegmentOf(k));
-  ASSERT_EQ(chain.size(), 3u);
-  p.PushKey(0, k);
+  std::vector<int> chain;
+  ASSERT_NO_FATAL_FAILURE(PushOnAChainOfThree(&p, k, &chain));
   p.Fail(chain[1], std::make_shared<Ring>(std::vector<int>{chain[0], chain[2]}, 8, 1, 2));
   ASSERT_EQ(p.ring().Owner(k), chain[0]);
   p.Drain();
