@@ -33,7 +33,8 @@ void ChainReplicator::Replicate(int worker, const Message& applied, const Ring& 
   for (auto& p : pieces) RestrictSeq(seq, &p.msg);
   const uint64_t e = EntryOf(worker, applied.meta.timestamp());
   // The tail may answer the worker when this copy alone holds the request's reply back: one
-  // piece (no joiner's), and an entry with nothing else on its way or held.
+  // piece (one chain's, or a joiner's when no chain needs one), and an entry with nothing else
+  // on its way or held.
   const Entry& fresh = entries_[e];
   const bool relay = reply != nullptr && pieces.size() == 1 && fresh.open == 0 &&
                      fresh.hops.empty() && fresh.replies.empty();
