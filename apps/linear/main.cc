@@ -190,6 +190,12 @@ int Predict(const linear::Options& o) {
   return 0;
 }
 
+// True when the library's variable `var` is set (not empty): it then wins over app defaults.
+bool EnvSet(const char* var) {
+  const char* v = std::getenv(var);
+  return v != nullptr && *v != '\0';
+}
+
 }  // namespace
 
 // One source of truth for the barrier policy and delay: a flag given on the command line wins;
@@ -200,12 +206,8 @@ void ResolveConsistency() {
     gflags::CommandLineFlagInfo info;
     return gflags::GetCommandLineFlagInfo(flag, &info) && !info.is_default;
   };
-  auto set = [](const char* var) {
-    const char* v = std::getenv(var);
-    return v != nullptr && *v != '\0';
-  };
-  if (!given("consistency") && set("PS_CONSISTENCY")) FLAGS_consistency = "";
-  if (!given("tau") && set("PS_MAX_DELAY")) FLAGS_tau = -2;
+  if (!given("consistency") && EnvSet("PS_CONSISTENCY")) FLAGS_consistency = "";
+  if (!given("tau") && EnvSet("PS_MAX_DELAY")) FLAGS_tau = -2;
 }
 
 // MB of key lists kept per peer at each end of a link (PS_KEY_CACHE_MB's default here).
@@ -223,8 +225,7 @@ int main(int argc, char** argv) {
     // DBPG and L-BFGS send the same key lists every pass (their data's keys and slices):
     // they travel as references unless PS_KEY_CACHE_MB says otherwise. Every node of the job
     // runs this binary with the same flags, so both ends of each link agree.
-    const char* kc = std::getenv("PS_KEY_CACHE_MB");
-    if ((kc == nullptr || *kc == '\0') && o.solver != "ftrl") cfg.key_cache_mb = kKeyCacheMb;
+    if (!EnvSet("PS_KEY_CACHE_MB") && o.solver != "ftrl") cfg.key_cache_mb = kKeyCacheMb;
     ps::Node node(cfg);
     node.Start();
     o.team = linear::TeamOf(node, o);

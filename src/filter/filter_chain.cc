@@ -199,15 +199,7 @@ void FilterChain::Encode(Message* msg) {
 }
 
 Message FilterChain::MissReply(const Message& msg, uint64_t missed) {
-  Message miss;
-  miss.meta.set_receiver(msg.meta.sender());
-  miss.meta.set_app_id(msg.meta.app_id());
-  miss.meta.set_timestamp(msg.meta.timestamp());
-  miss.meta.set_part(msg.meta.part());
-  miss.meta.set_attempt(msg.meta.attempt());
-  miss.meta.set_request(false);
-  miss.meta.set_push(msg.meta.push());
-  miss.meta.set_pull(msg.meta.pull());
+  Message miss = AnswerTo(msg);
   miss.meta.set_key_miss(true);
   miss.meta.set_key_list_id(missed);
   if (msg.meta.replica()) {  // the copy's master sends it again (ChainReplicator::OnAck)

@@ -67,15 +67,8 @@ KVServerBase::BarrierStats ServerCore::Stats() const {
 }
 
 Message ServerCore::ReplyTo(const Message& msg) const {
-  Message reply;
-  reply.meta.set_receiver(msg.meta.sender());
+  Message reply = AnswerTo(msg);
   reply.meta.set_app_id(app);
-  reply.meta.set_timestamp(msg.meta.timestamp());
-  reply.meta.set_part(msg.meta.part());
-  reply.meta.set_attempt(msg.meta.attempt());
-  reply.meta.set_request(false);
-  reply.meta.set_push(msg.meta.push());
-  reply.meta.set_pull(msg.meta.pull());
   reply.meta.set_op(msg.meta.op());
   reply.meta.set_dtype(msg.meta.dtype());
   reply.meta.set_compress(msg.meta.compress());

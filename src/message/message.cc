@@ -45,4 +45,17 @@ bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why)
   return true;
 }
 
+Message AnswerTo(const Message& req) {
+  Message a;
+  a.meta.set_receiver(req.meta.sender());
+  a.meta.set_app_id(req.meta.app_id());
+  a.meta.set_timestamp(req.meta.timestamp());
+  a.meta.set_part(req.meta.part());
+  a.meta.set_attempt(req.meta.attempt());
+  a.meta.set_request(false);
+  a.meta.set_push(req.meta.push());
+  a.meta.set_pull(req.meta.pull());
+  return a;
+}
+
 }  // namespace ps

@@ -38,6 +38,10 @@ inline ErrorCode ErrorCodeFromWire(int wire, ErrorCode fallback) {
                                                                     : fallback;
 }
 
+/// The header of an answer to request `req`: back to its sender and naming the same request
+/// (app, timestamp, part, attempt, push and pull), which is how the sender matches it.
+Message AnswerTo(const Message& req);
+
 /// Parses and checks frame 0 of a received message. On failure returns false and sets *why;
 /// the caller drops the message and counts it.
 bool DecodeMeta(const void* data, size_t size, pb::Meta* meta, std::string* why);
