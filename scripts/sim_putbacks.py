@@ -67,7 +67,7 @@ BUGS = [
     ("refill-after-handover", "src/kv/server_refill.cc", "|| chain_.Awaiting(rs)) {", ") {",
      "--join-every-s 1 --crash-every-s 1.5 --leave-every-s 2", 1, 267),
     ("replayed-copies", "src/replication/chain_replicator.cc",
-     "  ApplyOrphans([&](int m) { return !alive(m) && !awaiting_.count(m); });", "",
+     "  ApplyOrphans(*ring);\n  Reroute(*ring, alive);", "  Reroute(*ring, alive);",
      "--crash-every-s 1 --join-every-s 2 --pause-every-s 1.5", 1, 983),
     ("steps-to-joiners", "src/sim/cluster_workers.cc",
      "  if (!joined || w.step == 0 || o.step_every_us == 0) return;", "  return;",
@@ -99,6 +99,9 @@ BUGS = [
      "    if (RedirectIfMoved(r.req, &reply)) continue;\n", "",
      "--timeout-s 5 --heartbeat-s 0.5 --pause-max-s 4.5 --worker-cut-every-s 0.5 "
      "--join-every-s 1", 1, 262),
+    ("orphans-in-awaited-ranges", "src/replication/chain_replicator.cc",
+     "    return a == awaiting_.end() || !Touches(m, a->second);",
+     "    return a == awaiting_.end();", "--worker-cut-every-s 0.5", 3600, 3649),
 ]
 
 

@@ -391,7 +391,7 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   last_ring_ = ring;
   const auto& live = ring->servers();
   auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
-  ApplyOrphans([&](int m) { return !alive(m) && !awaiting_.count(m); });
+  ApplyOrphans(*ring);
   Reroute(*ring, alive);
   RangeSet jumped;
   jumped.swap(jumped_);
@@ -470,7 +470,7 @@ std::vector<ChainPiece> ChainReplicator::MarkPieces(const Message& mark, const R
   return out;
 }
 
-void ChainReplicator::ApplyOrphans(const std::function<bool(int)>& gone) {
+void ChainReplicator::ApplyOrphans(const Ring& ring) {
   // Copies waiting for a gap that only a server now gone could fill never will. Those that
   // came live were not acknowledged, so their workers resend them. A replayed one was: it was
   // applied and acknowledged on arrival while its range was being fetched, and the snapshot
@@ -479,10 +479,22 @@ void ChainReplicator::ApplyOrphans(const std::function<bool(int)>& gone) {
   // now, past the gap, in its master's order (ps_sim --cluster seeds 4732, the master died,
   // and 1338, it left and the hand-over timed out: the copy was dropped or waited for ever,
   // and an acknowledged update was lost).
+  // A master that left at this cut-over still reports where it stopped in the ranges it
+  // mastered until now, so a copy in those waits for that report (or its timeout). A copy only
+  // in ranges it handed over before is settled now, before this server jumps past them and
+  // takes requests there (ps_sim --cluster --worker-cut-every-s 0.5, seed 3649: a joiner that
+  // became master held the old master's acknowledged copies behind one lost on the way; the
+  // old master left at the next cut-over, and the copies, refused as copies of a range the
+  // joiner then mastered, were lost).
+  auto gone = [&](const Message& m) {
+    if (ring.HasServer(m.meta.master())) return false;
+    auto a = awaiting_.find(m.meta.master());
+    return a == awaiting_.end() || !Touches(m, a->second);
+  };
   std::vector<HeldCopy> acknowledged;
   held_copies_.erase(std::remove_if(held_copies_.begin(), held_copies_.end(),
                                     [&](HeldCopy& h) {
-                                      if (!gone(h.msg.meta.master())) return false;
+                                      if (!gone(h.msg)) return false;
                                       if (h.replay) acknowledged.push_back(std::move(h));
                                       return true;
                                     }),
@@ -598,10 +610,7 @@ void ChainReplicator::Tick() {
   awaiting_.clear();
   // Before the requests that waited for the hand-over: the old master's acknowledged updates
   // come first.
-  if (auto ring = CurrentRing()) {
-    const auto& live = ring->servers();
-    ApplyOrphans([&live](int m) { return std::find(live.begin(), live.end(), m) == live.end(); });
-  }
+  if (auto ring = CurrentRing()) ApplyOrphans(*ring);
   Announce(jumped);
   CheckHandover();
 }

@@ -313,8 +313,9 @@ class ChainReplicator {
   // never; their rule is additive, so their order does not matter).
   bool LacksIn(const Message& msg, const RangeSet& rs) const;
   void ReleaseHeld();
-  // Held copies whose master is gone: acknowledged (replayed) ones applied, the others dropped.
-  void ApplyOrphans(const std::function<bool(int)>& gone);
+  // Held copies whose master is gone from the ring and that wait for no hand-over of it:
+  // acknowledged (replayed) ones applied, the others dropped.
+  void ApplyOrphans(const Ring& ring);
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.

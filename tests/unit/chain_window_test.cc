@@ -29,7 +29,9 @@ constexpr int kMaster = 1, kReplica = 2, kWorker = 100;
 // Servers 1..n (kMaster, kReplica, ...) with n - 1 replicas: every key's chain holds all.
 class Pair {
  public:
-  explicit Pair(int n = 2) : ring_(std::make_shared<Ring>(Ids(n), 8, n - 1, 1)) {
+  explicit Pair(int n = 2) : Pair(n, std::make_shared<Ring>(Ids(n), 8, n - 1, 1)) {}
+  // Servers 1..n under `ring`, which may leave some out (servers that join later).
+  Pair(int n, std::shared_ptr<const Ring> ring) : ring_(std::move(ring)) {
     // Each server follows ring_, the ring in force (Fail changes it).
     for (int id : Ids(n)) {
       stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
@@ -89,6 +91,10 @@ class Pair {
   // what waits on the dead server's links is lost with it.
   void Fail(int dead, std::shared_ptr<const Ring> ring) {
     Kill(dead);
+    Cut(std::move(ring));
+  }
+  // The scheduler's RING (a cut-over, or a failover) at every live server.
+  void Cut(std::shared_ptr<const Ring> ring) {
     ring_ = std::move(ring);
     for (auto& s : servers_) {
       if (!dead_.count(s.first)) s.second->RingChanged(ring_);
@@ -464,6 +470,49 @@ TEST(ChainWindowTest, ACopyOfARangeBeingFetchedMovesNoPoints) {
   p.Run(2 * 1000 * 1000, 100 * 1000);
   EXPECT_EQ(ValueAt(&p, second, k), 3);
   EXPECT_EQ(p.server(second).SeqPoint(k), p.server(master).SeqPoint(k));
+}
+
+// A joiner applies and acknowledges the copies that reach it while it fetches its ranges, and
+// applies them again over the snapshot it imports. A copy whose update the snapshot lacks
+// waits there for the ones before it; when one of those was lost, the old master's resend
+// fills the gap. But the old master may leave before it resends: the joiner, master of the
+// range since the cut-over, then takes it over without the old master's last points, and the
+// acknowledged copy must be applied before it does. It was dropped as a copy of a range the
+// joiner masters (ps_sim --cluster --worker-cut-every-s 0.5, seed 3649: the old master left
+// at the next cut-over while the joiner still waited for its report of other ranges).
+TEST(ChainWindowTest, AnAcknowledgedCopyOutlivesAMasterThatLeavesBeforeFillingItsGap) {
+  const int old_master = 1, joiner = 2;
+  Pair p(2, std::make_shared<Ring>(std::vector<int>{old_master}, 8, 1, 1));
+  auto two = std::make_shared<Ring>(std::vector<int>{old_master, joiner}, 8, 1, 2);
+  auto one = std::make_shared<Ring>(std::vector<int>{joiner}, 8, 1, 3);
+  Key k = 0;
+  for (Key c = 1; c < 100000 && k == 0; ++c) {
+    if (two->Owner(HashKey(c)) == joiner) k = HashKey(c);
+  }
+  ASSERT_NE(k, 0u) << "no key that the joiner will master";
+  p.Prepare(two);
+  p.Deliver(joiner, old_master);  // the fetch: a snapshot of before the pushes below
+  std::deque<Message> snapshot;
+  snapshot.swap(p.link(old_master, joiner));
+  ASSERT_FALSE(snapshot.empty());
+  p.PushKey(0, k);
+  ASSERT_EQ(p.link(old_master, joiner).size(), 1u) << "the joiner is sent a copy";
+  p.link(old_master, joiner).clear();  // lost
+  p.PushKey(1, k);
+  p.Drain();  // applied at the joiner (while it fetches), acknowledged, answered
+  ASSERT_EQ(p.replied(), 1u);
+  ASSERT_EQ(p.repliers(1).size(), 1u) << "the second push is acknowledged";
+  ASSERT_EQ(ValueAt(&p, joiner, k), 2);
+  for (auto& m : snapshot) p.server(joiner).Process(m);
+  EXPECT_EQ(ValueAt(&p, joiner, k), 0) << "the second push is held behind the lost one";
+  p.link(joiner, old_master).clear();  // its NACK comes too late: the old master leaves
+  p.Cut(two);
+  p.link(old_master, joiner).clear();  // nor does the old master's report of where it stopped
+  p.Prepare(one);
+  p.Fail(old_master, one);  // it left and stopped
+  p.Run(2 * 1000 * 1000, 100 * 1000);
+  EXPECT_EQ(ValueAt(&p, joiner, k), 2) << "an acknowledged push was lost";
+  EXPECT_EQ(p.server(joiner).CheckEntries(), "");
 }
 
 // An acknowledgement that comes late (the replica held the copy behind a gap, or a partition

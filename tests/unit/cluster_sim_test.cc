@@ -317,6 +317,20 @@ TEST(ClusterSimTest, Seed27ANewMasterWaitsForAnOldMasterThatIsStillInTheRing) {
   EXPECT_GT(r.worker_cuts, 0u);
 }
 
+// A joiner applied and acknowledged copies while it fetched its range, then imported a
+// snapshot taken before them; one copy before them was lost, so they waited there for it. The
+// joiner became the range's master; the old master left at the next cut-over before it resent
+// the lost copy, and the joiner, still waiting for the old master's report of other ranges,
+// jumped the range and then refused the waiting copies as copies of a range it masters: an
+// acknowledged push was lost ("no acknowledged update lost"). Now a held acknowledged copy of
+// a master that left is applied when the ranges it waits in are given up, not only when no
+// report of that master is awaited (ChainReplicator::ApplyOrphans; ChainWindowTest.
+// AnAcknowledgedCopyOutlivesAMasterThatLeavesBeforeFillingItsGap fails without it).
+TEST(ClusterSimTest, Seed3649AnAcknowledgedCopyOutlivesAMasterThatLeft) {
+  const ClusterSimResult r = Holds(3649, "--worker-cut-every-s 0.5");
+  EXPECT_GT(r.leaves, 0u);
+}
+
 // A tail that missed an update (a dead worker's, its forward lost) fetched its range afresh
 // past the gap timeout and released the new master's held mark as a duplicate of a range it no
 // longer held: its points passed the update. Its source left, it became the master and kept
