@@ -418,14 +418,22 @@ void ServerCore::Answer(const Message& msg, Message* reply, const std::string& h
 
 void ServerCore::RingChanged(std::shared_ptr<const Ring> ring) {
   std::lock_guard<std::mutex> lk(mu);
+  // A hand-over that completes while the chain replicator takes the ring in (a report that came
+  // before it) must not serve the requests it held yet: this core still has the old ring's
+  // epoch and ranges, so a request routed under the old ring would pass as current and be
+  // applied by a server that no longer masters its keys (ps_sim --cluster --policy bsp
+  // --join-every-s 1, seed 135). They are served below, under the new ring.
+  taking_ring_ = true;
   chain_.RingChanged(ring, /*prepared=*/next_ && next_->epoch() == ring->epoch());
   Plan();
   chain_.AfterRing();
+  taking_ring_ = false;
   // Requests that arrived before this ring: serve them now.
   HandedOver();
 }
 
 void ServerCore::HandedOver() {
+  if (taking_ring_) return;  // RingChanged serves them once this core follows the ring
   std::vector<Message> early;
   early.swap(early_);
   for (auto& m : early) ProcessLocked(m);

@@ -246,7 +246,8 @@ class ServerCore : private ChainReplicator::Host {
   };
   std::shared_ptr<const Ring> next_;  // the ring being prepared (a join), or null
   uint64_t planned_epoch_ = 0;
-  uint64_t cur_epoch_ = 0;  // of the current ring (0: no ring, as in the simulator)
+  uint64_t cur_epoch_ = 0;    // of the current ring (0: no ring, as in the simulator)
+  bool taking_ring_ = false;  // inside RingChanged: a completed hand-over serves nothing yet
   bool have_held_ = false;
   RangeSet held_;
   RangeSet unwanted_;  // neither held nor being fetched

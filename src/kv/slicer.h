@@ -23,6 +23,20 @@ struct RequestPart {
   uint64_t val_offset = 0, val_count = 0, val_total = 0;
 };
 
+/// True when a request planned as parts must be planned again under a ring of servers `live`:
+/// a part not answered yet went to a server that is not in it (the servers that stay keep
+/// what they were sent; one that no longer masters a part answers with a redirect).
+inline bool Stranded(const std::vector<int>& part_server, const std::vector<bool>& answered,
+                     const std::vector<int>& live) {
+  for (size_t k = 0; k < part_server.size(); ++k) {
+    if (answered[k]) continue;
+    bool in = false;
+    for (int id : live) in |= id == part_server[k];
+    if (!in) return true;
+  }
+  return false;
+}
+
 /// Plans the parts of a request over sorted keys. val_begin(i) is the offset of key i's first
 /// value (val_begin(n) the total); max_part_values bounds the values of one part (0 = no
 /// bound). Parts of one server come out in key order; a key too large for a part is split into

@@ -305,7 +305,7 @@ void KVWorkerBase::Impl::Pending::Recycle() {
   *this = std::move(fresh);
 }
 
-int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
+int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool report) {
   std::unique_ptr<Pending> p;
   auto ring = rt->ring();
   if (!ring || ring->segments().empty()) {
@@ -317,7 +317,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
     if (!node_fatal.empty()) throw Error(rt->fatal_code(), node_fatal);
     std::lock_guard<std::mutex> lk(mu);
     if (!fatal.empty()) throw Error(fatal_code, fatal);
-    step_now = step;
+    step_now = report ? steps.ReportStep() : steps.step();
     read_now = read_clock;
     if (ring_servers.empty()) ring_servers = ring->servers();  // the first ring this worker used
     if (!spare.empty()) {
@@ -338,7 +338,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
     // Back-pressure: at most max_inflight requests in flight. Not on the thread that handles
     // replies (a callback issuing a request there would wait for itself).
     if (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && !rt->InDispatch() &&
-        !internal) {
+        !report) {
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(rt->cfg.request_timeout_ms);
       while (pending.size() >= static_cast<size_t>(rt->cfg.max_inflight) && fatal.empty()) {
@@ -356,7 +356,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
     ts = next_ts++;
     p->ts = ts;
     delay.Issued(ts, step_now);
-    if (p->req.push) open_pushes[p->step]++;
+    if (p->req.push) steps.PushIssued(p->step);
     if (nparts == 0) {
       Pending* raw = p.get();
       pending[ts] = std::move(p);
@@ -380,11 +380,7 @@ int64_t KVWorkerBase::Impl::Submit(detail::KVRequest req, bool internal) {
     }
     // A clock that ends a step with pushes still open waits for them (and for every clock
     // before it): the servers must not count the step as done before they hold its pushes.
-    if (p->req.op == detail::KVRequest::kClock &&
-        (!held_clocks.empty() || OldestOpenPush() <= p->step)) {
-      p->held = true;
-      held_clocks.push_back(ts);
-    }
+    if (p->req.op == detail::KVRequest::kClock) p->held = steps.HoldClock(ts, p->step);
     // Kept for resending until each part is answered.
     p->sent = msgs;
     p->sent_at.assign(nparts, p->held ? std::chrono::steady_clock::time_point::max()
@@ -461,23 +457,18 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
                 std::find(ring_servers.begin(), ring_servers.end(), id) == ring_servers.end();
     }
     ring_servers = live;
-    report &= step > 0;
+    report &= steps.ReportStep() >= 0;
     for (auto& e : pending) {
       Pending* p = e.second.get();
-      bool stranded = false;
-      for (size_t k = 0; k < p->part_server.size(); ++k) {
-        stranded |=
-            !p->got[k] && std::find(live.begin(), live.end(), p->part_server[k]) == live.end();
-      }
-      if (stranded || p->redirected) Replan(p, *ring, &out);
+      if (Stranded(p->part_server, p->got, live) || p->redirected) Replan(p, *ring, &out);
     }
   }
   for (auto& m : out) rt->Send(m);
   if (!report) return;
   detail::KVRequest r;
-  r.op = detail::KVRequest::kClock;  // held until this step's pushes are acknowledged
+  r.op = detail::KVRequest::kClock;  // the last clock again, held like it
   try {
-    Submit(std::move(r), /*internal=*/true);
+    Submit(std::move(r), /*report=*/true);
   } catch (const Error& e) {
     LOG(WARNING) << "cannot report this worker's steps to the servers that joined: " << e.what();
   }
@@ -572,8 +563,7 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
   }
   delay.Completed(ts);
   if (p->req.push) {
-    auto op = open_pushes.find(p->step);
-    if (op != open_pushes.end() && op->second > 0) op->second--;
+    steps.PushDone(p->step);
     ReleaseClocks();
   }
   if (p->req.pull && p->min_clock != INT64_MAX) {
@@ -582,7 +572,7 @@ void KVWorkerBase::Impl::Finish(Pending* p) {
     // A worker that joined a running job continues from the servers' current minimum step
     // (where their step tables entered it), learnt from its first pull.
     if (joiner && !adopted_step) {
-      step = std::max(step, p->min_clock);
+      steps.Adopt(p->min_clock);
       adopted_step = true;
     }
   }

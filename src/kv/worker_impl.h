@@ -21,6 +21,7 @@
 #include "control/node_impl.h"
 #include "filter/significant.h"
 #include "kv/slicer.h"
+#include "kv/step_gate.h"
 #include "ps/kv_worker.h"
 #include "util/rtt_estimate.h"
 
@@ -108,9 +109,10 @@ struct KVWorkerBase::Impl : public Customer {
   void Finish(Pending* p);
   void Assemble(Pending* p);
   void CopyPart(Pending* p, size_t k, const Message& r);
-  // internal: issued by the worker itself (a report of its steps), never held back by
-  // PS_MAX_INFLIGHT (it may run on the node's thread, which the back-pressure would block).
-  int64_t Submit(detail::KVRequest req, bool internal = false);
+  // report: a clock issued by the worker itself to report its steps (StepGate::ReportStep),
+  // never held back by PS_MAX_INFLIGHT (it may run on the node's thread, which the
+  // back-pressure would block).
+  int64_t Submit(detail::KVRequest req, bool report = false);
   // Cuts req into messages under ring and records the plan in *p (parts, segments, prefix).
   // Throws ps::Error for a malformed request.
   std::vector<Message> Plan(Pending* p, const detail::KVRequest& req, const Ring* ring,
@@ -168,34 +170,17 @@ struct KVWorkerBase::Impl : public Customer {
     int64_t now = 0, before = 0;
   };
   std::unordered_map<int, Answered> answered;
-  // Consistency (under mu).
-  int64_t step = 0;
+  // Consistency (under mu): the steps, and the clocks held until their steps' pushes are
+  // acknowledged (DESIGN §7).
+  StepGate steps;
   // The servers of the last ring seen: those new to a ring have seen none of this worker's
   // clocks, so it reports its steps to them (OnRing).
   std::vector<int> ring_servers;
-  // Open requests that push, by the step they were issued in; a CLOCK that ends step t
-  // leaves only when none of steps <= t is open (held_clocks, in order), so servers never
-  // count a step as done before every push of it is applied everywhere (DESIGN §7).
-  // Entries that drop to 0 stay until their step is past: a push/wait loop in one step would
-  // otherwise allocate and free a map node per request.
-  std::map<int64_t, size_t> open_pushes;
-  // The oldest step with a push still open (INT64_MAX: none); drops finished past steps.
-  int64_t OldestOpenPush() {
-    for (auto it = open_pushes.begin(); it != open_pushes.end();) {
-      if (it->second > 0) return it->first;
-      it = it->first < step ? open_pushes.erase(it) : std::next(it);
-    }
-    return INT64_MAX;
-  }
-  std::deque<int64_t> held_clocks;
   std::vector<Message> due;  // clock messages released by Finish, sent once mu is let go
-  // Steps whose pushes are all acknowledged: what servers may count as done.
-  int64_t SafeStep() { return std::min(step, OldestOpenPush()); }
-  // What a request reports as done: a clock ending step s has done s + 1 steps once no push
-  // of s or before is open (the worker's step counter moves on only after it is submitted).
+  // What a request reports as done (the worker's step counter moves on only after a clock is
+  // submitted).
   int64_t DoneStep(const Pending& p) {
-    return p.req.op == detail::KVRequest::kClock ? std::min(p.step + 1, OldestOpenPush())
-                                                 : SafeStep();
+    return steps.DoneStep(p.req.op == detail::KVRequest::kClock, p.step);
   }
   // Releases the held clocks whose steps' pushes are all acknowledged into `due` (mu held).
   void ReleaseClocks();

@@ -34,7 +34,7 @@ void KVWorkerBase::Impl::ResendLoop() {
     // round-trip estimate inflated by a burst (replies a replica held back until a lost copy
     // came again) times the back-off must not outlast the request itself.
     const double cap_us = std::max(base_us, rt->cfg.request_timeout_ms * 1000.0 / 8);
-    const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin(), safe = SafeStep();
+    const int64_t lwm = open_ts.empty() ? next_ts : *open_ts.begin(), safe = steps.SafeStep();
     // Per server, no more resends in a tick than the replies it sent in the last one (at least
     // kMinResendBudget): a server that answers slowly, not one that loses messages, would
     // only queue them behind the originals, each a copy in its memory. Oldest first.

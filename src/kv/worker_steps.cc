@@ -7,19 +7,12 @@
 namespace ps {
 
 void KVWorkerBase::Impl::ReleaseClocks() {
-  while (!held_clocks.empty()) {
-    auto it = pending.find(held_clocks.front());
-    if (it == pending.end()) {  // failed (the node is going down)
-      held_clocks.pop_front();
-      continue;
-    }
-    Pending* c = it->second.get();
-    // The clock ends step c->step: it leaves once no push of that step or before is open.
-    if (OldestOpenPush() <= c->step) return;
+  const auto gone = [this](int64_t ts) { return !pending.count(ts); };  // failed: going down
+  for (int64_t ts : steps.ReleaseClocks(gone)) {
+    Pending* c = pending.at(ts).get();
     c->held = false;
-    held_clocks.pop_front();
     const auto now = std::chrono::steady_clock::now();
-    const int64_t lwm = *open_ts.begin(), safe = SafeStep();
+    const int64_t lwm = *open_ts.begin(), safe = steps.SafeStep();
     for (size_t k = 0; k < c->sent.size(); ++k) {
       c->sent[k].meta.set_lwm(lwm);
       c->sent[k].meta.set_done_step(safe);
@@ -45,12 +38,13 @@ int64_t KVWorkerBase::Clock() {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::milliseconds(d->rt->cfg.request_timeout_ms);
   std::unique_lock<std::mutex> lk(d->mu);
-  d->step++;
-  while (!d->delay.MayStart(d->step, d->tau)) {
+  d->steps.NextStep();
+  const int64_t step = d->steps.step();
+  while (!d->delay.MayStart(step, d->tau)) {
     if (d->cv.wait_until(lk, deadline) == std::cv_status::timeout &&
-        !d->delay.MayStart(d->step, d->tau)) {
+        !d->delay.MayStart(step, d->tau)) {
       throw Error(ErrorCode::kTimeout,
-                  "Clock: requests of steps before " + std::to_string(d->step - d->tau) +
+                  "Clock: requests of steps before " + std::to_string(step - d->tau) +
                       " not answered within " + std::to_string(d->rt->cfg.request_timeout_ms) +
                       " ms (PS_REQUEST_TIMEOUT_MS); bounded delay " + std::to_string(d->tau));
     }
@@ -62,7 +56,7 @@ int64_t KVWorkerBase::Clock() {
 
 int64_t KVWorkerBase::step() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
-  return impl_->step;
+  return impl_->steps.step();
 }
 
 void KVWorkerBase::SetMaxDelay(int tau) {
@@ -80,6 +74,7 @@ int KVWorkerBase::max_delay() const {
 void KVWorkerBase::Impl::Metrics(MetricSet* out) {
   std::lock_guard<std::mutex> lk(mu);
   const MetricSet::Labels a = {{"app", std::to_string(app)}};
+  const int64_t step = steps.step();
   out->Gauge("ps_worker_step", static_cast<double>(step), a);
   out->Gauge("ps_worker_read_clock", static_cast<double>(read_clock), a);
   // How stale the last pull was: 0 under BSP, at most s under SSP(s).
@@ -98,7 +93,7 @@ void KVWorkerBase::Impl::Metrics(MetricSet* out) {
 KVWorkerBase::BarrierStats KVWorkerBase::barrier_stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   BarrierStats b;
-  b.step = impl_->step;
+  b.step = impl_->steps.step();
   b.barrier_wait_s = impl_->barrier_wait_us * 1e-6;
   b.delay_wait_s = impl_->delay_wait_s;
   b.read_clock = impl_->read_clock;

@@ -313,9 +313,11 @@ class ChainReplicator {
   // never; their rule is additive, so their order does not matter).
   bool LacksIn(const Message& msg, const RangeSet& rs) const;
   void ReleaseHeld();
-  // Held copies whose master is gone from the ring and that wait for no hand-over of it:
-  // acknowledged (replayed) ones applied, the others dropped.
-  void ApplyOrphans(const Ring& ring);
+  // Held copies whose master is gone from the ring and awaited in no hand-over: acknowledged
+  // (replayed) ones applied, the others dropped. Acknowledged ones in ranges this server has
+  // just jumped (it masters them now, past its old master's history) are applied too, whoever
+  // their master.
+  void ApplyOrphans(const Ring& ring, const RangeSet& jumped);
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.

@@ -20,6 +20,8 @@
 #include "control/ring_core.h"
 #include "control/scheduler_core.h"
 #include "kv/server_core.h"
+#include "kv/slicer.h"
+#include "kv/step_gate.h"
 #include "message/message.h"
 #include "replication/refill.h"
 #include "ring/ring.h"
@@ -121,8 +123,10 @@ struct ClusterSim::State {
     enum Op { kPushOp, kPullOp, kClockOp } op = kPushOp;
     int64_t ts = 0;
     int attempt = 0;
-    int64_t step = 0;   // the worker's step when it was issued (a clock: the step it ends)
-    bool held = false;  // a clock that waits for the pushes of its step and before
+    int64_t step = 0;         // the worker's step when it was issued (a clock: the step it ends)
+    bool held = false;        // a clock that waits for the pushes of its step and before
+    uint64_t epoch = 0;       // the ring epoch of its plan
+    bool redirected = false;  // a server answered that it no longer masters a part
     std::vector<Key> keys;
     std::vector<int64_t> vals;
     std::set<int> open;  // parts not answered yet
@@ -142,7 +146,7 @@ struct ClusterSim::State {
     std::shared_ptr<const Ring> view;
     std::map<int64_t, Request> inflight;  // by timestamp
     int64_t next_ts = 0;
-    int64_t step = 0;  // steps begun: Clock() ends one
+    StepGate steps;  // KVWorker's: steps ended by Clock(), and the clocks held
     bool dead = false, declared = false;
     int64_t sched_cut_until = 0;  // cut from the scheduler until then (0: not cut)
   };
@@ -225,13 +229,11 @@ struct ClusterSim::State {
   void WorkerReply(Worker& w, const Message& m);
 
   // ---- workers send ----
+  // Plans r under the worker's ring (a new attempt) and sends it, unless it is a held clock:
+  // that goes as planned once released (ReleaseClocks), as in KVWorker.
   void Send(Worker& w, Request* r);
   void Push(Worker& w);
   void Resend(Worker& w);
-  // The steps whose pushes are all acknowledged (a request reports them as its done_step).
-  int64_t SafeStep(const Worker& w) const;
-  // The step of the worker's oldest push not yet acknowledged (INT64_MAX: none).
-  int64_t OldestOpenPush(const Worker& w) const;
   void BeginStep(Worker& w);
   void Compute(Worker& w);
   // Sends the clocks whose steps' pushes are all acknowledged.

@@ -22,8 +22,19 @@ void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
   if (!r) return;
   const std::vector<int> before = w.view->servers();
   w.view = r;
-  // Requests planned under the old ring are planned again at once (a new attempt).
-  for (auto& q : w.inflight) Send(w, &q.second);
+  // As KVWorker::OnRing: a request with a part not answered at a server that left, or one a
+  // server redirected, is planned again at once (a new attempt); the rest stay as they are.
+  const std::vector<int> live = r->servers();
+  for (auto& q : w.inflight) {
+    Request& x = q.second;
+    std::vector<int> part_server;
+    std::vector<bool> answered;
+    for (const auto& p : x.parts) {
+      part_server.push_back(p.second.msg.meta.receiver());
+      answered.push_back(!x.open.count(p.first));
+    }
+    if (Stranded(part_server, answered, live) || x.redirected) Send(w, &x);
+  }
   // Servers new to this worker's ring (joiners) never saw its clocks: it reports its progress
   // to every server as a clock does (KVWorker::OnRing), or a read held at a joiner waits for
   // a worker that has nothing more to send it (found by seed 7374).
@@ -31,24 +42,28 @@ void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
   std::sort(now_in.begin(), now_in.end());
   std::sort(was_in.begin(), was_in.end());
   const bool joined = !std::includes(was_in.begin(), was_in.end(), now_in.begin(), now_in.end());
-  if (!joined || w.step == 0 || o.step_every_us == 0) return;
+  if (!joined || w.steps.step() == 0 || o.step_every_us == 0) return;
   Request report;
   report.op = Request::kClockOp;
   report.ts = w.next_ts++;
-  report.step = w.step;
-  report.held = true;
-  w.inflight[report.ts] = std::move(report);
-  ReleaseClocks(w);
+  report.step = w.steps.ReportStep();
+  report.held = w.steps.HoldClock(report.ts, report.step);
+  Request& in = w.inflight[report.ts] = std::move(report);
+  Send(w, &in);
 }
 
 void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
   auto it = w.inflight.find(m.meta.timestamp());
   if (it == w.inflight.end() || m.meta.attempt() != it->second.attempt) return;
-  if (m.meta.redirect()) {
-    res.redirects++;
-    return;  // resent under the newer ring once the worker has it (or at the resend timer)
-  }
   Request& r = it->second;
+  if (m.meta.redirect()) {
+    // Routed under an older ring than the server's: planned again under the newer one, now if
+    // the worker has it, else when it arrives (KVWorker::Process).
+    res.redirects++;
+    r.redirected = true;
+    if (w.view->epoch() > r.epoch) Send(w, &r);
+    return;
+  }
   if (!m.meta.held_why().empty()) return;  // a notice that a read is still held, and why
   if (!m.meta.error().empty()) {
     if (m.meta.error_code() == static_cast<int>(ErrorCode::kFenced) && w.declared) {
@@ -86,31 +101,22 @@ void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
     CheckRead(w, finished);
     if (!done) At(now + Exp(o.step_every_us), kCompute, w.id);
   } else if (finished.op == Request::kPushOp) {
+    w.steps.PushDone(finished.step);
     ReleaseClocks(w);
   }
 }
 
-int64_t ClusterSim::State::OldestOpenPush(const Worker& w) const {
-  int64_t oldest = INT64_MAX;
-  for (const auto& q : w.inflight) {
-    if (q.second.op == Request::kPushOp) oldest = std::min(oldest, q.second.step);
-  }
-  return oldest;
-}
-
-int64_t ClusterSim::State::SafeStep(const Worker& w) const {
-  return std::min(w.step, OldestOpenPush(w));
-}
-
 void ClusterSim::State::ReleaseClocks(Worker& w) {
-  const int64_t oldest = OldestOpenPush(w);
-  for (auto& q : w.inflight) {
-    Request& c = q.second;
-    // The clock ends step c.step: it leaves once no push of that step or before is open.
-    if (c.op != Request::kClockOp || !c.held) continue;
-    if (oldest <= c.step) return;  // clocks leave in order
+  const auto gone = [&w](int64_t ts) { return !w.inflight.count(ts); };
+  for (int64_t ts : w.steps.ReleaseClocks(gone)) {
+    // It goes as it was planned, reporting the steps safe now (KVWorker::ReleaseClocks).
+    Request& c = w.inflight.at(ts);
     c.held = false;
-    Send(w, &c);
+    for (auto& p : c.parts) {
+      p.second.msg.meta.set_done_step(w.steps.SafeStep());
+      p.second.sent_at = now;
+      SendData(p.second.msg);
+    }
   }
 }
 
@@ -172,6 +178,7 @@ void ClusterSim::State::Abandon(Worker& w) {
     }
   }
   w.inflight.clear();
+  w.steps = StepGate();
 }
 
 void ClusterSim::State::FenceWorker(Worker& w, const std::string& why) {
@@ -236,7 +243,7 @@ void ClusterSim::State::BeginStep(Worker& w) {
   Request r;
   r.op = Request::kPullOp;
   r.ts = w.next_ts++;
-  r.step = w.step;
+  r.step = w.steps.step();
   r.keys = counters;
   std::sort(r.keys.begin(), r.keys.end());
   Request& in = w.inflight[r.ts] = std::move(r);
@@ -246,11 +253,12 @@ void ClusterSim::State::BeginStep(Worker& w) {
 void ClusterSim::State::Compute(Worker& w) {
   Request p;
   p.ts = w.next_ts++;
-  p.step = w.step;
+  p.step = w.steps.step();
   p.keys = {counters[w.index]};
   p.vals = {1};
   ref[counters[w.index]] += 1;
   res.pushes++;
+  w.steps.PushIssued(p.step);
   Request& in = w.inflight[p.ts] = std::move(p);
   Send(w, &in);
   // Clock(): a request like any other, but sent only once the pushes of its step and before
@@ -258,22 +266,23 @@ void ClusterSim::State::Compute(Worker& w) {
   Request c;
   c.op = Request::kClockOp;
   c.ts = w.next_ts++;
-  c.step = w.step;
-  c.held = true;
-  w.step++;
+  c.step = w.steps.step();
+  c.held = w.steps.HoldClock(c.ts, c.step);
+  Request& clock = w.inflight[c.ts] = std::move(c);
+  Send(w, &clock);
+  w.steps.NextStep();
   res.steps++;
-  w.inflight[c.ts] = std::move(c);
-  ReleaseClocks(w);
   At(now, kStep, w.id);
 }
 
 void ClusterSim::State::Send(Worker& w, Request* r) {
-  if (r->held) return;  // planned when it leaves
   r->attempt++;
   r->open.clear();
   r->parts.clear();
   r->part_keys.clear();
-  const int64_t safe = SafeStep(w);
+  r->epoch = w.view->epoch();
+  r->redirected = false;
+  const int64_t safe = w.steps.DoneStep(r->op == Request::kClockOp, r->step);
   auto base = [&](int server, int part) {
     Message m;
     m.meta.set_sender(w.id);
@@ -298,7 +307,7 @@ void ClusterSim::State::Send(Worker& w, Request* r) {
       m.meta.set_op(pb::Meta::CLOCK);
       r->open.insert(part);
       r->parts[part++] = Request::Part{m, now, 0};
-      SendData(m);
+      if (!r->held) SendData(m);
     }
     return;
   }
@@ -321,7 +330,7 @@ void ClusterSim::State::Send(Worker& w, Request* r) {
     }
     r->open.insert(part);
     r->parts[part++] = Request::Part{m, now, 0};
-    SendData(m);
+    if (!r->held) SendData(m);
   }
 }
 
@@ -333,7 +342,8 @@ void ClusterSim::State::Push(Worker& w) {
   if (pushes >= o.inflight) return;
   Request r;
   r.ts = w.next_ts++;
-  r.step = w.step;
+  r.step = w.steps.step();
+  w.steps.PushIssued(r.step);
   std::set<Key> ks;
   while (static_cast<int>(ks.size()) < o.keys_per_push) {
     ks.insert(universe[rng.Below(universe.size())]);
@@ -358,7 +368,7 @@ void ClusterSim::State::Resend(Worker& w) {
       res.resends++;
       p.sent_at = now;
       p.tries++;
-      p.msg.meta.set_done_step(SafeStep(w));
+      p.msg.meta.set_done_step(w.steps.SafeStep());
       SendData(p.msg);
     }
   }
