@@ -70,7 +70,7 @@ BUGS = [
      "    ReplaceHop(id, Touches(msg, others), std::move(pieces));",
      "    ReplaceHop(id, false && Touches(msg, others), std::move(pieces));", "", 1, 111),
     ("refill-after-handover", "src/kv/server_refill.cc", "|| chain_.Awaiting(rs)) {", ") {",
-     "--join-every-s 1 --crash-every-s 1.5 --leave-every-s 2", 1, 306),
+     "--join-every-s 1 --crash-every-s 1.5 --leave-every-s 2", 1, 299),
     ("replayed-copies", "src/replication/chain_replicator.cc",
      "  ApplyOrphans(*ring, jumped_);\n  Reroute(*ring, alive);", "  Reroute(*ring, alive);",
      "--crash-every-s 1 --join-every-s 2 --pause-every-s 1.5", 1500, 2004),
@@ -112,6 +112,9 @@ BUGS = [
     ("replayed-in-jumped-ranges", "src/replication/chain_replicator.cc",
      "    if (h.replay && Touches(m, took)) return true;\n", "",
      "--policy bsp --join-every-s 1", 1, 671),
+    ("unsure-report", "src/replication/chain_order.cc",
+     "  for (const auto& a : awaiting_) unsure = Union(unsure, Intersect(a.second, {r}));\n", "",
+     "--partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3", 1, 216),
     ("stale-reports", "src/replication/chain_replicator.cc",
      "  handover_points_.clear();\n  awaiting_.clear();",
      "  handover_points_.clear();\n  for (auto& a : awaiting_) reported_.insert(a.first);\n"

@@ -318,6 +318,9 @@ class ChainReplicator {
   // just jumped (it masters them now, past its old master's history) are applied too, whoever
   // their master.
   void ApplyOrphans(const Ring& ring, const RangeSet& jumped);
+  // The points of r for a hand-over report at `epoch`: those of ranges this server still awaits
+  // its own old master's report in are the epoch's base (no complete history there).
+  void ExportReport(const Range& r, uint64_t epoch, std::vector<uint64_t>* out) const;
   void Refetch(RangeSet rs);
   void ForwardOrAck(const Message& msg);
   // Tells the copy's master that its chain holds it.

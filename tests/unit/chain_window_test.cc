@@ -597,6 +597,45 @@ TEST(ChainWindowTest, AHandOverThatTimedOutCountsNoReportAtTheNext) {
   EXPECT_EQ(p.replied(), 0u) << "a range of a was served before a's report came";
 }
 
+// A server that took a range over at a cut-over but never got its old master's report (it
+// lacks the old master's last updates there) hands the range on at the next cut-over: its own
+// points there stand for no complete history, so the next master must not number its updates
+// from them. It did, and its numbers were those of updates a replica held from the first old
+// master: the replica took the new master's copies as the continuation of its history (ps_sim
+// --cluster --partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3, seed 216).
+// Now the report says so and the next master jumps past it.
+TEST(ChainWindowTest, AHandOverOfARangeWhoseOwnHandOverNeverCameMakesTheNextMasterJump) {
+  const int first = 1, second = 2, third = 3, fourth = 4;
+  Pair p(4, std::make_shared<Ring>(std::vector<int>{first, second, third}, 8, 2, 1));
+  auto one = std::make_shared<Ring>(std::vector<int>{second, third}, 8, 1, 2);  // first leaves
+  // The second leaves, a fourth joins.
+  auto two = std::make_shared<Ring>(std::vector<int>{third, fourth}, 8, 1, 3);
+  Key k = 0;
+  for (Key i = 1; i < 200000 && k == 0; ++i) {
+    const Key c = HashKey(i);
+    if (p.ring().Owner(c) == first && one->Owner(c) == second && two->Owner(c) == third) k = c;
+  }
+  ASSERT_NE(k, 0u);
+  p.PushKey(0, k);
+  p.Drain();
+  p.PushKey(1, k);  // its copies are lost: only the first holds it
+  p.link(first, second).clear();
+  p.link(first, third).clear();
+  ASSERT_LT(p.server(second).SeqPoint(k), p.server(first).SeqPoint(k));
+  p.Prepare(one);
+  p.Drain();
+  p.Cut(one);
+  p.Kill(first);  // it left; its report of where it stopped never reaches the second
+  p.Prepare(two);
+  p.Drain();
+  p.Cut(two);
+  p.Drain();  // the second's report reaches the third
+  p.PushKey(2, k);
+  p.Drain();
+  EXPECT_GE(p.server(third).SeqPoint(k), SeqMap::Base(two->epoch()))
+      << "the third numbered its update from points that stand for no complete history";
+}
+
 // A new master holds the requests for a range whose old master's last updates have not all
 // arrived (the hand-over). When a newer ring moves the range away and, while this server takes
 // that ring in, the old master's report for another range completes the hand-over, the held
