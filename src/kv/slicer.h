@@ -3,6 +3,7 @@
 #ifndef PS_KV_SLICER_H_
 #define PS_KV_SLICER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -29,10 +30,18 @@ struct RequestPart {
 inline bool Stranded(const std::vector<int>& part_server, const std::vector<bool>& answered,
                      const std::vector<int>& live) {
   for (size_t k = 0; k < part_server.size(); ++k) {
-    if (answered[k]) continue;
-    bool in = false;
-    for (int id : live) in |= id == part_server[k];
-    if (!in) return true;
+    if (!answered[k] && std::find(live.begin(), live.end(), part_server[k]) == live.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// True when servers `now` hold one that `before` does not (a server joined): it has seen none
+/// of a worker's clocks, so the worker reports its steps to every server.
+inline bool Gained(const std::vector<int>& before, const std::vector<int>& now) {
+  for (int id : now) {
+    if (std::find(before.begin(), before.end(), id) == before.end()) return true;
   }
   return false;
 }

@@ -452,12 +452,8 @@ void KVWorkerBase::Impl::OnRing(std::shared_ptr<const Ring> ring) {
     // what the worker sends it: a worker that has nothing more to send it (its last clock went
     // to the servers before) would hold every read there for ever (found by ps_sim --cluster,
     // seed 7374). Its steps go to every server as a clock does; servers keep the largest.
-    for (int id : live) {
-      report |= !ring_servers.empty() &&
-                std::find(ring_servers.begin(), ring_servers.end(), id) == ring_servers.end();
-    }
+    report = !ring_servers.empty() && Gained(ring_servers, live) && steps.ReportStep() >= 0;
     ring_servers = live;
-    report &= steps.ReportStep() >= 0;
     for (auto& e : pending) {
       Pending* p = e.second.get();
       if (Stranded(p->part_server, p->got, live) || p->redirected) Replan(p, *ring, &out);

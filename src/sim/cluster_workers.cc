@@ -38,11 +38,7 @@ void ClusterSim::State::WorkerControl(Worker& w, const Ctl& c) {
   // Servers new to this worker's ring (joiners) never saw its clocks: it reports its progress
   // to every server as a clock does (KVWorker::OnRing), or a read held at a joiner waits for
   // a worker that has nothing more to send it (found by seed 7374).
-  std::vector<int> now_in = r->servers(), was_in = before;
-  std::sort(now_in.begin(), now_in.end());
-  std::sort(was_in.begin(), was_in.end());
-  const bool joined = !std::includes(was_in.begin(), was_in.end(), now_in.begin(), now_in.end());
-  if (!joined || w.steps.step() == 0 || o.step_every_us == 0) return;
+  if (!Gained(before, live) || w.steps.ReportStep() < 0 || o.step_every_us == 0) return;
   Request report;
   report.op = Request::kClockOp;
   report.ts = w.next_ts++;
@@ -112,8 +108,9 @@ void ClusterSim::State::ReleaseClocks(Worker& w) {
     // It goes as it was planned, reporting the steps safe now (KVWorker::ReleaseClocks).
     Request& c = w.inflight.at(ts);
     c.held = false;
+    const int64_t safe = w.steps.SafeStep();
     for (auto& p : c.parts) {
-      p.second.msg.meta.set_done_step(w.steps.SafeStep());
+      p.second.msg.meta.set_done_step(safe);
       p.second.sent_at = now;
       SendData(p.second.msg);
     }

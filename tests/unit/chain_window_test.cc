@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -477,16 +478,21 @@ TEST(ChainWindowTest, ACopyOfARangeBeingFetchedMovesNoPoints) {
   EXPECT_EQ(p.server(second).SeqPoint(k), p.server(master).SeqPoint(k));
 }
 
+// The first key (of HashKey(1), HashKey(2), ...) for which ok holds; 0 if none of 200000 does.
+Key FirstKey(const std::function<bool(Key)>& ok) {
+  for (Key i = 1; i < 200000; ++i) {
+    if (ok(HashKey(i))) return HashKey(i);
+  }
+  return 0;
+}
+
 // A joiner fetches its ranges (ring `two`) from the only server, which answers with a snapshot
 // of before two pushes of a key the joiner will master. The copy of the first push is lost; the
 // second is applied at the joiner while it fetches, acknowledged and answered. Imported, the
 // snapshot leaves the second push held behind the first. *k: the key.
 void HoldAnAcknowledgedCopyAtAJoiner(Pair* p, int old_master, int joiner,
                                      const std::shared_ptr<Ring>& two, Key* k) {
-  *k = 0;
-  for (Key c = 1; c < 100000 && *k == 0; ++c) {
-    if (two->Owner(HashKey(c)) == joiner) *k = HashKey(c);
-  }
+  *k = FirstKey([&](Key c) { return two->Owner(c) == joiner; });
   ASSERT_NE(*k, 0u) << "no key that the joiner will master";
   p->Prepare(two);
   p->Deliver(joiner, old_master);  // the fetch: a snapshot of before the pushes below
@@ -567,12 +573,8 @@ TEST(ChainWindowTest, AHandOverThatTimedOutCountsNoReportAtTheNext) {
   Pair p(4, std::make_shared<Ring>(std::vector<int>{a, b}, 8, 1, 1));
   auto one = std::make_shared<Ring>(std::vector<int>{a, n, b}, 8, 1, 2);
   auto two = std::make_shared<Ring>(std::vector<int>{n, later}, 8, 1, 3);  // a and b leave
-  Key x = 0, y = 0;
-  for (Key i = 1; i < 200000 && (x == 0 || y == 0); ++i) {
-    const Key k = HashKey(i);
-    if (!x && one->Owner(k) == a && two->Owner(k) == n) x = k;
-    if (!y && one->Owner(k) == b && two->Owner(k) == n) y = k;
-  }
+  const Key x = FirstKey([&](Key k) { return one->Owner(k) == a && two->Owner(k) == n; });
+  const Key y = FirstKey([&](Key k) { return one->Owner(k) == b && two->Owner(k) == n; });
   ASSERT_NE(x, 0u);
   ASSERT_NE(y, 0u);
   p.Prepare(one);
@@ -610,11 +612,9 @@ TEST(ChainWindowTest, AHandOverOfARangeWhoseOwnHandOverNeverCameMakesTheNextMast
   auto one = std::make_shared<Ring>(std::vector<int>{second, third}, 8, 1, 2);  // first leaves
   // The second leaves, a fourth joins.
   auto two = std::make_shared<Ring>(std::vector<int>{third, fourth}, 8, 1, 3);
-  Key k = 0;
-  for (Key i = 1; i < 200000 && k == 0; ++i) {
-    const Key c = HashKey(i);
-    if (p.ring().Owner(c) == first && one->Owner(c) == second && two->Owner(c) == third) k = c;
-  }
+  const Key k = FirstKey([&](Key c) {
+    return p.ring().Owner(c) == first && one->Owner(c) == second && two->Owner(c) == third;
+  });
   ASSERT_NE(k, 0u);
   p.PushKey(0, k);
   p.Drain();
@@ -653,14 +653,10 @@ TEST(ChainWindowTest, RequestsHeldForAHandOverAreServedUnderTheRingThatEndsIt) {
   // x: the old master's under the first ring, the joiner's under b, another's under c; and the
   // joiner takes some range of the old master over at c too (the old master's report of it
   // then completes the hand-over).
-  Key x = 0, f = 0;
-  for (Key i = 1; i < 200000 && (x == 0 || f == 0); ++i) {
-    const Key k = HashKey(i);
-    if (!x && p.ring().Owner(k) == old_master && b->Owner(k) == joiner && c->Owner(k) != joiner) {
-      x = k;
-    }
-    if (!f && b->Owner(k) == old_master && c->Owner(k) == joiner) f = k;
-  }
+  const Key x = FirstKey([&](Key k) {
+    return p.ring().Owner(k) == old_master && b->Owner(k) == joiner && c->Owner(k) != joiner;
+  });
+  const Key f = FirstKey([&](Key k) { return b->Owner(k) == old_master && c->Owner(k) == joiner; });
   ASSERT_NE(x, 0u);
   ASSERT_NE(f, 0u);
   p.Prepare(b);
