@@ -120,6 +120,12 @@ BUGS = [
      "  handover_points_.clear();\n  awaiting_.clear();",
      "  handover_points_.clear();\n  for (auto& a : awaiting_) reported_.insert(a.first);\n"
      "  awaiting_.clear();", "--kill-worker-every-s 3", 1, 949),
+    ("stale-prepare", "src/control/ring_core.cc",
+     "  if (issued <= std::max(ring_epoch, *prepare_seen)) return false;",
+     "  if (issued == 0) return false;", "--ctl-stall-every-s 0.3", 1, 122),
+    ("refill-asker-outside", "src/kv/server_refill.cc",
+     "  if (!Subtract(rs, theirs).empty()) {", "  if (theirs.size() > (1u << 30)) {",
+     "--ctl-stall-every-s 0.3", 900, 936),
 ]
 
 

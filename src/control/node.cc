@@ -426,7 +426,9 @@ void Node::Impl::HandleControl(const Message& msg) {
       break;
     }
     case pb::Control::RING_PREPARE: {
-      if (!c.has_ring() || !ring_) break;
+      if (!c.has_ring() || !ring_ || !RingCore::TakePrepare(c, ring_->epoch(), &prepare_seen_)) {
+        break;
+      }
       auto next = RingCore::RingOf(c.ring());
       next_ring_ = next->epoch() > ring_->epoch() ? next : nullptr;
       lk.unlock();

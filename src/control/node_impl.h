@@ -268,6 +268,7 @@ struct Node::Impl {
   // Elasticity. Servers: the ring prepared for a join or leave. Scheduler: the ring's decisions
   // (from the job's start).
   std::shared_ptr<const Ring> next_ring_;
+  uint64_t prepare_seen_ = 0;  // the last preparation taken (RingCore::TakePrepare)
   // How long a barrier is open before it is reported, and between reports.
   int64_t BarrierReportMs() const;
   std::string leave_error_;  // server: why the scheduler refused Leave

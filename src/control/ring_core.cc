@@ -11,6 +11,13 @@ void RingCore::FillRing(const Ring& ring, pb::RingInfo* r) {
   for (int s : ring.servers()) r->add_servers(s);
 }
 
+bool RingCore::TakePrepare(const pb::Control& c, uint64_t ring_epoch, uint64_t* prepare_seen) {
+  const uint64_t issued = c.prepare_epoch() ? c.prepare_epoch() : c.ring().epoch();
+  if (issued <= std::max(ring_epoch, *prepare_seen)) return false;
+  *prepare_seen = issued;
+  return true;
+}
+
 std::shared_ptr<const Ring> RingCore::RingOf(const pb::RingInfo& r) {
   std::vector<int> servers(r.servers().begin(), r.servers().end());
   return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch());
@@ -40,6 +47,7 @@ std::vector<RingCore::Fanout> RingCore::Messages(const Decision& d, int dead,
     Fanout f{servers, {}};
     f.msg.set_cmd(pb::Control::RING_PREPARE);
     FillRing(*d.prepare, f.msg.mutable_ring());
+    f.msg.set_prepare_epoch(d.prepare_epoch);
     out.push_back(std::move(f));
   }
   if (d.cut) {
@@ -91,6 +99,7 @@ void RingCore::Prepare(int64_t now_ms, Decision* d) {
                    ? nullptr
                    : std::make_shared<Ring>(servers, ring_->vnodes(), ring_->replicas(), epoch);
   d->prepare = next_ring_ ? next_ring_ : ring_;
+  d->prepare_epoch = epoch;
   if (next_ring_) {
     d->events.push_back("preparing ring epoch " + std::to_string(epoch) + " with " +
                         std::to_string(servers.size()) +

@@ -33,6 +33,8 @@ class RingCore {
     /// RING_PREPARE for every live server: the ring to pre-copy toward, or the current ring
     /// again, which cancels a preparation.
     std::shared_ptr<const Ring> prepare;
+    /// The epoch issued for `prepare` (its own, or the one a cancellation used up).
+    uint64_t prepare_epoch = 0;
     /// RING for every live node: the prepared ring takes over.
     std::shared_ptr<const Ring> cut;
     /// Servers out of the job since this cut-over (they left; no barrier waits for them).
@@ -63,6 +65,13 @@ class RingCore {
   static bool HasMessages(const Decision& d, int dead) {
     return d.abort.empty() && (dead >= 0 || !d.refused_leaves.empty() || d.prepare || d.cut);
   }
+  /// Whether a node whose ring is at `ring_epoch`, and which last took the preparation issued
+  /// at *prepare_seen, takes the RING_PREPARE `c` (then *prepare_seen moves to it): one issued
+  /// before either is stale. The runtime sends a decision's messages after letting go of its
+  /// lock, so a fanout held up on a slow peer can arrive after the next decision's (a server
+  /// that took a stale preparation's cancellation of ring 2 after ring 4 was prepared forgot
+  /// ring 4, and the job stalled: fault.leave_survives_kill.ucx).
+  static bool TakePrepare(const pb::Control& c, uint64_t ring_epoch, uint64_t* prepare_seen);
   /// A ring on the wire, and back.
   static void FillRing(const Ring& ring, pb::RingInfo* r);
   static std::shared_ptr<const Ring> RingOf(const pb::RingInfo& r);

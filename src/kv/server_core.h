@@ -228,6 +228,9 @@ class ServerCore : private ChainReplicator::Host {
   void Plan();
   void SendFetch(uint64_t id);
   void OnRefillRequest(Message& msg);
+  // "" when `asker`'s refill request for rs planned under `epoch` can be answered now, else
+  // why not.
+  std::string RefillBlocked(const RangeSet& rs, uint64_t epoch, int asker) const;
   void OnRefillReply(const Message& msg);
   void ServeWaiting();
   void Report();
@@ -257,6 +260,9 @@ class ServerCore : private ChainReplicator::Host {
   RangeSet stale_;
   std::map<uint64_t, Fetch> fetches_;
   std::vector<Message> waiting_;  // refill requests this server cannot serve yet
+  // Since when some refill request has been waiting (0: none), and when that was last logged:
+  // a refill that never ends stalls the ring's cut-over, and the log must say who holds it.
+  int64_t waiting_since_us_ = 0, waiting_logged_us_ = 0;
   ReportFn report_;
   RangeSet orphans_;  // of the last plan, for the report
   uint64_t next_fetch_ = 1;

@@ -181,13 +181,28 @@ void ServerCore::Tick() {
     // a busy link or a busy importer) from piling up at both ends.
     if (now - f.second.sent_us >= f.second.timeout_us << std::min(f.second.attempts, 3)) {
       f.second.attempts++;
-      VLOG(1) << "server " << self_ << " asks node " << f.second.from << " again for "
-              << f.second.ranges.size() << " range(s)";
+      // Past a few attempts the refill holds the ring's cut-over back: say from whom.
+      LOG_IF(WARNING, f.second.attempts >= 4)
+          << "server " << self_ << " asks node " << f.second.from << " again for "
+          << f.second.ranges.size() << " range(s) of ring epoch " << planned_epoch_ << " (from ["
+          << f.second.ranges.front().begin << ", " << f.second.ranges.front().end << ")): attempt "
+          << f.second.attempts + 1 << ", no copy came";
       SendFetch(f.first);
     }
   }
   chain_.Tick();
   ServeWaiting();
+  if (waiting_since_us_ && now - waiting_since_us_ >= kHeldReportUs &&
+      now - waiting_logged_us_ >= kHeldReportUs) {
+    waiting_logged_us_ = now;
+    const Message& w = waiting_.front();
+    RangeSet rs;
+    ParseRanges(w.data[0], &rs);
+    LOG(WARNING) << "server " << self_ << " has held " << waiting_.size()
+                 << " refill request(s) back for " << (now - waiting_since_us_) / 1000000
+                 << " s; node " << w.meta.sender()
+                 << "'s: " << RefillBlocked(rs, w.meta.epoch(), w.meta.sender());
+  }
   // The worker of a long-held pull hears why, every kHeldReportUs: it logs it and names it if
   // its Wait times out.
   for (auto& h : held) {
@@ -258,17 +273,15 @@ void ServerCore::OnRefillRequest(Message& msg) {
                  << msg.meta.sender();
     return;
   }
-  auto cur = ring_ ? ring_() : nullptr;
-  const uint64_t known = std::max<uint64_t>(cur ? cur->epoch() : 0, next_ ? next_->epoch() : 0);
-  if (known < msg.meta.epoch() || !Subtract(rs, held_).empty() || chain_.Awaiting(rs)) {
-    // Not yet: updates applied from now on might not reach the asker, or this copy is
-    // incomplete itself: ranges missing, or taken over with the old master's last updates
-    // still on their way (ps_sim --cluster seed 574: a joiner's snapshot from such a new
-    // master lacked an acknowledged update, which then died with the two servers that held
-    // it). Answered when the ring arrives, the ranges are complete or the hand-over is.
-    for (const auto& w : waiting_) {
-      if (w.meta.sender() == msg.meta.sender() && w.meta.fwd_id() == msg.meta.fwd_id()) return;
+  if (!RefillBlocked(rs, msg.meta.epoch(), msg.meta.sender()).empty()) {
+    // One request per asker: a server asks a source for one piece at a time, and a newer
+    // request (a new plan, or the next piece) replaces what an older plan asked.
+    for (auto& w : waiting_) {
+      if (w.meta.sender() != msg.meta.sender()) continue;
+      if (msg.meta.fwd_id() > w.meta.fwd_id()) w = msg;
+      return;
     }
+    if (waiting_since_us_ == 0) waiting_since_us_ = now_us();
     waiting_.push_back(msg);
     return;
   }
@@ -318,10 +331,44 @@ void ServerCore::OnRefillRequest(Message& msg) {
   send(reply);
 }
 
+std::string ServerCore::RefillBlocked(const RangeSet& rs, uint64_t epoch, int asker) const {
+  // Not yet: updates applied from now on might not reach the asker, or this copy is
+  // incomplete itself: ranges missing, or taken over with the old master's last updates
+  // still on their way (ps_sim --cluster seed 574: a joiner's snapshot from such a new
+  // master lacked an acknowledged update, which then died with the two servers that held
+  // it). Answered when the ring arrives, the ranges are complete or the hand-over is.
+  auto cur = ring_ ? ring_() : nullptr;
+  const uint64_t known = std::max<uint64_t>(cur ? cur->epoch() : 0, next_ ? next_->epoch() : 0);
+  if (known < epoch) {
+    return "asked under ring epoch " + std::to_string(epoch) + ", which this server does not " +
+           "know yet (it knows " + std::to_string(known) + ")";
+  }
+  // Under neither ring this server follows does the asker hold the ranges (a failover ring
+  // dropped the preparation it asked under, and the preparation made again has not come):
+  // what this server applies now would not reach the asker, and a snapshot of now would miss
+  // it (ps_sim --cluster --ctl-stall-every-s 0.3, seed 78).
+  RangeSet theirs;
+  if (cur) theirs = HeldRanges(*cur, asker);
+  if (next_) theirs = Union(theirs, HeldRanges(*next_, asker));
+  if (!Subtract(rs, theirs).empty()) {
+    return "node " + std::to_string(asker) + " holds the ranges under no ring this server " +
+           "follows (epoch " + std::to_string(cur ? cur->epoch() : 0) +
+           (next_ ? ", prepared " + std::to_string(next_->epoch()) : std::string()) + ")";
+  }
+  const RangeSet lacking = Subtract(rs, held_);
+  if (!lacking.empty()) {
+    return std::to_string(lacking.size()) + " of the range(s) are not complete here (" +
+           std::to_string(fetches_.size()) + " fetch(es) of its own pending)";
+  }
+  if (chain_.Awaiting(rs)) return "a hand-over of the ranges has not come yet";
+  return "";
+}
+
 void ServerCore::ServeWaiting() {
   std::vector<Message> again;
   again.swap(waiting_);
   for (auto& m : again) OnRefillRequest(m);
+  if (waiting_.empty()) waiting_since_us_ = 0;
 }
 
 void ServerCore::OnRefillReply(const Message& msg) {

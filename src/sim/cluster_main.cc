@@ -50,6 +50,10 @@ const char kClusterUsage[] =
     "  --worker-cut-every-s T --worker-cut-max-s D\n"
     "                       the same for one worker: it pushes on; declared dead, it is fenced\n"
     "                       by the servers (a death: counted in --max-worker-kills)\n"
+    "  --ctl-stall-every-s T --ctl-stall-max-s D\n"
+    "                       the scheduler's sending held up (default never): a fan-out reaches\n"
+    "                       the nodes after a random one of them up to D (default 0.3) seconds\n"
+    "                       late, and the next decisions' messages may overtake it\n"
     "  --step-every-s T     workers' steps: read every step counter, work for about T, add 1 to\n"
     "                       their own and call Clock() (default 0.02; 0: no steps)\n"
     "  --rule sum|assign    the servers' update rule (default sum; assign: the last write wins,\n"
@@ -136,6 +140,7 @@ int ClusterMain(int argc, char** argv) {
               << ",\"leaves\":" << r.leaves << ",\"refused_leaves\":" << r.refused_leaves
               << ",\"worker_kills\":" << r.worker_kills << ",\"partitions\":" << r.partitions
               << ",\"partition_drops\":" << r.partition_drops << ",\"sched_cuts\":" << r.sched_cuts
+              << ",\"ctl_stalls\":" << r.ctl_stalls
               << ",\"sched_cut_deaths\":" << r.sched_cut_deaths
               << ",\"worker_cuts\":" << r.worker_cuts
               << ",\"worker_cut_deaths\":" << r.worker_cut_deaths

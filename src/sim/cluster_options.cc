@@ -55,6 +55,8 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
       {"--sched-pause-every-s", &ClusterSimOptions::sched_pause_every_us, nullptr},
       {"--sched-pause-max-s", &ClusterSimOptions::sched_pause_max_us, nullptr},
       {"--worker-cut-every-s", &ClusterSimOptions::worker_cut_every_us, nullptr},
+      {"--ctl-stall-every-s", &ClusterSimOptions::ctl_stall_every_us, nullptr},
+      {"--ctl-stall-max-s", &ClusterSimOptions::ctl_stall_max_us, nullptr},
       {"--worker-cut-max-s", &ClusterSimOptions::worker_cut_max_us, nullptr},
       {"--step-every-s", &ClusterSimOptions::step_every_us, nullptr},
       {"--resend-s", &ClusterSimOptions::resend_us, nullptr},

@@ -57,6 +57,7 @@ std::shared_ptr<ClusterSim::State::Ctl> ClusterSim::State::CtlOf(pb::Control c) 
 }
 
 void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
+  int64_t late = 0;  // this decision's sending held up (ctl_stall)
   for (auto& a : acts) {
     if (done) return;
     switch (a.kind) {
@@ -77,7 +78,26 @@ void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
         }
         // One message for all (a node only reads it), as the runtime sends one per node.
         const auto c = CtlOf(std::move(a.msg));
-        for (int id : to) SendCtl(0, id, c);
+        // The recipients from here on hear it late; once the sending thread is held up, so
+        // does everyone this decision tells after them (the same thread sends those).
+        size_t from = late > 0 ? 0 : to.size();
+        if (late == 0 && o.ctl_stall_every_us > 0 && faults && to.size() > 1 &&
+            now >= next_ctl_stall) {
+          next_ctl_stall = now + Exp(o.ctl_stall_every_us);
+          from = rng.Below(to.size());
+          late = 1 + static_cast<int64_t>(rng.Below(static_cast<uint64_t>(o.ctl_stall_max_us)));
+          res.ctl_stalls++;
+          Note(kControl, 0, to[from],
+               "the scheduler's sending stalls: nodes from " + std::to_string(to[from]) +
+                   " on hear it " + std::to_string(late) + " us late");
+        }
+        for (size_t i = 0; i < to.size(); ++i) {
+          if (i < from) {
+            SendCtl(0, to[i], c);
+          } else {
+            SendCtlLate(to[i], c, late);
+          }
+        }
         break;
       }
       case Act::kRing:

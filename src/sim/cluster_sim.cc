@@ -114,6 +114,17 @@ void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
   At(last, kControl, to, from, nullptr, std::move(c));
 }
 
+void ClusterSim::State::SendCtlLate(int to, std::shared_ptr<Ctl> c, int64_t late) {
+  // Outside the link's order: what the scheduler sends meanwhile may arrive first.
+  if (to > 0 && CutFromScheduler(to)) {
+    held_ctl[to].push_back(HeldCtl{0, to, std::move(c)});
+    return;
+  }
+  int64_t& last = ctl_late_last[to];  // in order among themselves: one thread sends them
+  last = std::max(now + Delay() + late, last + 1);
+  At(last, kControl, to, 0, nullptr, std::move(c));
+}
+
 void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {
   Server& s = servers[id];
   s.id = id;
@@ -185,7 +196,7 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
       break;
     }
     case pb::Control::RING_PREPARE:
-      if (!c.ring) break;
+      if (!c.ring || !RingCore::TakePrepare(c.msg, s.view->epoch(), &s.prepare_seen)) break;
       s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
       {
         ScopeTimer t(&res.ring_change_s);
@@ -396,6 +407,7 @@ void ClusterSim::State::Run() {
   if (o.sched_cut_every_us > 0) At(Exp(o.sched_cut_every_us), kSchedCut, 0);
   if (o.worker_cut_every_us > 0) At(Exp(o.worker_cut_every_us), kWorkerCut, 0);
   if (o.sched_pause_every_us > 0) At(Exp(o.sched_pause_every_us), kSchedPause, 0);
+  if (o.ctl_stall_every_us > 0) next_ctl_stall = Exp(o.ctl_stall_every_us);
   At(o.fault_us, kFaultsEnd, 0);
   while (!done && !q.empty()) {
     Event e = q.top();
@@ -625,6 +637,9 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
   }
   if (o.sched_cut_every_us < 0 || o.sched_cut_max_us < 1) {
     throw Error("--sched-cut-every-s must be >= 0 and --sched-cut-max-s > 0");
+  }
+  if (o.ctl_stall_every_us < 0 || o.ctl_stall_max_us < 1) {
+    throw Error("--ctl-stall-every-s must be >= 0 and --ctl-stall-max-s > 0");
   }
   if (o.sched_pause_every_us < 0 || o.sched_pause_max_us < 1) {
     throw Error("--sched-pause-every-s must be >= 0 and --sched-pause-max-s > 0");

@@ -73,6 +73,13 @@ struct ClusterSimOptions {
   // node's last word), and what waited is handled in order.
   int64_t sched_pause_every_us = 0;
   int64_t sched_pause_max_us = 3000000;
+  // The scheduler's sending held up (0: never): the runtime sends a decision's messages after
+  // letting go of its lock, one recipient after another, so a send that blocks on a slow peer
+  // holds the rest of that fan-out back while the next decision's messages go out. About every
+  // ctl_stall_every_us, the next fan-out to several nodes reaches those after a random one of
+  // them up to ctl_stall_max_us (uniform) late, and later messages may overtake it.
+  int64_t ctl_stall_every_us = 0;
+  int64_t ctl_stall_max_us = 300000;
   // Pauses last up to this long (uniform); past timeout_us the server is declared dead.
   int64_t pause_max_us = 2500000;
   int64_t heartbeat_us = 100000;
@@ -119,7 +126,8 @@ struct ClusterSimResult {
   uint64_t steps = 0, reads = 0;  // Clock() calls, and reads checked against the guarantee
   uint64_t crashes = 0, pauses = 0, long_pauses = 0, joins = 0, leaves = 0, refused_leaves = 0;
   uint64_t worker_kills = 0;
-  uint64_t partitions = 0, partition_drops = 0;   // partitions made, messages they stopped
+  uint64_t partitions = 0, partition_drops = 0;  // partitions made, messages they stopped
+  uint64_t ctl_stalls = 0;  // fan-outs of the scheduler held up part-way (--ctl-stall-every-s)
   uint64_t sched_cuts = 0, sched_cut_deaths = 0;  // servers cut from the scheduler, declared dead
   // Workers cut from the scheduler, of them declared dead, and fenced workers (stopped by a
   // server's refusal or by the scheduler once the link was back).

@@ -107,6 +107,7 @@ struct ClusterSim::State {
     std::shared_ptr<Store<int64_t>> store;
     std::unique_ptr<ServerCore> core;
     std::shared_ptr<const Ring> view, prepared;
+    uint64_t prepare_seen = 0;  // the last preparation taken (RingCore::TakePrepare)
     bool crashed = false, fenced = false, gone = false, paused = false, leaving = false;
     bool long_pause = false;   // paused past half the timeout: it may be declared dead
     int64_t silent_since = 0;  // crashed, paused or cut since
@@ -173,6 +174,8 @@ struct ClusterSim::State {
   std::map<int, Server> servers;
   std::map<int, Worker> workers;
   std::map<std::pair<int, int>, int64_t> ctl_last;  // per control link: the last arrival
+  int64_t next_ctl_stall = 0;                       // the next fan-out held up after this
+  std::map<int, int64_t> ctl_late_last;             // per node: the last late arrival
   std::map<Key, int64_t> ref;  // every acknowledged push's values (and live workers'), summed
   // Values of dead workers' pushes that were not acknowledged: each may be applied or not.
   std::map<Key, std::vector<int64_t>> maybe;
@@ -200,6 +203,8 @@ struct ClusterSim::State {
   // ---- network ----
   void SendData(Message& m);
   void SendCtl(int from, int to, std::shared_ptr<Ctl> c);
+  // From the scheduler, `late` us behind its time and outside the link's order (ctl_stall).
+  void SendCtlLate(int to, std::shared_ptr<Ctl> c, int64_t late);
 
   // ---- setup ----
   void AddServer(int id, std::shared_ptr<const Ring> view);

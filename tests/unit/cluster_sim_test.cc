@@ -408,6 +408,23 @@ TEST(ClusterSimTest, Seed216AHandOverOfAnIncompleteHistoryMakesTheNextMasterJump
   EXPECT_GT(r.partitions, 0u);
 }
 
+// The scheduler's sending held up part-way (--ctl-stall-every-s): a preparation's fan-out
+// reached some servers after the next decision's failover ring and new preparation. Servers
+// that took the stale preparation forgot the new one and never answered refills asked under
+// it, so its cut-over never came (fault.leave_survives_kill.ucx stalled so in a real job).
+TEST(ClusterSimTest, Seed122AStalePreparationIsNotTaken) {
+  const ClusterSimResult r = Holds(122, "--ctl-stall-every-s 0.3");
+  EXPECT_GT(r.ctl_stalls, 0u);
+}
+
+// A refill asked under a preparation that a failover ring dropped reached its source before
+// the preparation made again: a snapshot answered then missed the source's next updates, and
+// the asker kept it (an acknowledged push lost).
+TEST(ClusterSimTest, Seed936ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRanges) {
+  const ClusterSimResult r = Holds(936, "--ctl-stall-every-s 0.3");
+  EXPECT_GT(r.ctl_stalls, 0u);
+}
+
 // A read held at the SSP barrier from epoch 6 (a joiner paused in its pre-copy stalled every
 // change for 8 s under a 5 s heartbeat timeout, and a silent crash held the steps back) was
 // released after epoch 21 had moved its key to other servers, and was answered from a store

@@ -170,6 +170,83 @@ TEST(RingCoreTest, EachDecisionTellsTheNodesThatMustHearIt) {
   EXPECT_TRUE(RingCore::Messages(abort, 3, live, servers).empty());
 }
 
+// A server applying RING_PREPAREs as the node runtime does (node.cc): the ring it prepares
+// toward, or null. Messages the node does not take change nothing.
+struct PreparingServer {
+  uint64_t ring_epoch;
+  uint64_t seen = 0;
+  std::shared_ptr<const Ring> next;
+  void Hear(const pb::Control& c) {
+    if (c.cmd() == pb::Control::NODE_DEAD && c.has_ring() && c.ring().epoch() > ring_epoch) {
+      ring_epoch = c.ring().epoch();
+      if (next && next->epoch() <= ring_epoch) next = nullptr;
+    }
+    if (c.cmd() != pb::Control::RING_PREPARE || !RingCore::TakePrepare(c, ring_epoch, &seen)) {
+      return;
+    }
+    auto r = RingCore::RingOf(c.ring());
+    next = r->epoch() > ring_epoch ? r : nullptr;
+  }
+};
+
+// The stall of fault.leave_survives_kill.ucx: a leave is prepared (epoch 2), a member dies,
+// the failover ring (3) and the leave prepared again (4) go out; the runtime sends after
+// letting go of its lock, and the first preparation, held up on the way to the stopped server,
+// reached the others last. Taking it made them forget ring 4 (2 <= 3: no ring to prepare), so
+// they never answered a refill asked under epoch 4 and the cut-over never came.
+TEST(RingCoreTest, APreparationThatArrivesAfterANewerOneIsIgnored) {
+  RingCore core({1, 2, 3, 4, 5}, kVnodes, 2, 1);
+  ReportAll(&core, *core.ring());
+  const std::vector<int> servers = {1, 2, 3, 4, 5};
+  const RingCore::Decision leave = core.Leave(3, 10);
+  ASSERT_TRUE(leave.prepare);
+  const auto first = RingCore::Messages(leave, -1, servers, servers);
+  const RingCore::Decision dead = core.NodeDead(2, 20);
+  ASSERT_TRUE(dead.failover);
+  ASSERT_TRUE(dead.prepare);
+  const std::vector<int> live = {1, 3, 4, 5};
+  const auto second = RingCore::Messages(dead, 2, live, live);
+  ASSERT_EQ(second.size(), 2u);
+  PreparingServer s{core.ring()->epoch() - 1};  // still at epoch 1
+  for (const auto& f : second) s.Hear(f.msg);
+  ASSERT_TRUE(s.next);
+  EXPECT_EQ(s.next->epoch(), dead.prepare->epoch());
+  s.Hear(first[0].msg);  // the stale preparation arrives last
+  ASSERT_TRUE(s.next) << "a preparation issued before the one taken made the server forget it";
+  EXPECT_EQ(s.next->epoch(), dead.prepare->epoch());
+
+  // In order, the first preparation is taken and then replaced.
+  PreparingServer t{1};
+  t.Hear(first[0].msg);
+  ASSERT_TRUE(t.next);
+  EXPECT_EQ(t.next->epoch(), leave.prepare->epoch());
+  for (const auto& f : second) t.Hear(f.msg);
+  ASSERT_TRUE(t.next);
+  EXPECT_EQ(t.next->epoch(), dead.prepare->epoch());
+}
+
+// A cancellation carries the current ring, whose epoch is older than the preparation it
+// cancels: it names the epoch it used up, so it is taken after that preparation and a stale
+// copy of that preparation is not taken after it.
+TEST(RingCoreTest, ACancellationIsTakenAfterThePreparationItCancelsAndNotBeforeIt) {
+  RingCore core({1, 2}, kVnodes, 1, 1);
+  const RingCore::Decision join = core.ServerJoined(3, 0);
+  const auto prepare = RingCore::Messages(join, -1, {1, 2, 3}, {1, 2, 3});
+  const RingCore::Decision dead = core.NodeDead(3, 10);
+  const auto cancel = RingCore::Messages(dead, 3, {1, 2}, {1, 2});
+  ASSERT_EQ(cancel.size(), 2u);
+  ASSERT_EQ(cancel[1].msg.cmd(), pb::Control::RING_PREPARE);
+  EXPECT_EQ(cancel[1].msg.ring().epoch(), 1u) << "the current ring";
+  EXPECT_GT(cancel[1].msg.prepare_epoch(), join.prepare->epoch());
+  PreparingServer s{1};
+  s.Hear(prepare[0].msg);
+  ASSERT_TRUE(s.next);
+  for (const auto& f : cancel) s.Hear(f.msg);
+  EXPECT_FALSE(s.next) << "the cancellation was not taken";
+  s.Hear(prepare[0].msg);  // a late copy of the cancelled preparation
+  EXPECT_FALSE(s.next) << "the cancelled preparation was taken again";
+}
+
 // A leaver that dies is a failure like any other: the preparation without it turns into the
 // failover ring, and nothing waits for its reports.
 TEST(RingCoreTest, ALeaverThatDiesIsAFailure) {
