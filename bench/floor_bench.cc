@@ -1,6 +1,8 @@
 // The floor under ps, measured between two processes on loopback: a bare ZeroMQ DEALER/ROUTER
-// ping-pong, a bare ZeroMQ stream of 4 MB messages, a raw TCP ping-pong, memcpy, and UCX's
-// tagged round trip and 4 MB stream over TCP and shared memory (ucx_floor.h). Prints
+// ping-pong, a bare ZeroMQ stream of 4 MB messages, 64 one-key requests in flight, a raw TCP
+// ping-pong, memcpy, and UCX's tagged round trip and 4 MB stream over TCP and shared memory
+// (ucx_floor.h); and among four processes, what one replica copy costs bare ZeroMQ in ps's
+// 2-server/2-worker shape (chain_floor.h). Prints
 // one JSON line per measurement. bench/run_kv_bench.py runs it beside kv_bench so that every
 // ps number is reported as a ratio to a floor of the same run.
 //
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "chain_floor.h"
 #include "ucx_floor.h"
 
 namespace {
@@ -223,6 +226,34 @@ void ZmqLayouts(int iters) {
   for (auto& p : pairs) p.Stop();
 }
 
+// One-key requests with `window` in flight, each answered by the partner: the floor under
+// kv_bench's "64 one-key pushes in flight" (issue 17's 320 K req/s bar), in ZeroMQ's one
+// connection and in ps's layout and frames, with no parameter-server work at either end.
+void ZmqInFlight(int count, int window) {
+  for (auto shape : {EchoPair::kOneConnection, EchoPair::kPsShape}) {
+    EchoPair p(shape);
+    const int warm = 1000;
+    p.Start(count + warm);
+    for (int i = 0; i < warm; ++i) p.PingPong(false);
+    auto t = Clock::now();
+    int sent = 0, answered = 0;
+    while (answered < count) {
+      while (sent < count && sent - answered < window) {
+        SendShaped(p.out, shape == EchoPair::kPsShape);
+        ++sent;
+      }
+      RecvAll(p.in);
+      ++answered;
+    }
+    const double sec = Us(Clock::now() - t) / 1e6;
+    printf(
+        "{\"bench\":\"floor\",\"op\":\"zmq_inflight\",\"layout\":\"%s\",\"window\":%d,"
+        "\"requests_per_s\":%.0f,\"requests\":%d}\n",
+        shape == EchoPair::kPsShape ? "ps" : "one_connection", window, count / sec, count);
+    p.Stop();
+  }
+}
+
 // 4 MB messages with `window` in flight, each acked by the receiver: the same shape as a
 // pipelined push, without any parameter-server work.
 void ZmqStream(size_t bytes, int count, int window, bool sum) {
@@ -328,6 +359,7 @@ int main(int argc, char** argv) {
   if (want("zmq_layouts")) ZmqLayouts(iters);
   if (want("zmq_pingpong_router_router")) ZmqPingPong(iters, true);
   if (want("tcp_pingpong")) TcpPingPong(iters);
+  if (want("zmq_inflight")) ZmqInFlight(std::max(iters, 20000) * 5, 64);
   if (want("zmq_stream")) {
     ZmqStream(4 << 20, 200, 1, false);
     ZmqStream(4 << 20, 200, 4, false);
@@ -336,5 +368,6 @@ int main(int argc, char** argv) {
   }
   if (want("memcpy")) Memcpy();
   if (only.empty() || only.rfind("ucx", 0) == 0) ps_bench::UcxFloors(iters, only);
+  ps_bench::ChainFloors(iters, only);
   return 0;
 }
