@@ -120,9 +120,7 @@ TEST(ClusterSimTest, Seed104CopiesToADeadJoinerDoNotHoldAcknowledgementsForEver)
 // from their second member on, which skipped the new master, and then acknowledged the pushes:
 // the last server lacked an acknowledged push (found as seed 548; ChainReplicator::Reroute no
 // longer acknowledges a request with keys another server masters now).
-TEST(ClusterSimTest, Seed729ALeaverDoesNotAcknowledgePushesTheNewMasterLacks) {
-  ExpectHolds(729);
-}
+TEST(ClusterSimTest, Seed729ALeaverDoesNotAcknowledgePushesTheNewMasterLacks) { ExpectHolds(729); }
 
 // A server that had joined and taken a range over from its old master answered a later
 // joiner's refill before the old master's last update of the range had reached it; that
