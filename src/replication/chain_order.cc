@@ -399,8 +399,9 @@ void ChainReplicator::ExportReport(const Range& r, uint64_t epoch,
   seq_.Export(r, &t);
   for (size_t i = 0; i + 3 <= t.size(); i += 3) {
     const RangeSet part = {Range(t[i], t[i + 1])};
-    for (const Range& x : Subtract(part, unsure))
+    for (const Range& x : Subtract(part, unsure)) {
       out->insert(out->end(), {x.begin, x.end, t[i + 2]});
+    }
     for (const Range& x : Intersect(part, unsure)) {
       out->insert(out->end(), {x.begin, x.end, SeqMap::Base(epoch)});
     }

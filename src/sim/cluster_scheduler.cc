@@ -91,13 +91,7 @@ void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
                "the scheduler's sending stalls: nodes from " + std::to_string(to[from]) +
                    " on hear it " + std::to_string(late) + " us late");
         }
-        for (size_t i = 0; i < to.size(); ++i) {
-          if (i < from) {
-            SendCtl(0, to[i], c);
-          } else {
-            SendCtlLate(to[i], c, late);
-          }
-        }
+        for (size_t i = 0; i < to.size(); ++i) SendCtl(0, to[i], c, i < from ? 0 : late);
         break;
       }
       case Act::kRing:

@@ -101,28 +101,19 @@ void ClusterSim::State::SendData(Message& m) {
   }
 }
 
-// In order per link, like the scheduler's TCP connections.
-void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c) {
+// In order per link, like the scheduler's TCP connections; a message held up `late` goes
+// outside the link's order (what the scheduler sends meanwhile may arrive first), in order only
+// among the late ones, which one thread sends.
+void ClusterSim::State::SendCtl(int from, int to, std::shared_ptr<Ctl> c, int64_t late) {
   for (int id : {from, to}) {
     if (id > 0 && CutFromScheduler(id)) {
       held_ctl[id].push_back(HeldCtl{from, to, std::move(c)});
       return;
     }
   }
-  int64_t& last = ctl_last[{from, to}];
-  last = std::max(now + Delay(), last + 1);
-  At(last, kControl, to, from, nullptr, std::move(c));
-}
-
-void ClusterSim::State::SendCtlLate(int to, std::shared_ptr<Ctl> c, int64_t late) {
-  // Outside the link's order: what the scheduler sends meanwhile may arrive first.
-  if (to > 0 && CutFromScheduler(to)) {
-    held_ctl[to].push_back(HeldCtl{0, to, std::move(c)});
-    return;
-  }
-  int64_t& last = ctl_late_last[to];  // in order among themselves: one thread sends them
+  int64_t& last = late > 0 ? ctl_late_last[to] : ctl_last[{from, to}];
   last = std::max(now + Delay() + late, last + 1);
-  At(last, kControl, to, 0, nullptr, std::move(c));
+  At(last, kControl, to, from, nullptr, std::move(c));
 }
 
 void ClusterSim::State::AddServer(int id, std::shared_ptr<const Ring> view) {

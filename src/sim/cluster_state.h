@@ -202,9 +202,8 @@ struct ClusterSim::State {
 
   // ---- network ----
   void SendData(Message& m);
-  void SendCtl(int from, int to, std::shared_ptr<Ctl> c);
-  // From the scheduler, `late` us behind its time and outside the link's order (ctl_stall).
-  void SendCtlLate(int to, std::shared_ptr<Ctl> c, int64_t late);
+  // late > 0: held up that long in the scheduler's sending (ctl_stall), out of the link's order.
+  void SendCtl(int from, int to, std::shared_ptr<Ctl> c, int64_t late = 0);
 
   // ---- setup ----
   void AddServer(int id, std::shared_ptr<const Ring> view);

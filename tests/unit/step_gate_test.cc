@@ -10,6 +10,9 @@
 namespace ps {
 namespace {
 
+// For ReleaseClocks: no request has failed.
+bool NoneGone(int64_t) { return false; }
+
 // Clock(): the clock of the step in progress is issued, then the next step begins.
 bool Clock(StepGate* g, int64_t ts) {
   const bool held = g->HoldClock(ts, g->step());
@@ -22,9 +25,9 @@ TEST(StepGateTest, AClockWaitsForThePushesOfItsStep) {
   g.PushIssued(0);
   EXPECT_TRUE(Clock(&g, 1)) << "the clock of step 0 left with a push of it open";
   EXPECT_EQ(g.SafeStep(), 0);
-  EXPECT_TRUE(g.ReleaseClocks([](int64_t) { return false; }).empty());
+  EXPECT_TRUE(g.ReleaseClocks(NoneGone).empty());
   g.PushDone(0);
-  EXPECT_EQ(g.ReleaseClocks([](int64_t) { return false; }), std::vector<int64_t>{1});
+  EXPECT_EQ(g.ReleaseClocks(NoneGone), std::vector<int64_t>{1});
   EXPECT_EQ(g.SafeStep(), 1);
   EXPECT_FALSE(g.has_held());
 }
@@ -38,9 +41,9 @@ TEST(StepGateTest, ClocksLeaveInOrder) {
   g.PushIssued(2);
   EXPECT_TRUE(Clock(&g, 4));
   g.PushDone(0);
-  EXPECT_EQ(g.ReleaseClocks([](int64_t) { return false; }), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(g.ReleaseClocks(NoneGone), (std::vector<int64_t>{1, 2}));
   g.PushDone(2);
-  EXPECT_EQ(g.ReleaseClocks([](int64_t) { return false; }), std::vector<int64_t>{4});
+  EXPECT_EQ(g.ReleaseClocks(NoneGone), std::vector<int64_t>{4});
 }
 
 TEST(StepGateTest, AClockWhoseRequestFailedIsDropped) {
@@ -85,7 +88,7 @@ TEST(StepGateTest, AReportOfProgressClaimsOnlyTheStepsEnded) {
   EXPECT_TRUE(g.HoldClock(5, g.ReportStep()));
   EXPECT_EQ(g.DoneStep(true, g.ReportStep()), 3);
   g.PushDone(3);
-  EXPECT_EQ(g.ReleaseClocks([](int64_t) { return false; }), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(g.ReleaseClocks(NoneGone), (std::vector<int64_t>{4, 5}));
 }
 
 TEST(StepGateTest, AJoinerAdoptsTheServersStep) {
