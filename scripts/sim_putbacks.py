@@ -127,6 +127,13 @@ BUGS = [
     ("refill-asker-outside", "src/kv/server_refill.cc",
      "  if (!Subtract(rs, theirs).empty()) {", "  if (theirs.size() > (1u << 30)) {",
      "--ctl-stall-every-s 0.3", 900, 936),
+    ("precopies-kept", "src/replication/refill.cc",
+     "  return after.epoch() == p || after.cut_epoch() == p || after.base_epoch() < p;",
+     "  return p > 0;", "--ctl-stall-every-s 0.3", 1, 11),
+    ("missed-cut", "src/replication/refill.cc",
+     "  if (!prepared || prepared->epoch() <= ring_epoch ||",
+     "  if (ring_epoch || !prepared || prepared->epoch() <= ring_epoch ||",
+     "--ctl-stall-every-s 0.3", 1, 188),
 ]
 
 

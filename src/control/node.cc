@@ -430,8 +430,14 @@ void Node::Impl::HandleControl(const Message& msg) {
         break;
       }
       auto next = RingCore::RingOf(c.ring());
+      auto cut = MissedCut(next_ring_, *next, ring_->epoch());
+      if (cut) {
+        SetRing(cut);
+        cv_.notify_all();  // as for the RING itself
+      }
       next_ring_ = next->epoch() > ring_->epoch() ? next : nullptr;
       lk.unlock();
+      if (cut) NotifyRing(cut);
       NotifyPrepare(next);
       lk.lock();
       break;

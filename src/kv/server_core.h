@@ -247,7 +247,11 @@ class ServerCore : private ChainReplicator::Host {
     int64_t timeout_us = 0;  // asked again after this (doubling per attempt)
     int attempts = 0;
   };
-  std::shared_ptr<const Ring> next_;  // the ring being prepared (a join), or null
+  std::shared_ptr<const Ring> next_;          // the ring being prepared (a join), or null
+  std::shared_ptr<const Ring> planned_ring_;  // the ring in force at the last Plan
+  // Gives up the ranges held only for next_ (PrecopiesSurvive said they may lack updates):
+  // the next Plan fetches them again if a ring still gives them to this server.
+  void ForgetPrecopies();
   uint64_t planned_epoch_ = 0;
   uint64_t cur_epoch_ = 0;    // of the current ring (0: no ring, as in the simulator)
   bool taking_ring_ = false;  // inside RingChanged: a completed hand-over serves nothing yet

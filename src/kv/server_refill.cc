@@ -85,6 +85,9 @@ void ServerCore::Report() {
 
 void ServerCore::Prepare(std::shared_ptr<const Ring> next) {
   std::lock_guard<std::mutex> lk(mu);
+  if (next_ && (!next || (next->epoch() != next_->epoch() && !PrecopiesSurvive(*next_, *next)))) {
+    ForgetPrecopies();
+  }
   next_ = std::move(next);
   Plan();
   // A preparation dropped or made again without some joiner: no update waits for it any more
@@ -93,10 +96,25 @@ void ServerCore::Prepare(std::shared_ptr<const Ring> next) {
   chain_.DropGone();
 }
 
+void ServerCore::ForgetPrecopies() {
+  if (!planned_ring_) return;
+  const RangeSet copied = Subtract(held_, HeldRanges(*planned_ring_, self_));
+  if (copied.empty()) return;
+  LOG(INFO) << "server " << self_ << " fetches again " << copied.size()
+            << " range(s) it copied for ring epoch " << next_->epoch()
+            << ": that preparation was dropped";
+  held_ = Subtract(held_, copied);
+  store->ImportRanges(copied, {}, {}, {});
+}
+
 void ServerCore::Plan() {
   auto cur = ring_ ? ring_() : nullptr;
   if (!cur || cur->servers().empty()) return;
-  if (next_ && next_->epoch() <= cur->epoch()) next_ = nullptr;  // the cut-over happened
+  if (next_ && next_->epoch() <= cur->epoch()) {
+    // The cut-over happened, or a ring in force dropped the preparation.
+    if (!PrecopiesSurvive(*next_, *cur)) ForgetPrecopies();
+    next_ = nullptr;
+  }
   if (!have_held_) {
     // First look at a ring: a server of the starting ring holds its (empty) ranges; one that
     // joins holds nothing yet.
@@ -105,6 +123,7 @@ void ServerCore::Plan() {
     if (std::find(s.begin(), s.end(), self_) != s.end()) held_ = HeldRanges(*cur, self_);
   }
   cur_epoch_ = cur->epoch();
+  planned_ring_ = cur;
   chain_.FirstRing(cur);
   const uint64_t target = next_ ? next_->epoch() : cur->epoch();
   RefillPlan plan = PlanRefill(*cur, next_.get(), self_, held_);

@@ -89,6 +89,20 @@ RefillPlan PlanRefill(const Ring& current, const Ring* next, int self, const Ran
   return p;
 }
 
+bool PrecopiesSurvive(const Ring& prepared, const Ring& after) {
+  const uint64_t p = prepared.epoch();
+  return after.epoch() == p || after.cut_epoch() == p || after.base_epoch() < p;
+}
+
+std::shared_ptr<const Ring> MissedCut(const std::shared_ptr<const Ring>& prepared,
+                                      const Ring& after, uint64_t ring_epoch) {
+  if (!prepared || prepared->epoch() <= ring_epoch || after.epoch() <= prepared->epoch() ||
+      after.cut_epoch() != prepared->epoch()) {
+    return nullptr;
+  }
+  return std::make_shared<Ring>(prepared->WithHistory(prepared->epoch(), 0));
+}
+
 SArray<char> EncodeRanges(const RangeSet& rs) {
   SArray<Key> pairs;
   for (const Range& r : rs) {

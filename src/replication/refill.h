@@ -9,6 +9,7 @@
 #ifndef PS_REPLICATION_REFILL_H_
 #define PS_REPLICATION_REFILL_H_
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,23 @@ struct RefillPlan {
 
 /// self holds `held` completely. next: the ring being prepared (a join), or null.
 RefillPlan PlanRefill(const Ring& current, const Ring* next, int self, const RangeSet& held);
+
+/// Whether ranges a server copied for the preparation `prepared` (and holds under no ring it
+/// followed) are still whole once it learns `after`, a newer ring or preparation: their
+/// sources sent updates to it only while they followed `prepared`. True when `after` is the
+/// cut-over to it, follows that cut-over, or replaces the preparation with no ring put in
+/// force in between; false when a ring in force dropped it (a failover), after which a source
+/// may have applied updates it did not send on (ps_sim --cluster --seed 11
+/// --ctl-stall-every-s 0.3). The server then fetches them again.
+bool PrecopiesSurvive(const Ring& prepared, const Ring& after);
+/// The ring in force after the cut-over to `prepared`, when `after` (a newer ring or
+/// preparation) says that cut-over happened and a node whose ring is at `ring_epoch` has not
+/// heard of it yet (its RING is still on its way: the scheduler's fan-outs can overtake each
+/// other); else null. The node takes it before `after`, or it would plan under a ring two
+/// changes old (ps_sim --cluster --seed 897 --ctl-stall-every-s 0.3: a joiner dropped the
+/// ranges it masters, then found no copy of them).
+std::shared_ptr<const Ring> MissedCut(const std::shared_ptr<const Ring>& prepared,
+                                      const Ring& after, uint64_t ring_epoch);
 
 }  // namespace ps
 

@@ -37,6 +37,20 @@ class Ring {
   Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch);
 
   uint64_t epoch() const { return epoch_; }
+  /// Where this ring stands in the scheduler's history when it was sent: the epoch of the last
+  /// cut-over (or of the job's start) by then, its own for the ring a cut-over puts in force;
+  /// and for a prepared ring the epoch of the ring in force when it was prepared (its own
+  /// otherwise). A server that missed messages decides by them whether what it copied for an
+  /// earlier preparation is whole (refill.h, PrecopiesSurvive). Both default to epoch().
+  uint64_t cut_epoch() const { return cut_epoch_ ? cut_epoch_ : epoch_; }
+  uint64_t base_epoch() const { return base_epoch_ ? base_epoch_ : epoch_; }
+  /// A copy of this ring with the history above set.
+  Ring WithHistory(uint64_t cut_epoch, uint64_t base_epoch) const {
+    Ring r = *this;
+    r.cut_epoch_ = cut_epoch;
+    r.base_epoch_ = base_epoch;
+    return r;
+  }
   int vnodes() const { return vnodes_; }
   int replicas() const { return replicas_; }
   const std::vector<int>& servers() const { return servers_; }
@@ -78,6 +92,7 @@ class Ring {
   int vnodes_ = 0;
   int replicas_ = 0;
   uint64_t epoch_ = 0;
+  uint64_t cut_epoch_ = 0, base_epoch_ = 0;  // 0: epoch_
   std::vector<RingSegment> segments_;
   // Each server's segments (indices, in ring order): a server's ranges without a walk over
   // every segment (at 1000 servers a copy's delivery asked for them on every message).

@@ -40,7 +40,12 @@ std::shared_ptr<const Ring> ClusterSim::State::RingOf(const pb::Control& c) {
                                                               " names two rings (command " +
                                                               std::to_string(c.cmd()) + ")");
     }
-    if (auto ring = it->second.second.lock()) return ring;
+    // A prepared ring and the ring its cut-over puts in force share an epoch, not a history.
+    auto ring = it->second.second.lock();
+    if (ring && ring->cut_epoch() == (r.cut_epoch() ? r.cut_epoch() : r.epoch()) &&
+        ring->base_epoch() == (r.base_epoch() ? r.base_epoch() : r.epoch())) {
+      return ring;
+    }
   }
   // Past rings are remembered by their servers alone: a node holds the Ring while it is in
   // use, and one is built again only when every node has let it go.

@@ -188,6 +188,7 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
     }
     case pb::Control::RING_PREPARE:
       if (!c.ring || !RingCore::TakePrepare(c.msg, s.view->epoch(), &s.prepare_seen)) break;
+      if (auto cut = MissedCut(s.prepared, *c.ring, s.view->epoch())) ServerView(s, cut);
       s.prepared = c.ring->epoch() > s.view->epoch() ? c.ring : nullptr;
       {
         ScopeTimer t(&res.ring_change_s);

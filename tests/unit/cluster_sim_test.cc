@@ -428,6 +428,23 @@ TEST(ClusterSimTest, Seed936ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsT
   EXPECT_GT(r.ctl_stalls, 0u);
 }
 
+// A joiner copied its ranges for a preparation that a failover ring dropped, and heard of the
+// preparation made again before that ring: it kept its copy, which lacked what the source
+// applied under the failover ring, and read a step counter one behind after the cut-over. What
+// a server copied for a dropped preparation is fetched again (PrecopiesSurvive).
+TEST(ClusterSimTest, Seed11ACopyForADroppedPreparationIsFetchedAgain) {
+  const ClusterSimResult r = Holds(11, "--ctl-stall-every-s 0.3");
+  EXPECT_GT(r.ctl_stalls, 0u);
+}
+
+// The RING of a cut-over reached joiners after the next preparations: planning under the ring
+// before it, they dropped the ranges they master, then found no copy of them. A node that hears
+// of a cut-over from a newer message takes its ring first (MissedCut).
+TEST(ClusterSimTest, Seed188ACutOverHeardOfLateIsTakenBeforeTheNextPreparation) {
+  const ClusterSimResult r = Holds(188, "--ctl-stall-every-s 0.3");
+  EXPECT_GT(r.ctl_stalls, 0u);
+}
+
 // A read held at the SSP barrier from epoch 6 (a joiner paused in its pre-copy stalled every
 // change for 8 s under a 5 s heartbeat timeout, and a silent crash held the steps back) was
 // released after epoch 21 had moved its key to other servers, and was answered from a store

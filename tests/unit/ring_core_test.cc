@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "replication/refill.h"
 #include "util/rng.h"
 
 namespace ps {
@@ -245,6 +246,65 @@ TEST(RingCoreTest, ACancellationIsTakenAfterThePreparationItCancelsAndNotBeforeI
   EXPECT_FALSE(s.next) << "the cancellation was not taken";
   s.Hear(prepare[0].msg);  // a late copy of the cancelled preparation
   EXPECT_FALSE(s.next) << "the cancelled preparation was taken again";
+}
+
+// The ring of `cmd` that decision d sends, as a node reads it off the wire.
+std::shared_ptr<const Ring> Heard(const RingCore::Decision& d, int dead, pb::Control::Command cmd,
+                                  const std::vector<int>& live) {
+  for (const auto& f : RingCore::Messages(d, dead, live, live)) {
+    if (f.msg.cmd() == cmd && f.msg.has_ring()) return RingCore::RingOf(f.msg.ring());
+  }
+  return nullptr;
+}
+
+// A server that missed some of the scheduler's messages (they overtake each other) tells from
+// the next one it hears whether what it copied for a preparation is whole: the rings say the
+// last cut-over and, for a prepared ring, the ring it was prepared on (ps_sim --cluster
+// --ctl-stall-every-s 0.3, seeds 11 and 897).
+TEST(RingCoreTest, RingsOnTheWireSayWhetherAnEarlierPreparationWasCutOverOrDropped) {
+  RingCore core({1, 2, 3}, kVnodes, 1, 1);
+  ReportAll(&core, *core.ring());
+  auto p = Heard(core.ServerJoined(4, 0), -1, pb::Control::RING_PREPARE, {1, 2, 3, 4});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->epoch(), 2u);
+  EXPECT_EQ(p->cut_epoch(), 1u);
+  EXPECT_EQ(p->base_epoch(), 1u);
+  const RingCore::Decision dead = core.NodeDead(3, 10);
+  auto failover = Heard(dead, 3, pb::Control::NODE_DEAD, {1, 2, 4});
+  auto again = Heard(dead, 3, pb::Control::RING_PREPARE, {1, 2, 4});
+  ASSERT_TRUE(failover && again);
+  EXPECT_EQ(failover->cut_epoch(), 1u);
+  EXPECT_EQ(again->base_epoch(), failover->epoch());
+  EXPECT_FALSE(PrecopiesSurvive(*p, *failover)) << "a failover dropped the preparation";
+  EXPECT_FALSE(PrecopiesSurvive(*p, *again)) << "prepared again after a failover dropped it";
+  EXPECT_FALSE(MissedCut(p, *again, 1)) << "ring 2 was never put in force";
+
+  auto cut = Heard(ReportAll(&core, *again, 20), -1, pb::Control::RING, {1, 2, 4});
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->epoch(), again->epoch());
+  EXPECT_EQ(cut->cut_epoch(), cut->epoch());
+  EXPECT_TRUE(PrecopiesSurvive(*again, *cut));
+
+  // A server still at ring 1 that missed this RING hears the next preparation.
+  auto next = Heard(core.ServerJoined(5, 30), -1, pb::Control::RING_PREPARE, {1, 2, 4, 5});
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(PrecopiesSurvive(*again, *next)) << "the preparation was cut over";
+  auto missed = MissedCut(again, *next, 1);
+  ASSERT_TRUE(missed) << "the server must take the ring of the cut-over it missed";
+  EXPECT_EQ(missed->epoch(), cut->epoch());
+  EXPECT_EQ(missed->servers(), cut->servers());
+  EXPECT_EQ(missed->cut_epoch(), cut->epoch());
+  EXPECT_FALSE(MissedCut(again, *next, cut->epoch())) << "a server that has it takes nothing";
+
+  // Replaced by a leave on the same ring: nothing was put in force in between.
+  auto leave = Heard(core.Leave(1, 40), -1, pb::Control::RING_PREPARE, {1, 2, 4, 5});
+  ASSERT_TRUE(leave);
+  EXPECT_TRUE(PrecopiesSurvive(*next, *leave));
+  // Dropped by a failover: the copies may lack updates.
+  auto second = Heard(core.NodeDead(2, 50), 2, pb::Control::NODE_DEAD, {1, 4, 5});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->cut_epoch(), cut->epoch());
+  EXPECT_FALSE(PrecopiesSurvive(*leave, *second));
 }
 
 // A leaver that dies is a failure like any other: the preparation without it turns into the
