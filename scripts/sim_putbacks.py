@@ -134,6 +134,10 @@ BUGS = [
      "  if (!prepared || prepared->epoch() <= ring_epoch ||",
      "  if (ring_epoch || !prepared || prepared->epoch() <= ring_epoch ||",
      "--ctl-stall-every-s 0.3", 1, 188),
+    ("probe-refused", "src/replication/chain_order.cc",
+     "      if (!others.empty() && LacksIn(msg, others)) {",
+     "      if (others.size() > (1u << 30)) {",
+     "--partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3", 3000, 3107),
 ]
 
 

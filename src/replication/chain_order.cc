@@ -135,11 +135,25 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     // Caught up with the master's points: pass it on if the update is here, else this copy's
     // history lacks it; fetch the ranges afresh (the master's snapshot holds it) and wait.
     // Ranges this server does not hold (it left their chain) are not its to answer for.
-    const RangeSet probed = Intersect(ProbeRanges(msg), held);
+    RangeSet probed = Intersect(ProbeRanges(msg), held);
     if (!Intersect(ProbeRanges(msg), host_->Fetching()).empty()) return Hold(msg, replay);
     if (!LacksIn(msg, probed)) {
       if (!replay) ForwardOrAck(msg);
       return Delivery::kApplied;
+    }
+    // Only its master's snapshot can hold what a probe asks about. In ranges another server
+    // masters now, it is refused: its sender gives the update up there and its worker sends
+    // it again to that master (fetching from the new master, which lacked it too, went on for
+    // ever: ps_sim --cluster --seed 3107 --partition-every-s 0.5 --partition-max-s 3
+    // --kill-worker-every-s 3).
+    if (ring && host_->Epoch() > 0) {
+      const RangeSet others =
+          Subtract(probed, Normalize(ring->RangesOf(static_cast<int>(msg.meta.master()))));
+      if (!others.empty() && LacksIn(msg, others)) {
+        if (!replay) Refuse(msg, others);
+        probed = Subtract(probed, others);
+        if (probed.empty() || !LacksIn(msg, probed)) return Delivery::kRejected;
+      }
     }
     Refetch(probed);
     return Hold(msg, replay);
