@@ -376,7 +376,16 @@ void ServerCore::WorkerDead(int id, bool worker) {
   gate.RemoveWorker(id, &released);
   held_ids.erase(id);
   Bury(id, worker);
-  if (!worker) chain_.DropGone();  // a joiner of the prepared ring, say
+  if (!worker) {
+    chain_.DropGone();  // a joiner of the prepared ring, say
+    // Its refill requests that wait here: nobody is left to take the answer (kept until the
+    // end of the job, and logged every 5 s as holding a cut-over back: ps_sim --cluster
+    // --seed 3107 --partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3).
+    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
+                                  [id](const Message& m) { return m.meta.sender() == id; }),
+                   waiting_.end());
+    if (waiting_.empty()) waiting_since_us_ = 0;
+  }
   AnswerReleased(released);
 }
 

@@ -84,6 +84,11 @@ class ServerCore : private ChainReplicator::Host {
   std::vector<std::pair<Range, uint64_t>> ChainDigests() const;
   /// Ranges this server still has to fetch.
   size_t PendingRanges() const;
+  /// Refill requests of other servers this one holds back (it cannot answer them yet).
+  size_t WaitingRefills() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return waiting_.size();
+  }
   /// Copies this server sent down its chains that no replica has acknowledged yet.
   size_t CopiesInFlight() const;
   /// True while this server waits for an old master's hand-over (its last points) of a range

@@ -19,187 +19,20 @@
 #include "filter/filter_chain.h"
 #include "kv/server_core.h"
 #include "replication/chain_replicator.h"
+#include "server_pair.h"
 #include "store/store.h"
 #include "util/rng.h"
 
 namespace ps {
 namespace {
 
-constexpr int kMaster = 1, kReplica = 2, kWorker = 100;
-
-// Servers 1..n (kMaster, kReplica, ...) with n - 1 replicas: every key's chain holds all.
-class Pair {
- public:
-  explicit Pair(int n = 2) : Pair(n, std::make_shared<Ring>(Ids(n), 8, n - 1, 1)) {}
-  // Servers 1..n under `ring`, which may leave some out (servers that join later).
-  Pair(int n, std::shared_ptr<const Ring> ring) : ring_(std::move(ring)) {
-    // Each server follows ring_, the ring in force (Fail changes it).
-    for (int id : Ids(n)) {
-      stores_[id] = std::make_shared<Store<int64_t>>(std::make_shared<SumRule<int64_t>>());
-      servers_[id] = std::make_unique<ServerCore>(
-          0, DataType::kInt64, stores_[id], ParsePolicy("asp"), 1, std::vector<int>{kWorker},
-          [this, id](Message& m) {
-            m.meta.set_sender(id);
-            links_[{id, m.meta.receiver()}].push_back(m);
-          },
-          [this] { return now_us_; }, id, [this] { return ring_; });
-      servers_[id]->SetReport([](const ServerCore::RefillReport&) {});
-    }
-  }
-
-  // A push of `n` keys mastered by kMaster, each with value `val` and `width` values.
-  void Push(int64_t ts, size_t n, size_t width, Rng* rng) {
-    std::set<Key> keys;
-    while (keys.size() < n) {
-      const Key k = rng->Next();
-      if (ring_->Owner(k) == kMaster) keys.insert(k);
-    }
-    Message m;
-    m.meta.set_sender(kWorker);
-    m.meta.set_receiver(kMaster);
-    m.meta.set_timestamp(ts);
-    m.meta.set_request(true);
-    m.meta.set_push(true);
-    m.meta.set_dtype(static_cast<int>(DataType::kInt64));
-    m.meta.set_epoch(ring_->epoch());
-    m.meta.set_width(static_cast<int>(width));
-    SArray<Key> ks;
-    SArray<int64_t> vs;
-    for (Key k : keys) {
-      ks.push_back(k);
-      for (size_t j = 0; j < width; ++j) vs.push_back(ts + 1);
-    }
-    m.data = {SArray<char>(ks), SArray<char>(vs)};
-    servers_[kMaster]->Process(m);
-  }
-
-  // A push of one key with value ts + 1.
-  void PushKey(int64_t ts, Key k) {
-    Message m;
-    m.meta.set_sender(kWorker);
-    m.meta.set_receiver(ring_->Owner(k));
-    m.meta.set_timestamp(ts);
-    m.meta.set_request(true);
-    m.meta.set_push(true);
-    m.meta.set_dtype(static_cast<int>(DataType::kInt64));
-    m.meta.set_epoch(ring_->epoch());
-    m.meta.set_width(1);
-    m.data = {SArray<char>(SArray<Key>{k}), SArray<char>(SArray<int64_t>{ts + 1})};
-    servers_[m.meta.receiver()]->Process(m);
-  }
-
-  // A new ring in force at the live servers (the scheduler's failover after `dead` died):
-  // what waits on the dead server's links is lost with it.
-  void Fail(int dead, std::shared_ptr<const Ring> ring) {
-    Kill(dead);
-    Cut(std::move(ring));
-  }
-  // The scheduler's RING (a cut-over, or a failover) at every live server.
-  void Cut(std::shared_ptr<const Ring> ring) {
-    ring_ = std::move(ring);
-    for (auto& s : servers_) {
-      if (!dead_.count(s.first)) s.second->RingChanged(ring_);
-    }
-  }
-  // The scheduler's RING at one server only (the others still follow the ring before).
-  void CutAt(int id, std::shared_ptr<const Ring> ring) {
-    ring_ = std::move(ring);
-    servers_[id]->RingChanged(ring_);
-  }
-  // A server (or a node that never ran) is gone: nothing reaches it any more.
-  void Kill(int id) {
-    dead_.insert(id);
-    for (auto& l : links_) {
-      if (l.first.first == id || l.first.second == id) l.second.clear();
-    }
-  }
-  // The scheduler's RING_PREPARE (null: the preparation is dropped) at every live server.
-  void Prepare(std::shared_ptr<const Ring> next) {
-    for (auto& s : servers_) {
-      if (!dead_.count(s.first)) s.second->Prepare(next);
-    }
-  }
-  // Time passes in steps of `step` us; every live server's timer runs at each.
-  void Run(int64_t us, int64_t step) {
-    for (int64_t t = 0; t < us; t += step) {
-      now_us_ += step;
-      for (auto& s : servers_) {
-        if (!dead_.count(s.first)) s.second->Tick();
-      }
-      Drain();
-    }
-  }
-
-  std::deque<Message>& link(int from, int to) { return links_[{from, to}]; }
-  // Delivers what waits on one link (not what that sends on).
-  void Deliver(int from, int to) {
-    std::deque<Message> q;
-    q.swap(links_[{from, to}]);
-    for (auto& m : q) servers_[to]->Process(m);
-  }
-  void Advance(int64_t us) { now_us_ += us; }
-  const Ring& ring() const { return *ring_; }
-
-  // Delivers everything between the servers until nothing moves; replies to the worker are
-  // counted and dropped.
-  void Drain() {
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (auto& l : links_) {
-        while (!l.second.empty()) {
-          Message m = std::move(l.second.front());
-          l.second.pop_front();
-          moved = true;
-          if (dead_.count(l.first.second)) continue;
-          if (l.first.second == kWorker) {
-            EXPECT_EQ(m.meta.error(), "");
-            replied_.insert(m.meta.timestamp());
-            repliers_[m.meta.timestamp()].push_back(l.first.first);
-          } else {
-            servers_[l.first.second]->Process(m);
-          }
-        }
-      }
-    }
-  }
-
-  // Copies on the master's link to the replica, and their data bytes.
-  std::pair<size_t, uint64_t> InFlight() {
-    std::pair<size_t, uint64_t> n{0, 0};
-    for (const auto& m : link(kMaster, kReplica)) {
-      if (m.meta.replica()) {
-        n.first++;
-        n.second += m.DataBytes();
-      }
-    }
-    return n;
-  }
-
-  ServerCore& server(int id) { return *servers_[id]; }
-  StoreBase& store(int id) { return *stores_[id]; }
-  size_t replied() const { return replied_.size(); }
-  // The servers that answered the worker's request ts, one entry per reply.
-  std::vector<int> repliers(int64_t ts) const {
-    auto it = repliers_.find(ts);
-    return it == repliers_.end() ? std::vector<int>{} : it->second;
-  }
-
- private:
-  std::shared_ptr<const Ring> ring_;
-  std::map<int, std::shared_ptr<StoreBase>> stores_;
-  std::map<int, std::unique_ptr<ServerCore>> servers_;
-  std::map<std::pair<int, int>, std::deque<Message>> links_;
-  std::set<int64_t> replied_;
-  std::map<int64_t, std::vector<int>> repliers_;
-  std::set<int> dead_;
-  int64_t now_us_ = 1;
-
-  static std::vector<int> Ids(int n) {
-    std::vector<int> ids;
-    for (int i = 1; i <= n; ++i) ids.push_back(i);
-    return ids;
-  }
-};
+using test::FirstKey;
+using test::HoldsKey;
+using test::kMaster;
+using test::kReplica;
+using test::kWorker;
+using test::Pair;
+using test::ValueAt;
 
 // Both stores hold the same keys with the same values.
 void ExpectIdentical(Pair* p) {
@@ -333,13 +166,6 @@ TEST(ChainWindowTest, AKeyCacheMissSendsTheCopyAgainAndAcknowledgesNothing) {
   EXPECT_EQ(p.replied(), 1u);
   EXPECT_EQ(p.server(kMaster).CheckEntries(), "");
   ExpectIdentical(&p);
-}
-
-int64_t ValueAt(Pair* p, int server, Key k) {
-  SArray<char> v;
-  SArray<int> len;
-  p->store(server).Pull(&k, 1, 1, &v, &len);
-  return SArray<int64_t>(v)[0];
 }
 
 // A push of k by the worker at its master (ts 0); *chain: master, first replica, tail.
@@ -476,20 +302,6 @@ TEST(ChainWindowTest, ACopyOfARangeBeingFetchedMovesNoPoints) {
   p.Run(2 * 1000 * 1000, 100 * 1000);
   EXPECT_EQ(ValueAt(&p, second, k), 3);
   EXPECT_EQ(p.server(second).SeqPoint(k), p.server(master).SeqPoint(k));
-}
-
-// The first key (of HashKey(1), HashKey(2), ...) for which ok holds; 0 if none of 200000 does.
-Key FirstKey(const std::function<bool(Key)>& ok) {
-  for (Key i = 1; i < 200000; ++i) {
-    if (ok(HashKey(i))) return HashKey(i);
-  }
-  return 0;
-}
-
-// Whether `id` is in the chain of k under `r`.
-bool HoldsKey(const Ring& r, int id, Key k) {
-  const auto c = r.Chain(r.SegmentOf(k));
-  return std::find(c.begin(), c.end(), id) != c.end();
 }
 
 // A joiner fetches its ranges (ring `two`) from the only server, which answers with a snapshot
@@ -640,123 +452,6 @@ TEST(ChainWindowTest, AHandOverOfARangeWhoseOwnHandOverNeverCameMakesTheNextMast
   p.Drain();
   EXPECT_GE(p.server(third).SeqPoint(k), SeqMap::Base(two->epoch()))
       << "the third numbered its update from points that stand for no complete history";
-}
-
-// A new master holds the requests for a range whose old master's last updates have not all
-// arrived (the hand-over). When a newer ring moves the range away and, while this server takes
-// that ring in, the old master's report for another range completes the hand-over, the held
-// requests are served then: before, they were served inside the ring change, before the server
-// had taken the new ring's epoch in, so a request routed under the old ring passed as current
-// and the server applied it as the master of keys it no longer mastered; the new master never
-// had the update (ps_sim --cluster --policy bsp --join-every-s 1, seed 135, once the simulated
-// workers re-planned only what KVWorker re-plans). It must be redirected.
-TEST(ChainWindowTest, RequestsHeldForAHandOverAreServedUnderTheRingThatEndsIt) {
-  const int old_master = 1, joiner = 2, later = 3;
-  Pair p(3, std::make_shared<Ring>(std::vector<int>{old_master}, 8, 1, 1));
-  auto b = std::make_shared<Ring>(std::vector<int>{old_master, joiner}, 8, 1, 2);
-  // At c the old master leaves and another server joins.
-  auto c = std::make_shared<Ring>(std::vector<int>{joiner, later}, 8, 1, 3);
-  // x: the old master's under the first ring, the joiner's under b, another's under c; and the
-  // joiner takes some range of the old master over at c too (the old master's report of it
-  // then completes the hand-over).
-  const Key x = FirstKey([&](Key k) {
-    return p.ring().Owner(k) == old_master && b->Owner(k) == joiner && c->Owner(k) != joiner;
-  });
-  const Key f = FirstKey([&](Key k) { return b->Owner(k) == old_master && c->Owner(k) == joiner; });
-  ASSERT_NE(x, 0u);
-  ASSERT_NE(f, 0u);
-  p.Prepare(b);
-  p.Drain();
-  p.Cut(b);
-  // The old master's report, and the joiner's asking for it, are late.
-  p.link(old_master, joiner).clear();
-  p.link(joiner, old_master).clear();
-  p.PushKey(0, x);  // routed under b: the joiner holds it until the hand-over
-  ASSERT_TRUE(p.link(joiner, kWorker).empty());
-  p.Prepare(c);
-  p.Drain();
-  // The old master takes c in first: its report of the ranges it gives up at c reaches the
-  // joiner before the joiner has c.
-  p.CutAt(old_master, c);
-  p.Deliver(old_master, joiner);
-  p.CutAt(joiner, c);
-  ASSERT_EQ(p.link(joiner, kWorker).size(), 1u) << "the held push was not answered";
-  const Message reply = p.link(joiner, kWorker).front();
-  EXPECT_TRUE(reply.meta.redirect()) << "served under c as if routed under it";
-  EXPECT_EQ(ValueAt(&p, joiner, x), 0) << "applied by a server that no longer masters it";
-}
-
-// A refill asked under a prepared ring reached its source after a failover ring had dropped
-// that preparation, and before the preparation made again: the source, under a ring in which
-// the asker holds nothing, answered with a snapshot and sent the asker none of the updates it
-// applied next, and the asker kept that snapshot once the preparation came again (ps_sim
-// --cluster --ctl-stall-every-s 0.3, seed 78: the failover ring reached the source at once,
-// the new preparation late; the joiner lost an acknowledged push). The source waits for a ring
-// under which the asker holds the ranges.
-TEST(ChainWindowTest, ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRanges) {
-  const int source = 1, dying = 3, joiner = 4;
-  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto prepared = std::make_shared<Ring>(std::vector<int>{1, 2, 3, 4}, 8, 1, 2);
-  auto failover = std::make_shared<Ring>(std::vector<int>{1, 2}, 8, 1, 3);
-  auto again = std::make_shared<Ring>(std::vector<int>{1, 2, 4}, 8, 1, 4);
-  const Key k = FirstKey([&](Key k) {
-    return first->Owner(k) == source && failover->Owner(k) == source &&
-           HoldsKey(*prepared, joiner, k) && HoldsKey(*again, joiner, k);
-  });
-  ASSERT_NE(k, 0u);
-  Pair p(4, first);
-  p.Prepare(prepared);
-  ASSERT_FALSE(p.link(joiner, source).empty()) << "the joiner asks the source";
-  std::deque<Message> ask;
-  ask.swap(p.link(joiner, source));
-  p.Kill(dying);
-  p.CutAt(2, failover);
-  p.CutAt(source, failover);  // the joiner has not heard of it yet
-  for (auto& m : ask) p.server(source).Process(m);
-  p.PushKey(0, k);
-  for (auto& m : p.link(source, joiner)) p.server(joiner).Process(m);
-  p.link(source, joiner).clear();
-  p.Prepare(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  p.Cut(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  EXPECT_EQ(ValueAt(&p, joiner, k), 1) << "the joiner lacks an acknowledged push";
-}
-
-// The other half of the same race: the source answered under the first preparation, then
-// followed the failover ring (in which the joiner holds nothing, so its updates no longer
-// went to the joiner), and the joiner heard of the preparation made again before the
-// failover. It kept its snapshot and lost the push applied in between (ps_sim --cluster
-// --seed 11 --ctl-stall-every-s 0.3: "the SSP read guarantee"). Pre-copied ranges are now
-// fetched again whenever the preparation they were copied for is replaced.
-TEST(ChainWindowTest, ASnapshotForADroppedPreparationIsFetchedAgainForTheNext) {
-  const int source = 1, dying = 3, joiner = 4;
-  // As the scheduler sends them (RingCore): the last cut-over and the ring prepared on.
-  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto prepared =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 3, 4}, 8, 1, 2).WithHistory(1, 1));
-  auto failover = std::make_shared<Ring>(Ring(std::vector<int>{1, 2}, 8, 1, 3).WithHistory(1, 0));
-  auto again = std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 4}, 8, 1, 4).WithHistory(1, 3));
-  const Key k = FirstKey([&](Key k) {
-    return first->Owner(k) == source && failover->Owner(k) == source &&
-           HoldsKey(*prepared, joiner, k) && HoldsKey(*again, joiner, k);
-  });
-  ASSERT_NE(k, 0u);
-  Pair p(4, first);
-  p.Prepare(prepared);
-  p.Drain();  // the joiner holds its snapshot of the first preparation
-  ASSERT_EQ(p.server(joiner).PendingRanges(), 0u);
-  p.Kill(dying);
-  p.CutAt(2, failover);
-  p.CutAt(source, failover);  // the joiner has not heard of it yet
-  p.PushKey(0, k);
-  p.Drain();
-  ASSERT_EQ(p.replied(), 1u);
-  p.Prepare(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  p.Cut(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  EXPECT_EQ(ValueAt(&p, joiner, k), 1) << "the joiner lacks an acknowledged push";
 }
 
 // An acknowledgement that comes late (the replica held the copy behind a gap, or a partition
