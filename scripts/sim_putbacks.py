@@ -193,8 +193,11 @@ def main():
         sys.exit("--only: no bug named " + ", ".join(sorted(unknown)))
     src = os.path.join(a.work, "src")
     os.makedirs(src, exist_ok=True)
-    run(["rsync", "-a", "--delete", "--exclude", "build", "--exclude", ".git", "--exclude",
-         "data", ROOT + "/", src + "/"])
+    # By content, and without the source's times: a file that an interrupted run left patched
+    # gets a new time when it is put right, so the build sees it (with -a it kept an older time
+    # than its objects, and the "fixed" build still had the last patch in).
+    run(["rsync", "-rlpD", "--checksum", "--delete", "--exclude", "build", "--exclude", ".git",
+         "--exclude", "data", ROOT + "/", src + "/"])
     log = open(os.path.join(a.work, "build.log"), "a")
     fixed = os.path.join(a.work, "fixed")
     install(build(src, log), fixed)

@@ -27,7 +27,6 @@ namespace ps {
 namespace {
 
 using test::FirstKey;
-using test::HoldsKey;
 using test::kMaster;
 using test::kReplica;
 using test::kWorker;

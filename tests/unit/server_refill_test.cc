@@ -15,11 +15,28 @@ namespace {
 
 using test::FirstKey;
 using test::HoldsKey;
-using test::kMaster;
-using test::kReplica;
 using test::kWorker;
 using test::Pair;
 using test::ValueAt;
+
+// A join prepared (epoch 2: server 4 joins servers 1-3), dropped when server 3 dies (the
+// failover ring, 3), and prepared again (4), as the scheduler sends them (RingCore: the last
+// cut-over, and the ring each preparation was made on). k: a key that server 1 masters under
+// the rings in force and whose chain holds the joiner under both preparations.
+struct RedoneJoin {
+  static constexpr int kSource = 1, kDying = 3, kJoiner = 4;
+  std::shared_ptr<const Ring> first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
+  std::shared_ptr<const Ring> prepared =
+      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 3, 4}, 8, 1, 2).WithHistory(1, 1));
+  std::shared_ptr<const Ring> failover =
+      std::make_shared<Ring>(Ring(std::vector<int>{1, 2}, 8, 1, 3).WithHistory(1, 0));
+  std::shared_ptr<const Ring> again =
+      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 4}, 8, 1, 4).WithHistory(1, 3));
+  Key k = FirstKey([this](Key c) {
+    return first->Owner(c) == kSource && failover->Owner(c) == kSource &&
+           HoldsKey(*prepared, kJoiner, c) && HoldsKey(*again, kJoiner, c);
+  });
+};
 
 // A new master holds the requests for a range whose old master's last updates have not all
 // arrived (the hand-over). When a newer ring moves the range away and, while this server takes
@@ -73,15 +90,10 @@ TEST(ServerRefillTest, RequestsHeldForAHandOverAreServedUnderTheRingThatEndsIt) 
 // the new preparation late; the joiner lost an acknowledged push). The source waits for a ring
 // under which the asker holds the ranges.
 TEST(ServerRefillTest, ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRanges) {
-  const int source = 1, dying = 3, joiner = 4;
-  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto prepared = std::make_shared<Ring>(std::vector<int>{1, 2, 3, 4}, 8, 1, 2);
-  auto failover = std::make_shared<Ring>(std::vector<int>{1, 2}, 8, 1, 3);
-  auto again = std::make_shared<Ring>(std::vector<int>{1, 2, 4}, 8, 1, 4);
-  const Key k = FirstKey([&](Key k) {
-    return first->Owner(k) == source && failover->Owner(k) == source &&
-           HoldsKey(*prepared, joiner, k) && HoldsKey(*again, joiner, k);
-  });
+  const RedoneJoin j;
+  const int source = j.kSource, dying = j.kDying, joiner = j.kJoiner;
+  const auto &first = j.first, &prepared = j.prepared, &failover = j.failover, &again = j.again;
+  const Key k = j.k;
   ASSERT_NE(k, 0u);
   Pair p(4, first);
   p.Prepare(prepared);
@@ -109,17 +121,10 @@ TEST(ServerRefillTest, ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRan
 // --seed 11 --ctl-stall-every-s 0.3: "the SSP read guarantee"). Pre-copied ranges are now
 // fetched again whenever the preparation they were copied for is replaced.
 TEST(ServerRefillTest, ASnapshotForADroppedPreparationIsFetchedAgainForTheNext) {
-  const int source = 1, dying = 3, joiner = 4;
-  // As the scheduler sends them (RingCore): the last cut-over and the ring prepared on.
-  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto prepared =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 3, 4}, 8, 1, 2).WithHistory(1, 1));
-  auto failover = std::make_shared<Ring>(Ring(std::vector<int>{1, 2}, 8, 1, 3).WithHistory(1, 0));
-  auto again = std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 4}, 8, 1, 4).WithHistory(1, 3));
-  const Key k = FirstKey([&](Key k) {
-    return first->Owner(k) == source && failover->Owner(k) == source &&
-           HoldsKey(*prepared, joiner, k) && HoldsKey(*again, joiner, k);
-  });
+  const RedoneJoin j;
+  const int source = j.kSource, dying = j.kDying, joiner = j.kJoiner;
+  const auto &first = j.first, &prepared = j.prepared, &failover = j.failover, &again = j.again;
+  const Key k = j.k;
   ASSERT_NE(k, 0u);
   Pair p(4, first);
   p.Prepare(prepared);
@@ -142,12 +147,10 @@ TEST(ServerRefillTest, ASnapshotForADroppedPreparationIsFetchedAgainForTheNext) 
 // not heard of). Once the asker is declared dead nobody takes the answer: the request is
 // dropped, not kept (and logged as holding a cut-over back) until the end of the job.
 TEST(ServerRefillTest, ARefillRequestOfANodeDeclaredDeadIsDropped) {
-  const int source = 1, joiner = 4;
-  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto prepared =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 3, 4}, 8, 1, 2).WithHistory(1, 1));
-  Pair p(4, first);
-  p.server(joiner).Prepare(prepared);  // the others have not heard of it yet
+  const RedoneJoin j;
+  const int source = j.kSource, joiner = j.kJoiner;
+  Pair p(4, j.first);
+  p.server(joiner).Prepare(j.prepared);  // the others have not heard of it yet
   ASSERT_FALSE(p.link(joiner, source).empty()) << "the joiner asks the source";
   p.Deliver(joiner, source);
   ASSERT_EQ(p.server(source).WaitingRefills(), 1u);
