@@ -36,6 +36,21 @@ struct RedoneJoin {
     return first->Owner(c) == kSource && failover->Owner(c) == kSource &&
            HoldsKey(*prepared, kJoiner, c) && HoldsKey(*again, kJoiner, c);
   });
+
+  // Server 3 dies; the failover ring reaches servers 1 and 2, not yet the joiner.
+  void FailOver(Pair* p) const {
+    p->Kill(kDying);
+    p->CutAt(2, failover);
+    p->CutAt(kSource, failover);
+  }
+  // The join prepared again and cut over: the joiner must hold the push of k.
+  void PrepareAgainAndCutOver(Pair* p) const {
+    p->Prepare(again);
+    p->Run(1000 * 1000, 100 * 1000);
+    p->Cut(again);
+    p->Run(1000 * 1000, 100 * 1000);
+    EXPECT_EQ(ValueAt(p, kJoiner, k), 1) << "the joiner lacks an acknowledged push";
+  }
 };
 
 // A new master holds the requests for a range whose old master's last updates have not all
@@ -91,27 +106,19 @@ TEST(ServerRefillTest, RequestsHeldForAHandOverAreServedUnderTheRingThatEndsIt) 
 // under which the asker holds the ranges.
 TEST(ServerRefillTest, ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRanges) {
   const RedoneJoin j;
-  const int source = j.kSource, dying = j.kDying, joiner = j.kJoiner;
-  const auto &first = j.first, &prepared = j.prepared, &failover = j.failover, &again = j.again;
-  const Key k = j.k;
-  ASSERT_NE(k, 0u);
-  Pair p(4, first);
-  p.Prepare(prepared);
+  const int source = j.kSource, joiner = j.kJoiner;
+  ASSERT_NE(j.k, 0u);
+  Pair p(4, j.first);
+  p.Prepare(j.prepared);
   ASSERT_FALSE(p.link(joiner, source).empty()) << "the joiner asks the source";
   std::deque<Message> ask;
   ask.swap(p.link(joiner, source));
-  p.Kill(dying);
-  p.CutAt(2, failover);
-  p.CutAt(source, failover);  // the joiner has not heard of it yet
+  j.FailOver(&p);
   for (auto& m : ask) p.server(source).Process(m);
-  p.PushKey(0, k);
+  p.PushKey(0, j.k);
   for (auto& m : p.link(source, joiner)) p.server(joiner).Process(m);
   p.link(source, joiner).clear();
-  p.Prepare(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  p.Cut(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  EXPECT_EQ(ValueAt(&p, joiner, k), 1) << "the joiner lacks an acknowledged push";
+  j.PrepareAgainAndCutOver(&p);
 }
 
 // The other half of the same race: the source answered under the first preparation, then
@@ -122,25 +129,16 @@ TEST(ServerRefillTest, ARefillIsAnsweredOnlyUnderARingInWhichTheAskerHoldsTheRan
 // fetched again whenever the preparation they were copied for is replaced.
 TEST(ServerRefillTest, ASnapshotForADroppedPreparationIsFetchedAgainForTheNext) {
   const RedoneJoin j;
-  const int source = j.kSource, dying = j.kDying, joiner = j.kJoiner;
-  const auto &first = j.first, &prepared = j.prepared, &failover = j.failover, &again = j.again;
-  const Key k = j.k;
-  ASSERT_NE(k, 0u);
-  Pair p(4, first);
-  p.Prepare(prepared);
+  ASSERT_NE(j.k, 0u);
+  Pair p(4, j.first);
+  p.Prepare(j.prepared);
   p.Drain();  // the joiner holds its snapshot of the first preparation
-  ASSERT_EQ(p.server(joiner).PendingRanges(), 0u);
-  p.Kill(dying);
-  p.CutAt(2, failover);
-  p.CutAt(source, failover);  // the joiner has not heard of it yet
-  p.PushKey(0, k);
+  ASSERT_EQ(p.server(j.kJoiner).PendingRanges(), 0u);
+  j.FailOver(&p);
+  p.PushKey(0, j.k);
   p.Drain();
   ASSERT_EQ(p.replied(), 1u);
-  p.Prepare(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  p.Cut(again);
-  p.Run(1000 * 1000, 100 * 1000);
-  EXPECT_EQ(ValueAt(&p, joiner, k), 1) << "the joiner lacks an acknowledged push";
+  j.PrepareAgainAndCutOver(&p);
 }
 
 // A source holds back a refill request it cannot answer yet (here: asked under a ring it has
