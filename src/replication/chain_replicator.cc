@@ -389,8 +389,16 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
     TakeOver(*last_ring_, *ring, prepared);
   }
   last_ring_ = ring;
-  const auto& live = ring->servers();
-  auto alive = [&live](int id) { return std::find(live.begin(), live.end(), id) != live.end(); };
+  // The servers of a preparation still ahead are alive too: a failover ring that reaches this
+  // server after the preparation (separate fan-outs) must not take the copies on their way to
+  // its joiners and send them along the failover ring's chains, which acknowledged pushes the
+  // joiner never got; it masters their keys after the cut-over (ps_sim --cluster --seed 1557
+  // --ctl-stall-every-s 0.3 --join-every-s 1 --crash-every-s 1.5 --leave-every-s 2).
+  const auto next = host_->Prepared();
+  const bool ahead = next && next->epoch() > ring->epoch();
+  auto alive = [&ring, &next, ahead](int id) {
+    return ring->HasServer(id) || (ahead && next->HasServer(id));
+  };
   ApplyOrphans(*ring, jumped_);
   Reroute(*ring, alive);
   RangeSet jumped;

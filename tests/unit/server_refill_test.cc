@@ -157,5 +157,42 @@ TEST(ServerRefillTest, ARefillRequestOfANodeDeclaredDeadIsDropped) {
   EXPECT_EQ(p.server(source).WaitingRefills(), 0u) << "a dead asker's request is kept";
 }
 
+// A master that took a preparation (server 4 joins) before the failover ring it was made on
+// (server 2 died; separate fan-outs) re-routed its copies in flight to the joiner along the
+// failover ring's chains, which do not hold the joiner, and acknowledged the push: after the
+// cut-over the joiner mastered the key without it (ps_sim --cluster --seed 1557
+// --ctl-stall-every-s 0.3 --join-every-s 1 --crash-every-s 1.5 --leave-every-s 2). The
+// servers of a preparation still ahead are alive to the chain replicator.
+TEST(ServerRefillTest, AFailoverRingHeardAfterAPreparationKeepsTheCopiesToItsJoiner) {
+  const int master = 1, dying = 2, joiner = 4;
+  auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
+  auto failover = std::make_shared<Ring>(Ring(std::vector<int>{1, 3}, 8, 1, 2).WithHistory(1, 0));
+  auto prepared =
+      std::make_shared<Ring>(Ring(std::vector<int>{1, 3, 4}, 8, 1, 3).WithHistory(1, 2));
+  const Key k = FirstKey([&](Key c) {
+    return first->Owner(c) == master && failover->Owner(c) == master &&
+           prepared->Owner(c) == joiner;
+  });
+  ASSERT_NE(k, 0u);
+  Pair p(4, first);
+  p.Prepare(prepared);  // every server, before the failover ring
+  p.Drain();
+  ASSERT_EQ(p.server(joiner).PendingRanges(), 0u);
+  p.Kill(dying);
+  p.PushKey(0, k);
+  std::deque<Message> to_joiner;
+  to_joiner.swap(p.link(master, joiner));
+  ASSERT_FALSE(to_joiner.empty()) << "the master copies the push to the joiner";
+  p.Drain();
+  p.CutAt(master, failover);
+  p.CutAt(3, failover);
+  p.Drain();
+  EXPECT_EQ(p.replied(), 0u) << "acknowledged while the joiner lacks it";
+  for (auto& m : to_joiner) p.server(joiner).Process(m);
+  p.Drain();
+  EXPECT_EQ(p.replied(), 1u);
+  EXPECT_EQ(ValueAt(&p, joiner, k), 1);
+}
+
 }  // namespace
 }  // namespace ps
