@@ -347,9 +347,9 @@ TEST(ClusterSimTest, Seed1055SettlingWaitsForEveryHandOver) { Holds(1055, kEvery
 // issued its push: under bsp a read of the next step passed the barrier at the joiner without
 // that push ("the SSP read guarantee"). The simulation's model of the worker sent the steps
 // ended instead, so no hunt saw it until the workers ran KVWorker's own StepGate; then seed 61
-// found it at once (seed 168 after the fixes below, 31 since those of 2026-11-29, later). The report is now the last clock again
-// (StepGate::ReportStep; StepGateTest.AReportOfProgressClaimsOnlyTheStepsEnded fails without
-// it).
+// found it at once (seed 168 after the fixes below, 31 since those of 2026-11-29, later). The
+// report is now the last clock again (StepGate::ReportStep;
+// StepGateTest.AReportOfProgressClaimsOnlyTheStepsEnded fails without it).
 TEST(ClusterSimTest, Seed31AReportToAJoinerClaimsOnlyTheStepsEnded) {
   const ClusterSimResult r = Holds(31, "--policy bsp --join-every-s 1");
   EXPECT_GT(r.joins, 0u);
@@ -454,6 +454,15 @@ TEST(ClusterSimTest, Seed3107AProbeIsRefusedInRangesItsSenderDoesNotMaster) {
   const ClusterSimResult r =
       Holds(3107, "--partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3");
   EXPECT_GT(r.partitions, 0u);
+}
+
+// A failover ring reached a master after the preparation made on it: the master re-routed
+// its copies to the joiner along the failover ring's chains and acknowledged the push, which
+// the joiner, master of the key after the cut-over, never got.
+TEST(ClusterSimTest, Seed1557CopiesToAJoinerOutliveAFailoverRingHeardLate) {
+  const ClusterSimResult r =
+      Holds(1557, "--ctl-stall-every-s 0.3 --join-every-s 1 --crash-every-s 1.5 --leave-every-s 2");
+  EXPECT_GT(r.ctl_stalls, 0u);
 }
 
 // A read held at the SSP barrier from epoch 6 (a joiner paused in its pre-copy stalled every
