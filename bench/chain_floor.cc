@@ -2,7 +2,6 @@
 // one replica copy.
 #include "chain_floor.h"
 
-#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -15,6 +14,8 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "ps/config.h"
+#include "util/retain_memory.h"
 
 namespace ps_bench {
 namespace {
@@ -30,6 +31,10 @@ struct Header {
   uint32_t seq;
 };
 
+// A process that hears nothing for this long gives up (a peer died): the bench reports an
+// error line instead of waiting for ever.
+constexpr int kRecvTimeoutMs = 60000;
+
 // Processes 0 and 1 are the servers, 2 and 3 the clients; each binds a ROUTER to receive and
 // sends on a DEALER per peer (ps's layout).
 struct Proc {
@@ -39,10 +44,12 @@ struct Proc {
 
   Proc(int self, const std::vector<int>& ports) : out(ports.size(), nullptr) {
     in = zmq_socket(ctx, ZMQ_ROUTER);
+    zmq_setsockopt(in, ZMQ_RCVTIMEO, &kRecvTimeoutMs, sizeof(kRecvTimeoutMs));
     zmq_bind(in, ("tcp://127.0.0.1:" + std::to_string(ports[self])).c_str());
     for (size_t p = 0; p < ports.size(); ++p) {
       if (static_cast<int>(p) == self) continue;
       out[p] = zmq_socket(ctx, ZMQ_DEALER);
+      zmq_setsockopt(out[p], ZMQ_LINGER, &kRecvTimeoutMs, sizeof(kRecvTimeoutMs));
       zmq_connect(out[p], ("tcp://127.0.0.1:" + std::to_string(ports[p])).c_str());
     }
   }
@@ -61,7 +68,11 @@ struct Proc {
     while (more) {
       zmq_msg_t m;
       zmq_msg_init(&m);
-      zmq_msg_recv(&m, in, 0);
+      if (zmq_msg_recv(&m, in, 0) < 0) {
+        std::fprintf(stderr, "chain floor: nothing received for %d ms (%s)\n", kRecvTimeoutMs,
+                     zmq_strerror(zmq_errno()));
+        _exit(1);  // the parent reports the missing measurement
+      }
       more = zmq_msg_more(&m);
       if (id) {
         zmq_msg_close(&m);
@@ -91,12 +102,9 @@ zmq_msg_t Frame(const void* data, size_t n) {
 void NoFree(void*, void*) {}
 
 // Freed receive buffers are reused rather than handed back to the kernel and faulted in again
-// for the next message, as ps's nodes do (src/util/retain_memory.cc): without it each 4 MB frame
-// costs a thousand page faults, and the floor ran below ps itself.
-void RetainFreedMemory() {
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
+// for the next message, with the settings of ps's nodes: without it each 4 MB frame costs a
+// thousand page faults, and the floor ran below ps itself.
+void RetainFreedMemory() { ps::RetainFreedMemory(ps::Config().malloc_retain_mb); }
 
 // A frame that refers to `data` (which outlives the send): ps sends its arrays without a copy.
 zmq_msg_t Borrowed(const void* data, size_t n) {

@@ -13,22 +13,16 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
 from run_kv_bench import pick
-from van_bench import rows_of
+from van_bench import kv, rows_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
 def launch(a, s, w, env, only, extra=()):
-    e = {"PS_VAN": a.van}
-    e.update(env)
-    return rows_of([sys.executable, os.path.join(ROOT, "tracker", "ps-launch"), "-s", str(s),
-                    "-w", str(w), "--timeout", "900", "--",
-                    os.path.join(a.build, "bench", "kv_bench"), "--scale", str(a.scale),
-                    "--only", only] + list(extra), e)
+    return kv(a, s, w, dict(env, PS_VAN=a.van), only, extra)
 
 
 def main():

@@ -52,11 +52,12 @@ def rows_of(cmd, env=None):
     return rows
 
 
-def kv(a, s, w, env, only=None):
+def kv(a, s, w, env, only=None, extra=()):
+    """kv_bench through ps-launch with s servers and w workers; extra: more kv_bench flags."""
     return rows_of([sys.executable, os.path.join(ROOT, "tracker", "ps-launch"), "-s", str(s),
                     "-w", str(w), "--timeout", "1200", "--",
                     os.path.join(a.build, "bench", "kv_bench"), "--scale", str(a.scale)] +
-                   (["--only", only] if only else []), env)
+                   (["--only", only] if only else []) + list(extra), env)
 
 
 def main():

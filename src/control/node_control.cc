@@ -252,7 +252,7 @@ void Node::Impl::AdoptNextRing(uint64_t epoch) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!next_ring_ || next_ring_->epoch() != epoch || !ring_ || ring_->epoch() >= epoch) return;
-    SetRing(std::make_shared<Ring>(next_ring_->WithHistory(epoch, 0)));  // a cut-over's ring
+    SetRing(std::make_shared<Ring>(next_ring_->AsCutOver()));
     next_ring_ = nullptr;
     fresh = ring_;
   }

@@ -22,9 +22,8 @@ bool RingCore::TakePrepare(const pb::Control& c, uint64_t ring_epoch, uint64_t* 
 
 std::shared_ptr<const Ring> RingCore::RingOf(const pb::RingInfo& r) {
   std::vector<int> servers(r.servers().begin(), r.servers().end());
-  Ring ring(servers, r.vnodes(), r.replicas(), r.epoch());
-  if (!r.cut_epoch() && !r.base_epoch()) return std::make_shared<Ring>(std::move(ring));
-  return std::make_shared<Ring>(ring.WithHistory(r.cut_epoch(), r.base_epoch()));
+  return std::make_shared<Ring>(servers, r.vnodes(), r.replicas(), r.epoch(), r.cut_epoch(),
+                                r.base_epoch());
 }
 
 std::vector<RingCore::Fanout> RingCore::Messages(const Decision& d, int dead,
@@ -101,8 +100,8 @@ void RingCore::Prepare(int64_t now_ms, Decision* d) {
   // the preparation.
   next_ring_ = servers == ring_->servers()
                    ? nullptr
-                   : std::make_shared<Ring>(Ring(servers, ring_->vnodes(), ring_->replicas(), epoch)
-                                                .WithHistory(ring_->cut_epoch(), ring_->epoch()));
+                   : std::make_shared<Ring>(servers, ring_->vnodes(), ring_->replicas(), epoch,
+                                            ring_->cut_epoch(), ring_->epoch());
   d->prepare = next_ring_ ? next_ring_ : ring_;
   d->prepare_epoch = epoch;
   if (next_ring_) {
@@ -155,8 +154,8 @@ RingCore::Decision RingCore::NodeDead(int id, int64_t now_ms) {
       return d;
     }
     const uint64_t epoch = NextEpoch();
-    ring_ = std::make_shared<Ring>(
-        Ring(left, ring_->vnodes(), ring_->replicas(), epoch).WithHistory(ring_->cut_epoch(), 0));
+    ring_ =
+        std::make_shared<Ring>(left, ring_->vnodes(), ring_->replicas(), epoch, ring_->cut_epoch());
     d.failover = ring_;
     d.events.push_back("ring epoch " + std::to_string(epoch) + ": " + std::to_string(left.size()) +
                        " servers");
@@ -226,7 +225,7 @@ void RingCore::CheckRefill(int64_t now_ms, Decision* d) {
                         std::to_string(next_ring_->servers().size()) +
                         " servers: the pre-copy took " +
                         std::to_string(now_ms - prepare_started_ms_) + " ms");
-    ring_ = std::make_shared<Ring>(next_ring_->WithHistory(next_ring_->epoch(), 0));
+    ring_ = std::make_shared<Ring>(next_ring_->AsCutOver());
     next_ring_ = nullptr;
     ResetCopies();
     d->cut = ring_;

@@ -148,7 +148,7 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     // --kill-worker-every-s 3).
     if (ring && host_->Epoch() > 0) {
       const RangeSet others =
-          Subtract(probed, Normalize(ring->RangesOf(static_cast<int>(msg.meta.master()))));
+          Subtract(probed, MasteredRanges(*ring, static_cast<int>(msg.meta.master())));
       if (!others.empty() && LacksIn(msg, others)) {
         if (!replay) Refuse(msg, others);
         probed = Subtract(probed, others);

@@ -100,7 +100,7 @@ std::shared_ptr<const Ring> MissedCut(const std::shared_ptr<const Ring>& prepare
       after.cut_epoch() != prepared->epoch()) {
     return nullptr;
   }
-  return std::make_shared<Ring>(prepared->WithHistory(prepared->epoch(), 0));
+  return std::make_shared<Ring>(prepared->AsCutOver());
 }
 
 SArray<char> EncodeRanges(const RangeSet& rs) {

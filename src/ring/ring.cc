@@ -13,8 +13,14 @@ Key Ring::Position(int server, int v) {
   return p == kMaxKey ? kMaxKey - 1 : p;
 }
 
-Ring::Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch)
-    : servers_(std::move(server_ids)), vnodes_(vnodes), replicas_(replicas), epoch_(epoch) {
+Ring::Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch,
+           uint64_t cut_epoch, uint64_t base_epoch)
+    : servers_(std::move(server_ids)),
+      vnodes_(vnodes),
+      replicas_(replicas),
+      epoch_(epoch),
+      cut_epoch_(cut_epoch),
+      base_epoch_(base_epoch) {
   std::vector<std::pair<Key, int>> pos;
   pos.reserve(servers_.size() * vnodes);
   for (int s : servers_) {

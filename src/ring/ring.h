@@ -34,7 +34,9 @@ class Ring {
  public:
   Ring() = default;
   /// server_ids must be distinct; replicas is k, the number of successors in a chain.
-  Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch);
+  /// cut_epoch, base_epoch: the ring's place in the scheduler's history (below; 0: epoch).
+  Ring(std::vector<int> server_ids, int vnodes, int replicas, uint64_t epoch,
+       uint64_t cut_epoch = 0, uint64_t base_epoch = 0);
 
   uint64_t epoch() const { return epoch_; }
   /// Where this ring stands in the scheduler's history when it was sent: the epoch of the last
@@ -44,11 +46,12 @@ class Ring {
   /// earlier preparation is whole (refill.h, PrecopiesSurvive). Both default to epoch().
   uint64_t cut_epoch() const { return cut_epoch_ ? cut_epoch_ : epoch_; }
   uint64_t base_epoch() const { return base_epoch_ ? base_epoch_ : epoch_; }
-  /// A copy of this ring with the history above set.
-  Ring WithHistory(uint64_t cut_epoch, uint64_t base_epoch) const {
+  /// The ring that the cut-over to this prepared ring puts in force: the same ring, whose
+  /// own epoch is now the last cut-over.
+  Ring AsCutOver() const {
     Ring r = *this;
-    r.cut_epoch_ = cut_epoch;
-    r.base_epoch_ = base_epoch;
+    r.cut_epoch_ = epoch_;
+    r.base_epoch_ = 0;
     return r;
   }
   int vnodes() const { return vnodes_; }

@@ -232,7 +232,7 @@ void ClusterSim::State::ServerData(Server& s, Message& m) {
   if (m.meta.request() && !m.meta.replica() && m.meta.op() != pb::Meta::REFILL &&
       m.meta.op() != pb::Meta::HANDOVER && s.prepared && m.meta.epoch() == s.prepared->epoch() &&
       s.view->epoch() < m.meta.epoch()) {
-    ServerView(s, s.prepared);
+    ServerView(s, std::make_shared<Ring>(s.prepared->AsCutOver()));  // as AdoptNextRing
   }
   // Fencing a worker (DESIGN §8: its shards went to others): a server that heard of its
   // death applies nothing it sends, however late it was cut off from the scheduler.

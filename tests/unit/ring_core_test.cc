@@ -174,6 +174,7 @@ TEST(RingCoreTest, EachDecisionTellsTheNodesThatMustHearIt) {
 // A server applying RING_PREPAREs as the node runtime does (node.cc): the ring it prepares
 // toward, or null. Messages the node does not take change nothing.
 struct PreparingServer {
+  explicit PreparingServer(uint64_t epoch) : ring_epoch(epoch) {}
   uint64_t ring_epoch;
   uint64_t seen = 0;
   std::shared_ptr<const Ring> next;

@@ -27,11 +27,11 @@ struct RedoneJoin {
   static constexpr int kSource = 1, kDying = 3, kJoiner = 4;
   std::shared_ptr<const Ring> first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
   std::shared_ptr<const Ring> prepared =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 3, 4}, 8, 1, 2).WithHistory(1, 1));
+      std::make_shared<Ring>(std::vector<int>{1, 2, 3, 4}, 8, 1, 2, 1, 1);
   std::shared_ptr<const Ring> failover =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2}, 8, 1, 3).WithHistory(1, 0));
+      std::make_shared<Ring>(std::vector<int>{1, 2}, 8, 1, 3, 1, 0);
   std::shared_ptr<const Ring> again =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 2, 4}, 8, 1, 4).WithHistory(1, 3));
+      std::make_shared<Ring>(std::vector<int>{1, 2, 4}, 8, 1, 4, 1, 3);
   Key k = FirstKey([this](Key c) {
     return first->Owner(c) == kSource && failover->Owner(c) == kSource &&
            HoldsKey(*prepared, kJoiner, c) && HoldsKey(*again, kJoiner, c);
@@ -166,9 +166,8 @@ TEST(ServerRefillTest, ARefillRequestOfANodeDeclaredDeadIsDropped) {
 TEST(ServerRefillTest, AFailoverRingHeardAfterAPreparationKeepsTheCopiesToItsJoiner) {
   const int master = 1, dying = 2, joiner = 4;
   auto first = std::make_shared<Ring>(std::vector<int>{1, 2, 3}, 8, 1, 1);
-  auto failover = std::make_shared<Ring>(Ring(std::vector<int>{1, 3}, 8, 1, 2).WithHistory(1, 0));
-  auto prepared =
-      std::make_shared<Ring>(Ring(std::vector<int>{1, 3, 4}, 8, 1, 3).WithHistory(1, 2));
+  auto failover = std::make_shared<Ring>(std::vector<int>{1, 3}, 8, 1, 2, 1, 0);
+  auto prepared = std::make_shared<Ring>(std::vector<int>{1, 3, 4}, 8, 1, 3, 1, 2);
   const Key k = FirstKey([&](Key c) {
     return first->Owner(c) == master && failover->Owner(c) == master &&
            prepared->Owner(c) == joiner;
