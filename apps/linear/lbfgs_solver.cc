@@ -4,8 +4,10 @@
 // data, and those of the slice of the key space it owns (for the dot products, which each
 // owner adds up for its slice alone). One evaluation of the objective is one pass over the
 // data and two BSP steps:
-//   A. every worker computes, at the trial point it holds, its part of the gradient (kGradApp,
-//      tagged with the evaluation) and of the loss (kStatsApp) and pushes them; owners push the
+//   A. every worker computes, at the trial point it holds, its part of the gradient and of the
+//      loss (kStatsApp) and pushes them (the gradient into kGradApp, a SumRule table, as the
+//      change from its part of the evaluation before, so the table holds the sum of every
+//      worker's newest part and nothing has to be zeroed between passes); owners push the
 //      trial point of their slice (kModelApp, Assign rule: the model the servers keep, which
 //      the reports, the restarts and the final model read);
 //   B. every worker pulls the summed gradient of its keys and pushes its part of the dot
@@ -127,12 +129,17 @@ struct HotOrder {
 };
 
 // One pass over the data at the weights hw (by hot rank): the data loss, and the gradient of
-// each data key into gp as [sum, evaluation] pairs in key order. Rows are cut into `threads`
+// each data key into gp in key order as its change from *prev (this worker's part pushed at
+// the evaluation before, kept in *prev for the next: zeros after a fresh start). The gradient
+// table then sums the newest part of every worker with no tag per key and no reset: half the
+// bytes of [sum, evaluation] pairs each way, and a plain SumRule on the servers, whose rounding
+// over the evaluations (about the evaluations times the unit roundoff of the first gradient)
+// stays far below what the stopping tests look at. Rows are cut into `threads`
 // runs of about equal nonzeros, each adding into a buffer of its own; the buffers are summed in
 // run order, so one thread gives the bits of a plain loop and any count the same bits every
 // time (the column order changes no sum: each still adds its row's terms in row order).
 double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<double>& hw,
-                int threads, int64_t e, std::vector<std::vector<double>>* buf,
+                int threads, std::vector<std::vector<double>>* buf, std::vector<double>* prev,
                 ps::SArray<double>* gp) {
   const size_t nk = data.keys.size(), rows = data.rows();
   const int T = static_cast<int>(std::max<size_t>(1, std::min<size_t>(threads, rows)));
@@ -171,16 +178,18 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
     }
     loss[t] = l;
   });
-  *gp = ps::SArray<double>(2 * nk);
+  *gp = ps::SArray<double>(nk);
   double* out = gp->data();
+  prev->resize(nk, 0.0);
+  double* pv = prev->data();
   ParallelFor(T, [&](int t) {
     const auto r = Chunk(nk, t, T);
     for (size_t h = r.first; h < r.second; ++h) {
       double sum = (*buf)[0][h];
       for (int u = 1; u < T; ++u) sum += (*buf)[u][h];
       const size_t j = hot.key_of[h];
-      out[2 * j] = sum;
-      out[2 * j + 1] = static_cast<double>(e);
+      out[j] = sum - pv[j];
+      pv[j] = sum;
     }
   });
   double total = 0;
@@ -196,6 +205,27 @@ constexpr size_t kHead = 5;
 ps::SArray<double> Slice(const std::vector<double>& v, size_t b, size_t e) {
   return ps::SArray<double>(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(b),
                                                 v.begin() + static_cast<std::ptrdiff_t>(e)));
+}
+
+// Zeroes the range r of the gradient table. After a worker died the table still holds its
+// last part of the gradient (and the survivors' parts of an evaluation left behind): the
+// survivors zero their slices, which cover the key space, before they push afresh. x + (-x) is
+// exactly 0, and nothing else pushes to r meanwhile (every survivor is between evaluations).
+void ZeroGradients(ps::KVWorker<double>* grad, ps::Range r) {
+  ps::SArray<ps::Key> keys;
+  ps::SArray<double> vals;
+  ps::SArray<int> lens;
+  grad->Wait(grad->PullRange(r, &keys, &vals, &lens));
+  std::vector<ps::Key> nk;
+  std::vector<double> nv;
+  for (size_t j = 0, at = 0; j < keys.size(); at += static_cast<size_t>(lens[j]), ++j) {
+    if (lens[j] != 1) throw ps::Error("--solver lbfgs: a gradient slot holds more than one value");
+    if (vals[at] != 0) {
+      nk.push_back(keys[j]);
+      nv.push_back(-vals[at]);
+    }
+  }
+  if (!nk.empty()) grad->Wait(grad->Push(ps::SArray<ps::Key>(nk), ps::SArray<double>(nv)));
 }
 
 }  // namespace
@@ -238,6 +268,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   // The pass's threads and their gradient buffers (kept: no fresh pages every pass).
   const int threads = PassThreads(*node, o);
   std::vector<std::vector<double>> gbuf;
+  std::vector<double> prev;  // this worker's part of the gradient table (DataPass)
   // The data's columns hottest first, and the trial point's weights in that order.
   HotOrder hot;
   std::vector<double> hw;
@@ -267,7 +298,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     const auto t0 = Clock::now();
     ps::SArray<double> gp;
-    const double loss = DataPass(s->data, hot, hw, threads, e, &gbuf, &gp);
+    const double loss = DataPass(s->data, hot, hw, threads, &gbuf, &prev, &gp);
     const auto& data = s->data;
     ph.Since(Phases::kCompute, t0);
     ph.Time(Phases::kPush, [&] {
@@ -292,8 +323,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         ps::SArray<int> gl;
         grad.Wait(grad.PullRange(mine, &gk, &gr, &gl));
         for (size_t j = 0; j < gk.size(); ++j) {
-          if (gl[j] != 2) {
-            throw ps::Error("--solver lbfgs: a gradient slot is not [sum, evaluation]");
+          if (gl[j] != 1) {
+            throw ps::Error("--solver lbfgs: a gradient slot holds more than one value");
           }
         }
         std::vector<ps::Key> u;
@@ -311,13 +342,13 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         at_hot.resize(hot.key_of.size());
         for (size_t r = 0; r < at_hot.size(); ++r) at_hot[r] = at_data[hot.key_of[r]];
       }
-      gv = ps::SArray<double>(2 * keys.size());
+      gv = ps::SArray<double>(keys.size());
       grad.Wait(grad.Pull(keys, &gv));
       stats->Wait(b);
     });
     const auto t1 = Clock::now();
-    if (gv.size() != 2 * keys.size()) {
-      throw ps::Error("--solver lbfgs: the gradient pull returned a width other than 2");
+    if (gv.size() != keys.size()) {
+      throw ps::Error("--solver lbfgs: the gradient pull returned a width other than 1");
     }
     if (fresh) {
       // The point every worker just evaluated: the model's values of these keys.
@@ -337,8 +368,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ParallelFor(threads, [&](int t) {
       const auto r = Chunk(nk, t, threads);
       for (size_t j = r.first; j < r.second; ++j) {
-        // A key no worker pushed at this evaluation has no data gradient here.
-        const double sum = gv[2 * j + 1] == static_cast<double>(e) ? gv[2 * j] : 0.0;
+        const double sum = gv[j];
         gx[j] = sum + l2 * x[j];
         vx[j] = PseudoGradient(x[j], gx[j], l1);
         sv[j] = x[j] - w[j];
@@ -418,6 +448,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       lb = VectorFreeLbfgs(o.memory);
       hs.clear();
       hy.clear();
+      ZeroGradients(&grad, mine);
+      prev.clear();
+      // The fresh evaluation's pull of the model waits for every survivor's clock, so no
+      // survivor pushes its first part before the table is zero everywhere.
+      clock();
       fresh = true;
       continue;
     }

@@ -61,7 +61,7 @@ Team TeamOf(const ps::Node& node, const Options& o);
 /// The app id of the model and of the per-iteration statistics (loss sums).
 constexpr int kModelApp = 0;
 constexpr int kStatsApp = 1;
-/// The L-BFGS solver's gradient sums (TaggedSumRule: key -> [sum, evaluation]).
+/// The L-BFGS solver's gradient sums (SumRule: every worker pushes the change of its part).
 constexpr int kGradApp = 2;
 /// The stats table's key that every training worker adds 1 to when training has ended (an
 /// evaluation group's evaluator then reports the final model).

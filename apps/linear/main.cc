@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
         std::unique_ptr<ps::KVServer<double>> grad;  // the lbfgs solver's gradient sums
         if (o.solver == "lbfgs") {
           grad.reset(new ps::KVServer<double>(&node, linear::kGradApp,
-                                              std::make_shared<linear::TaggedSumRule<double>>()));
+                                              std::make_shared<ps::SumRule<double>>()));
         }
         AwaitConsistency(&node, team);
         node.Barrier(ps::kAllGroups);

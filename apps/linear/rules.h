@@ -28,30 +28,6 @@ class ModelNormReducer : public ps::RangeReducer<double> {
   }
 };
 
-/// The L-BFGS solver's gradient table: workers push [g, e], their part of a key's gradient at
-/// evaluation e; the slot keeps [sum, e] of the newest evaluation it has seen (an older one's
-/// push is too late to count and is dropped), so no one has to zero the sums between
-/// evaluations. A pull reads both: a key whose e is older had no gradient at this one.
-template <typename V>
-class TaggedSumRule : public ps::UpdateRule<V> {
- public:
-  // Each key's pair is handled on its own, so the store may hand over the pairs of many
-  // adjacent keys in one call (n = 2 x keys): no lookup and no call per key on the servers'
-  // hottest path (every pass pushes and pulls the whole gradient).
-  bool Elementwise() const override { return true; }
-  void Apply(ps::Key, const V* p, V* v, V*, int n) const override {
-    if (n % 2 != 0) return;  // not [sum, e] pairs: nothing sensible to do with it
-    for (int i = 0; i < n; i += 2) {
-      if (p[i + 1] > v[i + 1]) {
-        v[i] = p[i];
-        v[i + 1] = p[i + 1];
-      } else if (p[i + 1] == v[i + 1]) {
-        v[i] += p[i];
-      }
-    }
-  }
-};
-
 /// The proximal step of one coordinate: argmin_x g (x - w) + h/2 (x - w)^2 + l1 |x| + l2/2 x^2,
 /// that is soft-thresholding of h w - g by l1, scaled by 1 / (h + l2).
 inline double ProxStep(double w, double g, double h, double l1, double l2) {

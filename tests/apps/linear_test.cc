@@ -14,7 +14,6 @@
 #include "linear/metrics.h"
 #include "linear/model_file.h"
 #include "linear/rules.h"
-#include "store/store.h"
 #include "util/rng.h"
 
 namespace linear {
@@ -278,25 +277,6 @@ TEST(LinearRulesTest, DbpgStepsOnceTheSumsOfAnIterationAreCompleteAndPullsSeeThe
   rule.ReadAt(0, v, s, &out, 3, /*step=*/1);  // iteration 1's partial sums stay unseen
   EXPECT_DOUBLE_EQ(out, step);
   EXPECT_EQ(rule.ReadWidth(3), 1);
-}
-
-// The L-BFGS gradient table's rule takes the pairs of many adjacent keys in one call (the
-// store's fast path for a key list pushed again): each key's [sum, evaluation] on its own, a
-// newer evaluation replacing the sum, the same one adding to it, an older one dropped.
-TEST(LinearRulesTest, TaggedSumsTakeEachKeysPairOnItsOwnAcrossASpan) {
-  ps::Store<double> store(std::make_shared<TaggedSumRule<double>>());
-  const ps::Key keys[4] = {10, 11, 12, 13};
-  auto push = [&](std::vector<double> v) {
-    ASSERT_EQ(store.Push(keys, 4, reinterpret_cast<const char*>(v.data()), v.size(), nullptr), "");
-  };
-  push({1, 1, 1, 1, 1, 1, 1, 1});  // new keys: one call each
-  push({2, 1, 2, 1, 2, 1, 2, 1});  // stored keys pushed again: one call for all four
-  push({7, 2, 1, 1, 9, 0, 2, 1});
-  ps::SArray<char> out;
-  ps::SArray<int> lens;
-  ASSERT_EQ(store.Pull(keys, 4, 2, &out, &lens), "");
-  const double* got = reinterpret_cast<const double*>(out.data());
-  EXPECT_EQ(std::vector<double>(got, got + 8), (std::vector<double>{7, 2, 4, 1, 3, 1, 5, 1}));
 }
 
 TEST(LinearRulesTest, FtrlMatchesItsClosedForm) {
