@@ -21,6 +21,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <future>
@@ -365,6 +366,12 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     vx.resize(nk);
     sv.resize(nk);
     yv.resize(nk);
+    // Over the slice: the kHead numbers (each thread adds up those of its run; the runs' sums
+    // are added in order), the candidate pair's partials, then a 1 in the slot of this
+    // worker's rank: the sums say who took part in this step.
+    const size_t np = lb.PartialCount();
+    std::vector<double> part(kHead + np + W, 0.0);
+    std::vector<std::array<double, kHead>> heads(static_cast<size_t>(threads));
     ParallelFor(threads, [&](int t) {
       const auto r = Chunk(nk, t, threads);
       for (size_t j = r.first; j < r.second; ++j) {
@@ -374,17 +381,18 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         sv[j] = x[j] - w[j];
         yv[j] = fresh ? 0.0 : gx[j] - g[j];
       }
+      std::array<double, kHead> h{};
+      for (size_t j = std::max(r.first, ob), end = std::min(r.second, oe); j < end; ++j) {
+        h[0] += x[j] * x[j];
+        h[1] += std::fabs(x[j]);
+        h[2] += x[j] != 0;
+        if (!fresh) h[3] += v[j] * sv[j];
+        h[4] += std::fabs(vx[j]);
+      }
+      heads[t] = h;
     });
-    // Over the slice: the kHead numbers, the candidate pair's partials,
-    // then a 1 in the slot of this worker's rank: the sums say who took part in this step.
-    const size_t np = lb.PartialCount();
-    std::vector<double> part(kHead + np + W, 0.0);
-    for (size_t j = ob; j < oe; ++j) {
-      part[0] += x[j] * x[j];
-      part[1] += std::fabs(x[j]);
-      part[2] += x[j] != 0;
-      if (!fresh) part[3] += v[j] * sv[j];
-      part[4] += std::fabs(vx[j]);
+    for (const auto& h : heads) {
+      for (size_t k = 0; k < kHead; ++k) part[k] += h[k];
     }
     part[kHead + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
@@ -463,28 +471,40 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       accept = fx <= f + 1e-4 * tot[3];
     }
     bool done = false;
+    // The decision, the direction and the next trial point are compute too.
+    auto t2 = Clock::now();
     if (accept) {
       std::vector<double> p(tot.begin() + kHead, tot.begin() + kHead + np);
       if (fresh) {
         lb.SetGradient(p.back());
       } else if (lb.Accept(p)) {
-        hs.push_back(sv);
-        hy.push_back(yv);
-        if (static_cast<int>(hs.size()) > o.memory) {
+        // The pair's vectors move into the history; the oldest pair's, when it leaves, become
+        // the next candidate's buffers (no copy, no fresh pages for every pass).
+        std::vector<double> old_s, old_y;
+        if (static_cast<int>(hs.size()) >= std::max(1, o.memory)) {
+          old_s = std::move(hs.front());
+          old_y = std::move(hy.front());
           hs.erase(hs.begin());
           hy.erase(hy.begin());
         }
+        hs.push_back(std::move(sv));
+        hy.push_back(std::move(yv));
+        sv = std::move(old_s);
+        yv = std::move(old_y);
       }
       const double decrease = fresh ? INFINITY : f - fx;
-      w = x;
-      g = gx;
-      v = vx;
+      // Every one of x, gx and vx is written afresh for the next trial point before it is read.
+      std::swap(w, x);
+      std::swap(g, gx);
+      std::swap(v, vx);
       f = fx;
       if (line_due()) {
+        ph.Since(Phases::kCompute, t2);
         ph.Time(Phases::kReport, [&] {
           rep->Line("iteration", iter, ls[0], ls[1], tot[1], tot[0], static_cast<size_t>(tot[2]),
                     have_q ? &q : nullptr, &ph);
         });
+        t2 = Clock::now();
       }
       ++iter;
       // Stop at the iteration budget, when the (pseudo-)gradient has shrunk to epsilon of its
@@ -537,6 +557,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
         stopped_by = "no step decreases";
       }
     }
+    ph.Since(Phases::kCompute, t2);
     if (done) {
       // The model table holds w (the accepted point) unless the last trial was refused.
       if (!accept && oe > ob) {
@@ -545,6 +566,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Time(Phases::kClock, clock);
       break;
     }
+    const auto t3 = Clock::now();
     ParallelFor(threads, [&](int c) {
       const auto r = Chunk(nk, c, threads);
       for (size_t j = r.first; j < r.second; ++j) {
@@ -559,7 +581,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     });
     // The next pass reads the trial point of its data's keys from here (s->w is left as the
     // fresh start pulled it: nothing reads it until the next fresh start pulls it again).
-    for (size_t r = 0; r < at_hot.size(); ++r) hw[r] = x[at_hot[r]];
+    ParallelFor(threads, [&](int c) {
+      const auto r = Chunk(at_hot.size(), c, threads);
+      for (size_t h = r.first; h < r.second; ++h) hw[h] = x[at_hot[h]];
+    });
+    ph.Since(Phases::kCompute, t3);
   }
   std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1
             << " passes over the data (stopped by " << stopped_by << ")" << std::endl;
