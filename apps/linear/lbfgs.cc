@@ -1,6 +1,7 @@
 #include "linear/lbfgs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -165,6 +166,11 @@ double VectorFreeLbfgs::VDotD(const Direction& d) const {
   double r = d.cv * vv_;
   for (int j = 0; j < pairs(); ++j) r += d.cs[j] * vs_[j] + d.cy[j] * vy_[j];
   return -r;
+}
+
+double FirstStepLength(double vv, double xv2, double l2) {
+  const double curve = xv2 / 4 + l2 * vv;
+  return curve > 0 ? vv / curve : 1.0 / std::max(1e-12, std::sqrt(vv));
 }
 
 }  // namespace linear

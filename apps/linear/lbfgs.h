@@ -59,6 +59,15 @@ class VectorFreeLbfgs {
   double vv_ = 0;
 };
 
+/// The length a of the first step w - a v from a first point (v: the (pseudo-)gradient at w,
+/// vv = v.v, xv2 = |X v|^2 over every row): the minimiser of the bound
+///   F(w - a v) <= F(w) - a vv + a^2/2 (xv2 / 4 + l2 vv)
+/// (the logistic loss curves by at most 1/4 along any direction; the l1 term is linear while
+/// no coordinate crosses zero, as none does from w = 0). So the step passes Armijo's test at
+/// once; at w = 0, where every row's curvature is exactly 1/4, it is the exact minimiser along
+/// -v of the loss's quadratic model. Without curvature (v = 0 on the data), 1/|v|.
+double FirstStepLength(double vv, double xv2, double l2);
+
 }  // namespace linear
 
 #endif  // PS_APPS_LINEAR_LBFGS_H_

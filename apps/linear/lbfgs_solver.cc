@@ -139,12 +139,10 @@ struct HotOrder {
 // runs of about equal nonzeros, each adding into a buffer of its own; the buffers are summed in
 // run order, so one thread gives the bits of a plain loop and any count the same bits every
 // time (the column order changes no sum: each still adds its row's terms in row order).
-double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<double>& hw,
-                int threads, std::vector<std::vector<double>>* buf, std::vector<double>* prev,
-                ps::SArray<double>* gp) {
-  const size_t nk = data.keys.size(), rows = data.rows();
+// The rows cut into at most `threads` runs of about equal nonzeros: run t is [cut[t], cut[t+1]).
+std::vector<size_t> RowRuns(const Dataset& data, int threads) {
+  const size_t rows = data.rows();
   const int T = static_cast<int>(std::max<size_t>(1, std::min<size_t>(threads, rows)));
-  buf->resize(static_cast<size_t>(T));
   std::vector<size_t> cut(static_cast<size_t>(T) + 1, rows);
   cut[0] = 0;
   const size_t nnz = rows > 0 ? data.row[rows] : 0;  // a worker may hold no rows
@@ -155,6 +153,16 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
         static_cast<size_t>(std::lower_bound(data.row.begin(), data.row.begin() + rows, want) -
                             data.row.begin()));
   }
+  return cut;
+}
+
+double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<double>& hw,
+                int threads, std::vector<std::vector<double>>* buf, std::vector<double>* prev,
+                ps::SArray<double>* gp) {
+  const size_t nk = data.keys.size();
+  const std::vector<size_t> cut = RowRuns(data, threads);
+  const int T = static_cast<int>(cut.size()) - 1;
+  buf->resize(static_cast<size_t>(T));
   std::vector<double> loss(static_cast<size_t>(T), 0.0);
   const uint32_t* col = hot.col.data();
   const float* val = data.val.data();
@@ -198,9 +206,36 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
   return total;
 }
 
+// |X u|^2 over this worker's rows, u given by hot rank (runs as in DataPass, summed in order).
+double SquaredMargins(const Dataset& data, const HotOrder& hot, const std::vector<double>& hu,
+                      int threads) {
+  const std::vector<size_t> cut = RowRuns(data, threads);
+  const int T = static_cast<int>(cut.size()) - 1;
+  std::vector<double> sums(static_cast<size_t>(T), 0.0);
+  const uint32_t* col = hot.col.data();
+  const float* val = data.val.data();
+  const double* u = hu.data();
+  ParallelFor(T, [&](int t) {
+    double q = 0;
+    for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
+      double m = 0;
+      for (size_t k = data.row[i]; k < data.row[i + 1]; ++k) {
+        __builtin_prefetch(&u[col[k + kPrefetch]]);
+        m += u[col[k]] * val[k];
+      }
+      q += m * m;
+    }
+    sums[t] = q;
+  });
+  double total = 0;
+  for (double q : sums) total += q;
+  return total;
+}
+
 // The numbers before the dot products in step B's sums: |x|^2, |x|_1, nonzeros of x,
-// v.(x - w) and |v|_1 (v: the (pseudo-)gradient), over the slices.
-constexpr size_t kHead = 5;
+// v.(x - w) and |v|_1 (v: the (pseudo-)gradient), over the slices; then, at a first point,
+// |X v|^2 over the rows (for the first step's length).
+constexpr size_t kHead = 6;
 
 // Values [b, e) of v, to push.
 ps::SArray<double> Slice(const std::vector<double>& v, size_t b, size_t e) {
@@ -273,7 +308,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   // The data's columns hottest first, and the trial point's weights in that order.
   HotOrder hot;
   std::vector<double> hw;
-  double positives = 0;  // this worker's rows labelled +1
+  std::vector<double> hv;  // v by hot rank, at a first point (the first step's length)
+  double positives = 0;    // this worker's rows labelled +1
   int iter = 0;
   const bool reporting = rep && rep->reporting();
   Quality q;
@@ -393,6 +429,14 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     });
     for (const auto& h : heads) {
       for (size_t k = 0; k < kHead; ++k) part[k] += h[k];
+    }
+    if (fresh) {
+      hv.resize(at_hot.size());
+      ParallelFor(threads, [&](int c) {
+        const auto r = Chunk(at_hot.size(), c, threads);
+        for (size_t h = r.first; h < r.second; ++h) hv[h] = vx[at_hot[h]];
+      });
+      part[5] = SquaredMargins(s->data, hot, hv, threads);
     }
     part[kHead + np + team.rank] = 1;
     std::vector<std::pair<const double*, const double*>> held;
@@ -526,6 +570,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       if (!fresh && decrease <= 1e-12 * std::fabs(f)) stopped_by = "no decrease";
       if (iter >= o.iterations) stopped_by = "--iterations";
       done = !stopped_by.empty();
+      const bool first = fresh;  // the accepted point is a first point
       fresh = false;
       if (!done) {
         const VectorFreeLbfgs::Direction dir = lb.Compute();
@@ -547,8 +592,15 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
             if (l1 > 0 && d[j] * v[j] >= 0) d[j] = 0;
           }
         });
-        // The first step is scaled to the gradient's size; later the quasi-Newton step is 1.
-        alpha = lb.pairs() == 0 ? 1.0 / std::max(1e-12, std::sqrt(lb.vv())) : 1.0;
+        // The quasi-Newton step is 1. From a first point, the minimiser of a bound of the
+        // objective along -v (lbfgs.h): 1/|v| was about 7 times too long at w = 0 on the spam
+        // words and cost three passes of halving. With no pair otherwise (the first pairs
+        // failed the curvature condition), a step of 1/|v|.
+        alpha = 1.0;
+        if (lb.pairs() == 0) {
+          alpha = first ? FirstStepLength(lb.vv(), tot[5], l2)
+                        : 1.0 / std::max(1e-12, std::sqrt(lb.vv()));
+        }
       }
     } else {
       alpha *= 0.5;

@@ -383,6 +383,68 @@ TEST(LinearLbfgsTest, VectorFreeDirectionEqualsTheTwoLoopRecursion) {
   }
 }
 
+// The first step from a first point decreases the objective by at least what its bound
+// promises, half of a v.v, so Armijo's test passes at once: from w = 0 with any l1 and l2,
+// and from any w without l1 (with l1 a coordinate may cross zero there, and the solver halves
+// as before). Seeded dense problems whose features are large, so 1/|v| (the rule before) is
+// far too long and fails.
+TEST(LinearLbfgsTest, TheFirstStepDecreasesTheObjectiveAsItsBoundPromises) {
+  const size_t rows = 60, cols = 12;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Rng rng(seed);
+    std::vector<double> x(rows * cols), y(rows);
+    for (auto& v : x) v = 3 * (2 * rng.Uniform() - 1);
+    for (auto& v : y) v = rng.Uniform() < 0.4 ? 1 : -1;
+    auto margins = [&](const std::vector<double>& w) {
+      std::vector<double> m(rows, 0.0);
+      for (size_t i = 0; i < rows; ++i) {
+        for (size_t j = 0; j < cols; ++j) m[i] += x[i * cols + j] * w[j];
+      }
+      return m;
+    };
+    auto objective = [&](const std::vector<double>& w, double l1, double l2) {
+      const std::vector<double> m = margins(w);
+      double f = 0;
+      for (size_t i = 0; i < rows; ++i) f += std::log1p(std::exp(-y[i] * m[i]));
+      for (double wj : w) f += l1 * std::fabs(wj) + l2 / 2 * wj * wj;
+      return f;
+    };
+    const double cases[6][3] = {{0, 1, 0},   {0, 0, 0}, {0.5, 0, 0},
+                                {0.5, 1, 0}, {0, 1, 1}, {0, 0, 1}};
+    for (const auto& c : cases) {
+      const double l1 = c[0], l2 = c[1];
+      std::vector<double> w(cols, 0.0);
+      if (c[2] > 0) {
+        for (auto& wj : w) wj = 2 * rng.Uniform() - 1;
+      }
+      const std::vector<double> m = margins(w);
+      std::vector<double> g(cols, 0.0), v(cols);
+      for (size_t i = 0; i < rows; ++i) {
+        const double d = -y[i] / (1 + std::exp(y[i] * m[i]));
+        for (size_t j = 0; j < cols; ++j) g[j] += d * x[i * cols + j];
+      }
+      double vv = 0;
+      for (size_t j = 0; j < cols; ++j) {
+        g[j] += l2 * w[j];
+        // The pseudo-gradient (w = 0 wherever l1 is set).
+        const double a = g[j] + l1, b = g[j] - l1;
+        v[j] = w[j] != 0 ? g[j] + l1 * (w[j] > 0 ? 1 : -1) : (a < 0 ? a : (b > 0 ? b : 0));
+        vv += v[j] * v[j];
+      }
+      const std::vector<double> xv = margins(v);
+      double xv2 = 0;
+      for (double t : xv) xv2 += t * t;
+      const double step = FirstStepLength(vv, xv2, l2);
+      std::vector<double> next(cols);
+      for (size_t j = 0; j < cols; ++j) next[j] = w[j] - step * v[j];
+      const double before = objective(w, l1, l2), after = objective(next, l1, l2);
+      EXPECT_LE(after, before - 0.5 * step * vv * (1 - 1e-12))
+          << "seed " << seed << " l1 " << l1 << " l2 " << l2 << " from w "
+          << (c[2] > 0 ? "random" : "0") << ": step " << step << ", 1/|v| " << 1 / std::sqrt(vv);
+    }
+  }
+}
+
 TEST(LinearLbfgsTest, PartialsAreEachDotProductSummedInKeyOrder) {
   // The fused pass must give, bit for bit, one sequential dot product per partial: the
   // workers' sums (and so the models of a 1-worker and a 2-worker run) do not depend on it.
