@@ -6,9 +6,10 @@
 #include <vector>
 
 namespace linear {
+template <typename H>
 void VectorFreeLbfgs::AddPartials(const double* s, const double* y, const double* v,
-                                  const std::vector<std::pair<const double*, const double*>>& held,
-                                  size_t n, double* out) const {
+                                  const std::vector<std::pair<const H*, const H*>>& held, size_t n,
+                                  double* out) const {
   // One pass over the keys, in chunks that stay in the L1 cache while every held pair meets
   // them, instead of a pass per dot product: each of the 6m + 6 sums is a dependent chain of n
   // additions, and six chains interleaved keep the adder busy where one chain waited on each
@@ -22,8 +23,8 @@ void VectorFreeLbfgs::AddPartials(const double* s, const double* y, const double
     size_t i = 0;
     // Two pairs at a time: twelve chains keep both adders busy.
     for (; i + 2 <= m; i += 2) {
-      const double *hs = held[i].first, *hy = held[i].second;
-      const double *gs = held[i + 1].first, *gy = held[i + 1].second;
+      const H *hs = held[i].first, *hy = held[i].second;
+      const H *gs = held[i + 1].first, *gy = held[i + 1].second;
       double* a = &acc[6 * i];
       double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
       double b0 = a[6], b1 = a[7], b2 = a[8], b3 = a[9], b4 = a[10], b5 = a[11];
@@ -46,8 +47,8 @@ void VectorFreeLbfgs::AddPartials(const double* s, const double* y, const double
       a[6] = b0, a[7] = b1, a[8] = b2, a[9] = b3, a[10] = b4, a[11] = b5;
     }
     for (; i < m; ++i) {
-      const double* hs = held[i].first;
-      const double* hy = held[i].second;
+      const H* hs = held[i].first;
+      const H* hy = held[i].second;
       double* a = &acc[6 * i];
       double a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
       for (size_t j = b; j < e; ++j) {
@@ -74,6 +75,13 @@ void VectorFreeLbfgs::AddPartials(const double* s, const double* y, const double
   }
   for (size_t k = 0; k < acc.size(); ++k) out[k] += acc[k];
 }
+
+template void VectorFreeLbfgs::AddPartials<double>(
+    const double*, const double*, const double*,
+    const std::vector<std::pair<const double*, const double*>>&, size_t, double*) const;
+template void VectorFreeLbfgs::AddPartials<float>(
+    const double*, const double*, const double*,
+    const std::vector<std::pair<const float*, const float*>>&, size_t, double*) const;
 
 bool VectorFreeLbfgs::Accept(const std::vector<double>& p) {
   const int m = pairs();

@@ -26,10 +26,12 @@ class VectorFreeLbfgs {
   size_t PartialCount() const { return 6 * static_cast<size_t>(pairs()) + 6; }
 
   /// The partial dot products of a candidate, in PartialCount()'s order, from one owner's
-  /// part of the vectors (n values each; held[i] = {s_i, y_i}, oldest first). Added up over
-  /// the owners, they are what Accept takes.
+  /// part of the vectors (n values each; held[i] = {s_i, y_i}, oldest first, as double or
+  /// float: the solver keeps the history in float). Added up over the owners, they are what
+  /// Accept takes.
+  template <typename H>
   void AddPartials(const double* s, const double* y, const double* v,
-                   const std::vector<std::pair<const double*, const double*>>& held, size_t n,
+                   const std::vector<std::pair<const H*, const H*>>& held, size_t n,
                    double* out) const;
 
   /// Takes the candidate pair (its summed partials): the oldest pair leaves when the memory is

@@ -289,7 +289,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   size_t ob = 0, oe = 0;
   std::vector<size_t> at_hot;  // per hot rank of a data column: where its key is among keys
   std::vector<double> w, x, g, gx, v, d, vx, sv, yv;
-  std::vector<std::vector<double>> hs, hy;  // held pairs, oldest first
+  // Held pairs, oldest first, in float: the history is most of a worker's memory and of the
+  // bytes each pass reads (twice: the partials and the direction), and the direction it
+  // shapes needs no more digits (the line search takes the objective's own values).
+  std::vector<std::vector<float>> hs, hy;
   double f = 0, alpha = 1, v0 = 0, stop_below = 0, total_rows = -1;
   std::string stopped_by;  // why the run ended
   // A first point: at the start, and after a worker died (the survivors start afresh from
@@ -439,7 +442,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       part[5] = SquaredMargins(s->data, hot, hv, threads);
     }
     part[kHead + np + team.rank] = 1;
-    std::vector<std::pair<const double*, const double*>> held;
+    std::vector<std::pair<const float*, const float*>> held;
     for (size_t i = 0; i < hs.size(); ++i) held.emplace_back(hs[i].data() + ob, hy[i].data() + ob);
     {
       // Each thread adds up a run of the slice; the runs' sums are added in order.
@@ -448,7 +451,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       std::vector<std::vector<double>> sums(static_cast<size_t>(T), std::vector<double>(np, 0.0));
       ParallelFor(T, [&](int t) {
         const auto r = Chunk(n, t, T);
-        std::vector<std::pair<const double*, const double*>> at;
+        std::vector<std::pair<const float*, const float*>> at;
         for (const auto& h : held) at.emplace_back(h.first + r.first, h.second + r.first);
         lb.AddPartials(sv.data() + ob + r.first, yv.data() + ob + r.first, vx.data() + ob + r.first,
                        at, r.second - r.first, sums[t].data());
@@ -522,19 +525,26 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       if (fresh) {
         lb.SetGradient(p.back());
       } else if (lb.Accept(p)) {
-        // The pair's vectors move into the history; the oldest pair's, when it leaves, become
-        // the next candidate's buffers (no copy, no fresh pages for every pass).
-        std::vector<double> old_s, old_y;
+        // The pair joins the history in the oldest pair's buffers when it leaves (no fresh
+        // pages for every pass).
+        std::vector<float> ns, ny;
         if (static_cast<int>(hs.size()) >= std::max(1, o.memory)) {
-          old_s = std::move(hs.front());
-          old_y = std::move(hy.front());
+          ns = std::move(hs.front());
+          ny = std::move(hy.front());
           hs.erase(hs.begin());
           hy.erase(hy.begin());
         }
-        hs.push_back(std::move(sv));
-        hy.push_back(std::move(yv));
-        sv = std::move(old_s);
-        yv = std::move(old_y);
+        ns.resize(nk);
+        ny.resize(nk);
+        ParallelFor(threads, [&](int c) {
+          const auto r = Chunk(nk, c, threads);
+          for (size_t j = r.first; j < r.second; ++j) {
+            ns[j] = static_cast<float>(sv[j]);
+            ny[j] = static_cast<float>(yv[j]);
+          }
+        });
+        hs.push_back(std::move(ns));
+        hy.push_back(std::move(ny));
       }
       const double decrease = fresh ? INFINITY : f - fx;
       // Every one of x, gx and vx is written afresh for the next trial point before it is read.
@@ -582,8 +592,8 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
           for (size_t j = r.first; j < r.second; ++j) d[j] = dir.cv * v[j];
           for (size_t i = 0; i < hs.size(); ++i) {
             const double a = dir.cs[i], b = dir.cy[i];
-            const double* si = hs[i].data();
-            const double* yi = hy[i].data();
+            const float* si = hs[i].data();
+            const float* yi = hy[i].data();
             for (size_t j = r.first; j < r.second; ++j) d[j] += a * si[j] + b * yi[j];
           }
           for (size_t j = r.first; j < r.second; ++j) {
