@@ -517,16 +517,12 @@ void KVWorkerBase::Impl::Process(Message& msg) {
   p->got[part] = true;
   // A push's reply relayed by its chain's tail counts as its master's answer.
   const int server = msg.meta.master() > 0 ? msg.meta.master() : msg.meta.sender();
-  answered[server].now++;
-  if (p->tries[part] == 0) {
-    // Karn's rule: only parts sent once give a clean sample. Time a barrier held the read is
-    // not the server's slowness.
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
-                                                                p->sent_at[part])
-                          .count() -
-                      static_cast<double>(msg.meta.held_us());
-    rtt[server].Sample(std::max(0.0, us));
-  }
+  // Time a barrier held the read is not the server's slowness.
+  resend.Answered(
+      server, p->tries[part] == 0,
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - p->sent_at[part])
+              .count() -
+          static_cast<double>(msg.meta.held_us()));
   if (!msg.meta.error().empty() && p->error.empty()) {
     p->error = "server node " + std::to_string(msg.meta.sender()) + ": " + msg.meta.error();
     p->error_code = ErrorCodeFromWire(msg.meta.error_code(), ErrorCode::kRejected);

@@ -20,10 +20,10 @@
 #include "consistency/pull_gate.h"
 #include "control/node_impl.h"
 #include "filter/significant.h"
+#include "kv/resend_timer.h"
 #include "kv/slicer.h"
 #include "kv/step_gate.h"
 #include "ps/kv_worker.h"
-#include "util/rtt_estimate.h"
 
 namespace ps {
 
@@ -75,7 +75,8 @@ struct KVWorkerBase::Impl : public Customer {
         esize(DataTypeSize(t)),
         tau(rt->max_delay()),
         joiner(rt->cfg.join),
-        created(std::chrono::steady_clock::now()) {
+        created(std::chrono::steady_clock::now()),
+        resend(rt->cfg.resend_timeout_ms * 1000.0, rt->cfg.request_timeout_ms * 1000.0) {
     next_ts = rt->cfg.first_timestamp;
   }
 
@@ -164,12 +165,6 @@ struct KVWorkerBase::Impl : public Customer {
   std::atomic<uint64_t> resends{0};
   // Round-trip estimate per server: a part is resent after its timeout (rtt_estimate.h) times
   // 2^backoff; a resend raises the server's backoff for every part bound to it.
-  std::unordered_map<int, RttEstimate> rtt;  // by server id (under mu)
-  // Parts each server answered: in all, and at the resend timer's last tick (under mu).
-  struct Answered {
-    int64_t now = 0, before = 0;
-  };
-  std::unordered_map<int, Answered> answered;
   // Consistency (under mu): the steps, and the clocks held until their steps' pushes are
   // acknowledged (DESIGN §7).
   StepGate steps;
@@ -200,6 +195,8 @@ struct KVWorkerBase::Impl : public Customer {
   LatencyHistogram push_latency, pull_latency;
   void Metrics(MetricSet* out) override;
   std::chrono::steady_clock::time_point created;
+  // When parts go again: round trips, back-off and budgets per server (under mu).
+  ResendTimer resend;
   // Filters chosen by SetFilters (under mu): compress and quantize as Meta carries them.
   int compress = 0, quantize = 0;
   double significant = -1;
