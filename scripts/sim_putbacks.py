@@ -10,6 +10,10 @@ bug's regression seed (the one ClusterSimTest replays) is also run on the build 
 which must hold it.
 
     python3 scripts/sim_putbacks.py [--work /tmp/ps-putbacks] [--only epoch,r27] [--seeds 1500]
+                                    [--extra "--resend timer"]
+
+--extra adds ps_sim options to every bug's hunt and check (to see how a change to the
+simulation moves the seeds before making it the default).
 
 The first build of the scratch copy takes as long as a build of the project; later ones only
 rebuild the file patched. Run from the repository's root.
@@ -188,6 +192,7 @@ def main():
     p.add_argument("--work", default="/tmp/ps-putbacks")
     p.add_argument("--only", default="", help="comma-separated bug names")
     p.add_argument("--seeds", type=int, default=1500)
+    p.add_argument("--extra", default="", help="ps_sim options added to every bug's")
     p.add_argument("--check", action="store_true",
                    help="also run each regression seed on the build with the fix")
     a = p.parse_args()
@@ -208,6 +213,7 @@ def main():
     for name, path, fix, bug, options, first, regression in BUGS:
         if only and name not in only:
             continue
+        options = (options + " " + a.extra).strip()
         f = os.path.join(src, path)
         text = open(f).read()
         if text.count(fix) != 1:

@@ -60,6 +60,7 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
       {"--worker-cut-max-s", &ClusterSimOptions::worker_cut_max_us, nullptr},
       {"--step-every-s", &ClusterSimOptions::step_every_us, nullptr},
       {"--resend-s", &ClusterSimOptions::resend_us, nullptr},
+      {"--request-timeout-s", &ClusterSimOptions::request_timeout_us, nullptr},
       {"--servers", nullptr, &ClusterSimOptions::servers},
       {"--workers", nullptr, &ClusterSimOptions::workers},
       {"--replicas", nullptr, &ClusterSimOptions::replicas},
@@ -97,6 +98,9 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
     o->rule = v;
   } else if (k == "--policy") {
     o->policy = v;
+  } else if (k == "--resend") {
+    if (v != "fixed" && v != "timer") throw Error(k + ": 'fixed' or 'timer', not '" + v + "'");
+    o->resend = v;
   } else {
     return false;
   }

@@ -377,6 +377,10 @@ void ClusterSim::State::Run() {
     const int id = core->membership().IdOf("sim", worker_ports[i]);
     workers[id].id = id;
     workers[id].index = i;
+    if (o.resend == "timer") {
+      workers[id].timer = std::make_shared<ResendTimer>(static_cast<double>(o.resend_us),
+                                                        static_cast<double>(o.request_timeout_us));
+    }
     worker_ids.push_back(id);
     counters.push_back(HashKey(static_cast<uint64_t>(o.keys + i)));  // outside the universe
   }
@@ -385,7 +389,7 @@ void ClusterSim::State::Run() {
   for (auto& w : workers) {
     w.second.view = rc().ring();
     At(Exp(o.push_every_us), kPush, w.first);
-    At(o.resend_us / 2, kResend, w.first);
+    At(ResendTick(w.second), kResend, w.first);
     if (o.step_every_us > 0) At(Exp(o.step_every_us), kStep, w.first);
     FirstBeat(w.first);
   }

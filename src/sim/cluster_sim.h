@@ -92,6 +92,11 @@ struct ClusterSimOptions {
   int64_t push_every_us = 5000;
   int inflight = 4;
   int64_t resend_us = 200000;
+  // How workers decide to resend: "fixed" (resend_us doubled per try, at most 8 times) or
+  // "timer" (KVWorker's own ResendTimer, src/kv/resend_timer.h, on virtual time: round-trip
+  // estimates, back-off capped at an eighth of request_timeout_us, per-server budgets).
+  std::string resend = "fixed";
+  int64_t request_timeout_us = 12000000;
   int64_t tick_us = 200000;  // servers' refill and copy timers
   // Steps (0: none): each worker reads every worker's step counter at the start of a step
   // (held by the servers' barrier policy), works for a mean of step_every_us, adds 1 to its own

@@ -19,6 +19,7 @@
 #include "control/read_lease.h"
 #include "control/ring_core.h"
 #include "control/scheduler_core.h"
+#include "kv/resend_timer.h"
 #include "kv/server_core.h"
 #include "kv/slicer.h"
 #include "kv/step_gate.h"
@@ -147,7 +148,8 @@ struct ClusterSim::State {
     std::shared_ptr<const Ring> view;
     std::map<int64_t, Request> inflight;  // by timestamp
     int64_t next_ts = 0;
-    StepGate steps;  // KVWorker's: steps ended by Clock(), and the clocks held
+    StepGate steps;                      // KVWorker's: steps ended by Clock(), and the clocks held
+    std::shared_ptr<ResendTimer> timer;  // KVWorker's resend decisions (--resend timer)
     bool dead = false, declared = false;
     int64_t sched_cut_until = 0;  // cut from the scheduler until then (0: not cut)
   };
@@ -238,6 +240,8 @@ struct ClusterSim::State {
   void Send(Worker& w, Request* r);
   void Push(Worker& w);
   void Resend(Worker& w);
+  // How long until the worker's resend timer looks again.
+  int64_t ResendTick(const Worker& w) const;
   void BeginStep(Worker& w);
   void Compute(Worker& w);
   // Sends the clocks whose steps' pushes are all acknowledged.

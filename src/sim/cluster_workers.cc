@@ -73,6 +73,13 @@ void ClusterSim::State::WorkerReply(Worker& w, const Message& m) {
     return;
   }
   if (!r.open.count(m.meta.part())) return;  // a duplicated reply
+  if (w.timer) {
+    // As KVWorker: a chain's tail relays its master's answer; time a barrier held a read is
+    // not the server's slowness.
+    const Request::Part& p = r.parts[m.meta.part()];
+    w.timer->Answered(m.meta.master() > 0 ? m.meta.master() : m.meta.sender(), p.tries == 0,
+                      static_cast<double>(now - p.sent_at) - static_cast<double>(m.meta.held_us()));
+  }
   if (r.op == Request::kPullOp) {
     const auto& keys = r.part_keys[m.meta.part()];
     if (m.data.empty() || m.data[0].size() != keys.size() * sizeof(int64_t)) {
@@ -355,21 +362,32 @@ void ClusterSim::State::Push(Worker& w) {
   Send(w, &in);
 }
 
+int64_t ClusterSim::State::ResendTick(const Worker& w) const {
+  return w.timer ? w.timer->tick_us() : o.resend_us / 2;
+}
+
 void ClusterSim::State::Resend(Worker& w) {
-  for (auto& q : w.inflight) {
+  if (w.timer) w.timer->Tick();
+  for (auto& q : w.inflight) {  // by timestamp: oldest first
     Request& r = q.second;
     if (r.held) continue;
     for (int part : r.open) {
       Request::Part& p = r.parts[part];
-      if (now - p.sent_at < (o.resend_us << std::min(p.tries, 3))) continue;
+      if (w.timer) {
+        uint8_t tries = static_cast<uint8_t>(std::min(p.tries, 255));
+        if (!w.timer->Due(p.msg.meta.receiver(), now - p.sent_at, &tries)) continue;
+        p.tries = tries;
+      } else {
+        if (now - p.sent_at < (o.resend_us << std::min(p.tries, 3))) continue;
+        p.tries++;
+      }
       res.resends++;
       p.sent_at = now;
-      p.tries++;
       p.msg.meta.set_done_step(w.steps.SafeStep());
       SendData(p.msg);
     }
   }
-  At(now + o.resend_us / 2, kResend, w.id);
+  At(now + ResendTick(w), kResend, w.id);
 }
 
 }  // namespace ps

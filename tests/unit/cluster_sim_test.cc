@@ -489,6 +489,23 @@ TEST(ClusterSimTest, Seed362TheAdversaryLeavesAMemberThatStays) {
 
 // Steps with reads and clocks hold every invariant without faults (only reordering), where
 // every read is answered soon.
+// Workers may resend by KVWorker's own ResendTimer on virtual time (--resend timer) instead of
+// the fixed doubling: the invariants hold with it, under loss and under a slow-to-answer
+// cluster, and the budget and round-trip estimate send fewer copies than the fixed rule.
+TEST(ClusterSimTest, WorkersResendingByKVWorkersTimerHoldEveryInvariant) {
+  uint64_t timer = 0, fixed = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const std::string faults = "--loss 0.05 --latency-us 30000 --jitter-us 60000 --crash-every-s 2";
+    const ClusterSimResult r = Holds(seed, faults + " --resend timer");
+    if (!r.ok) return;
+    EXPECT_GT(r.pushes, 0u) << "seed " << seed;
+    timer += r.resends;
+    fixed += RunSeed(seed, faults).resends;
+  }
+  EXPECT_GT(timer, 0u);
+  EXPECT_LT(timer, fixed);
+}
+
 TEST(ClusterSimTest, StepsWithoutServerFaultsReadEveryCounterInTime) {
   const std::string flags =
       "--crash-every-s 0 --pause-every-s 0 --join-every-s 0 --leave-every-s 0 --loss 0 --dup 0 "
