@@ -129,16 +129,6 @@ struct HotOrder {
   }
 };
 
-// One pass over the data at the weights hw (by hot rank): the data loss, and the gradient of
-// each data key into gp in key order as its change from *prev (this worker's part pushed at
-// the evaluation before, kept in *prev for the next: zeros after a fresh start). The gradient
-// table then sums the newest part of every worker with no tag per key and no reset: half the
-// bytes of [sum, evaluation] pairs each way, and a plain SumRule on the servers, whose rounding
-// over the evaluations (about the evaluations times the unit roundoff of the first gradient)
-// stays far below what the stopping tests look at. Rows are cut into `threads`
-// runs of about equal nonzeros, each adding into a buffer of its own; the buffers are summed in
-// run order, so one thread gives the bits of a plain loop and any count the same bits every
-// time (the column order changes no sum: each still adds its row's terms in row order).
 // The rows cut into at most `threads` runs of about equal nonzeros: run t is [cut[t], cut[t+1]).
 std::vector<size_t> RowRuns(const Dataset& data, int threads) {
   const size_t rows = data.rows();
@@ -156,6 +146,16 @@ std::vector<size_t> RowRuns(const Dataset& data, int threads) {
   return cut;
 }
 
+// One pass over the data at the weights hw (by hot rank): the data loss, and the gradient of
+// each data key into gp in key order as its change from *prev (this worker's part pushed at
+// the evaluation before, kept in *prev for the next: zeros after a fresh start). The gradient
+// table then sums the newest part of every worker with no tag per key and no reset: half the
+// bytes of [sum, evaluation] pairs each way, and a plain SumRule on the servers, whose rounding
+// over the evaluations (about the evaluations times the unit roundoff of the first gradient)
+// stays far below what the stopping tests look at. Rows are cut into `threads`
+// runs of about equal nonzeros, each adding into a buffer of its own; the buffers are summed in
+// run order, so one thread gives the bits of a plain loop and any count the same bits every
+// time (the column order changes no sum: each still adds its row's terms in row order).
 double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<double>& hw,
                 int threads, std::vector<std::vector<double>>* buf, std::vector<double>* prev,
                 ps::SArray<double>* gp) {
@@ -252,16 +252,16 @@ void ZeroGradients(ps::KVWorker<double>* grad, ps::Range r) {
   ps::SArray<double> vals;
   ps::SArray<int> lens;
   grad->Wait(grad->PullRange(r, &keys, &vals, &lens));
-  std::vector<ps::Key> nk;
-  std::vector<double> nv;
+  std::vector<ps::Key> zk;
+  std::vector<double> zv;
   for (size_t j = 0, at = 0; j < keys.size(); at += static_cast<size_t>(lens[j]), ++j) {
     if (lens[j] != 1) throw ps::Error("--solver lbfgs: a gradient slot holds more than one value");
     if (vals[at] != 0) {
-      nk.push_back(keys[j]);
-      nv.push_back(-vals[at]);
+      zk.push_back(keys[j]);
+      zv.push_back(-vals[at]);
     }
   }
-  if (!nk.empty()) grad->Wait(grad->Push(ps::SArray<ps::Key>(nk), ps::SArray<double>(nv)));
+  if (!zk.empty()) grad->Wait(grad->Push(ps::SArray<ps::Key>(zk), ps::SArray<double>(zv)));
 }
 
 }  // namespace
