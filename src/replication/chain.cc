@@ -161,4 +161,54 @@ void RestrictSeq(const std::vector<uint64_t>& all, Message* piece) {
   for (uint64_t w : kept) piece->meta.add_seq(w);
 }
 
+std::vector<Range> SegmentsOf(const Message& update, const Ring& ring) {
+  std::vector<Range> out;
+  auto add = [&out](const Range& r) {
+    if (!out.empty() && out.back().end == r.begin) {
+      out.back().end = r.end;
+    } else if (out.empty() || out.back() != r) {
+      out.push_back(r);
+    }
+  };
+  if (update.meta.op() == pb::Meta::DENSE_PUSH) {
+    std::vector<RingSegment> segs;
+    ring.SliceRange(Range(update.meta.range_begin(), update.meta.range_end()), &segs);
+    for (const auto& s : segs) add(ring.segments()[ring.SegmentOf(s.range.begin)].range);
+    return out;
+  }
+  if (update.data.empty() || update.data[0].size() % sizeof(Key)) return out;
+  const SArray<Key> keys(update.data[0]);
+  for (size_t i = 0; i < keys.size();) {
+    const Range seg = ring.segments()[ring.SegmentOf(keys[i])].range;
+    add(seg);
+    // The keys are sorted: on past those of this segment.
+    const auto next = std::lower_bound(keys.begin() + i, keys.end(), seg.end);
+    i = std::max(i + 1, static_cast<size_t>(next - keys.begin()));
+  }
+  return out;
+}
+
+void CutSeq(const std::vector<Range>& within, Message* piece) {
+  const std::vector<uint64_t> all(piece->meta.seq().begin(), piece->meta.seq().end());
+  piece->meta.clear_seq();
+  constexpr size_t kEntry = SeqMap::kEntry;
+  for (size_t g = 0; g + kEntry <= all.size();) {
+    size_t end = g;  // the group: entries [g, end)
+    while (end + kEntry <= all.size() && (all[end + 3] & SeqMap::kLinked)) end += kEntry;
+    end = std::min(end + kEntry, all.size());
+    std::vector<uint64_t> out;
+    for (size_t e = g; e + kEntry <= end; e += kEntry) {
+      const Key b = all[e], f = all[e + 1];
+      for (const Range& w : within) {
+        const Key lo = std::max<Key>(b, w.begin), hi = std::min<Key>(f, w.end);
+        if (lo >= hi) continue;
+        if (!out.empty()) out[out.size() - 1] |= SeqMap::kLinked;
+        out.insert(out.end(), {lo, hi, all[e + 2], SeqMap::Next(all[e + 3])});
+      }
+    }
+    for (uint64_t w : out) piece->meta.add_seq(w);
+    g = end;
+  }
+}
+
 }  // namespace ps

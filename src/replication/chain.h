@@ -34,6 +34,15 @@ void RestrictSeq(const Message& whole, Message* piece);
 /// The same from the whole update's entries.
 void RestrictSeq(const std::vector<uint64_t>& entries, Message* piece);
 
+/// Cuts a piece's sequence entries to the sorted, disjoint ranges `within` (an entry outside
+/// them is dropped; a group stays a group: kLinked on all of its entries but the last). A copy
+/// numbered under an older ring, whose ranges span segments of a newer ring that it is cut by,
+/// must move each receiver's points only where its keys go to that receiver.
+void CutSeq(const std::vector<Range>& within, Message* piece);
+/// The ranges of the segments of `ring` that hold a key of the update (its explicit keys, or
+/// its dense range), sorted and disjoint.
+std::vector<Range> SegmentsOf(const Message& update, const Ring& ring);
+
 /// The same cut with any path per ring segment (empty: that segment's keys need no copy).
 std::vector<ChainPiece> SplitByPath(const Message& push, const Ring& ring, size_t esize,
                                     const std::function<std::vector<int>(size_t)>& path_of);

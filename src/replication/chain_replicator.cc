@@ -549,7 +549,17 @@ void ChainReplicator::Reroute(const Ring& ring, const std::function<bool(int)>& 
                   : msg.meta.aggregate() ? Aggregator::Split(msg, ring, esize_)
                                          : SplitByChain(msg, ring, esize_);
     if (!mark) {
-      for (auto& p : pieces) RestrictSeq(msg, &p.msg);
+      // The copy's points were numbered by segments of the ring it was made under; a piece of
+      // it moves its receivers' points only in the new ring's segments whose keys it carries.
+      // Else a piece that left out the keys of a range its receiver masters now (they go to
+      // the new chain's other members, and the new master gets them from the worker's resend)
+      // marked them as applied there, and when the worker was dead no resend came: the new
+      // master differed from its replicas for good (ps_sim --cluster --seed 492
+      // --partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3 --resend timer).
+      for (auto& p : pieces) {
+        RestrictSeq(msg, &p.msg);
+        CutSeq(SegmentsOf(p.msg, ring), &p.msg);
+      }
     }
     ReplaceHop(id, Touches(msg, others), std::move(pieces));
   }

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "replication/seq_map.h"
 #include "util/rng.h"
 
 namespace ps {
@@ -104,6 +105,57 @@ TEST(ChainTest, OneRunIsAViewOfThePushNotACopy) {
   EXPECT_EQ(pieces[0].msg.data[0].data(), m.data[0].data()) << "the keys were copied";
   EXPECT_EQ(pieces[0].msg.data[1].data(), m.data[1].data()) << "the values were copied";
   EXPECT_EQ(pieces[0].msg.data[0].size(), m.data[0].size());
+}
+
+// A copy numbered under one ring and cut by the chains of a newer one (a master re-routing the
+// copies it had on their way when the ring changed): a receiver's points move only over keys
+// the pieces bring it, wherever it holds them under the new ring. Its numbering units are the
+// old ring's segments, which the new ring's cut across; a piece kept every unit its keys
+// touched, so a server that masters part of a unit under the new ring (its keys go to the
+// chain's other members) took them as applied (ps_sim --cluster --seed 492 ... --resend timer).
+TEST(ChainTest, APieceCutByANewerRingMovesPointsOnlyWhereItsKeysGo) {
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Rng rng(seed);
+    const Ring before({1, 2, 3, 4}, 1 + static_cast<int>(rng.Below(4)), 2, 1);
+    const Ring after({2, 3, 4, 5}, 1 + static_cast<int>(rng.Below(8)), 2, 2);
+    std::set<Key> ks;
+    while (ks.size() < 200) ks.insert(rng.Next());
+    const std::vector<Key> keys(ks.begin(), ks.end());
+    // The master numbers the update by the old ring's segments that hold a key.
+    SeqMap seq;
+    std::vector<uint64_t> entries;
+    for (const Range& unit : SegmentsOf(Push(keys, std::vector<int64_t>(keys.size(), 1)), before)) {
+      seq.Bump(unit, &entries);
+    }
+    Message copy = Push(keys, std::vector<int64_t>(keys.size(), 1));
+    for (uint64_t w : entries) copy.meta.add_seq(w);
+    std::map<int, std::set<Key>> brought;
+    std::map<int, std::vector<Range>> moved;
+    for (auto& p : SplitByChain(copy, after, sizeof(int64_t))) {
+      RestrictSeq(copy, &p.msg);
+      CutSeq(SegmentsOf(p.msg, after), &p.msg);
+      const SArray<Key> pk(p.msg.data[0]);
+      for (int r : p.path) {
+        brought[r].insert(pk.begin(), pk.end());
+        for (int i = 0; i + 4 <= p.msg.meta.seq_size(); i += 4) {
+          moved[r].push_back(Range(p.msg.meta.seq(i), p.msg.meta.seq(i + 1)));
+        }
+      }
+    }
+    for (Key k : keys) {
+      for (int r : after.Chain(after.SegmentOf(k))) {
+        const bool moves = std::any_of(moved[r].begin(), moved[r].end(),
+                                       [k](const Range& m) { return m.Contains(k); });
+        if (!moves) continue;
+        checked++;
+        EXPECT_TRUE(brought[r].count(k))
+            << "seed " << seed << ": server " << r << " moves its point over key " << k
+            << " without receiving it";
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 }  // namespace
