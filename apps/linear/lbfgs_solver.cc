@@ -206,6 +206,17 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
   return total;
 }
 
+// (*out)[h] = v[at[h]] for every hot rank h (at: where each rank's key is among the worker's
+// keys), on the pass's threads: the vector a pass reads, from one kept in key order.
+void ByHotRank(const std::vector<double>& v, const std::vector<size_t>& at, int threads,
+               std::vector<double>* out) {
+  out->resize(at.size());
+  ParallelFor(threads, [&](int c) {
+    const auto r = Chunk(at.size(), c, threads);
+    for (size_t h = r.first; h < r.second; ++h) (*out)[h] = v[at[h]];
+  });
+}
+
 // |X u|^2 over this worker's rows, u given by hot rank (runs as in DataPass, summed in order).
 double SquaredMargins(const Dataset& data, const HotOrder& hot, const std::vector<double>& hu,
                       int threads) {
@@ -434,11 +445,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       for (size_t k = 0; k < kHead; ++k) part[k] += h[k];
     }
     if (fresh) {
-      hv.resize(at_hot.size());
-      ParallelFor(threads, [&](int c) {
-        const auto r = Chunk(at_hot.size(), c, threads);
-        for (size_t h = r.first; h < r.second; ++h) hv[h] = vx[at_hot[h]];
-      });
+      ByHotRank(vx, at_hot, threads, &hv);
       part[5] = SquaredMargins(s->data, hot, hv, threads);
     }
     part[kHead + np + team.rank] = 1;
@@ -643,10 +650,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     });
     // The next pass reads the trial point of its data's keys from here (s->w is left as the
     // fresh start pulled it: nothing reads it until the next fresh start pulls it again).
-    ParallelFor(threads, [&](int c) {
-      const auto r = Chunk(at_hot.size(), c, threads);
-      for (size_t h = r.first; h < r.second; ++h) hw[h] = x[at_hot[h]];
-    });
+    ByHotRank(x, at_hot, threads, &hw);
     ph.Since(Phases::kCompute, t3);
   }
   std::cerr << "worker " << team.rank << ": lbfgs took " << iter << " iterations in " << e + 1

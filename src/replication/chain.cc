@@ -178,37 +178,16 @@ std::vector<Range> SegmentsOf(const Message& update, const Ring& ring) {
   }
   if (update.data.empty() || update.data[0].size() % sizeof(Key)) return out;
   const SArray<Key> keys(update.data[0]);
-  for (size_t i = 0; i < keys.size();) {
-    const Range seg = ring.segments()[ring.SegmentOf(keys[i])].range;
-    add(seg);
-    // The keys are sorted: on past those of this segment.
-    const auto next = std::lower_bound(keys.begin() + i, keys.end(), seg.end);
-    i = std::max(i + 1, static_cast<size_t>(next - keys.begin()));
-  }
+  std::vector<KeySlice> slices;
+  ring.SliceKeys(keys.data(), keys.size(), &slices);
+  for (const auto& s : slices) add(ring.segments()[s.segment].range);
   return out;
 }
 
 void CutSeq(const std::vector<Range>& within, Message* piece) {
   const std::vector<uint64_t> all(piece->meta.seq().begin(), piece->meta.seq().end());
   piece->meta.clear_seq();
-  constexpr size_t kEntry = SeqMap::kEntry;
-  for (size_t g = 0; g + kEntry <= all.size();) {
-    size_t end = g;  // the group: entries [g, end)
-    while (end + kEntry <= all.size() && (all[end + 3] & SeqMap::kLinked)) end += kEntry;
-    end = std::min(end + kEntry, all.size());
-    std::vector<uint64_t> out;
-    for (size_t e = g; e + kEntry <= end; e += kEntry) {
-      const Key b = all[e], f = all[e + 1];
-      for (const Range& w : within) {
-        const Key lo = std::max<Key>(b, w.begin), hi = std::min<Key>(f, w.end);
-        if (lo >= hi) continue;
-        if (!out.empty()) out[out.size() - 1] |= SeqMap::kLinked;
-        out.insert(out.end(), {lo, hi, all[e + 2], SeqMap::Next(all[e + 3])});
-      }
-    }
-    for (uint64_t w : out) piece->meta.add_seq(w);
-    g = end;
-  }
+  for (uint64_t w : SeqMap::Cut(all, within)) piece->meta.add_seq(w);
 }
 
 }  // namespace ps

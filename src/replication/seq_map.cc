@@ -160,13 +160,27 @@ std::string SeqMap::Import(Range r, const uint64_t* t, size_t words) {
   return "";
 }
 
+namespace {
+
+// Calls f(g, end) for each group of entries: words [g, end).
+template <typename F>
+void ForEachGroup(const std::vector<uint64_t>& entries, F f) {
+  constexpr size_t kEntry = SeqMap::kEntry;
+  for (size_t g = 0; g + kEntry <= entries.size();) {
+    size_t end = g;
+    while (end + kEntry <= entries.size() && (entries[end + 3] & SeqMap::kLinked)) end += kEntry;
+    end = std::min(end + kEntry, entries.size());
+    f(g, end);
+    g = end;
+  }
+}
+
+}  // namespace
+
 std::vector<uint64_t> SeqMap::Touching(const std::vector<uint64_t>& entries, const Key* keys,
                                        size_t n, Range r) {
   std::vector<uint64_t> out;
-  for (size_t g = 0; g + kEntry <= entries.size();) {
-    size_t end = g;  // the group: entries [g, end)
-    while (end + kEntry <= entries.size() && (entries[end + 3] & kLinked)) end += kEntry;
-    end = std::min(end + kEntry, entries.size());
+  ForEachGroup(entries, [&](size_t g, size_t end) {
     const Key b = entries[g], e = entries[end - kEntry + 1];
     bool hit;
     if (keys) {
@@ -176,8 +190,25 @@ std::vector<uint64_t> SeqMap::Touching(const std::vector<uint64_t>& entries, con
       hit = std::max(b, r.begin) < std::min(e, r.end);
     }
     if (hit) out.insert(out.end(), entries.begin() + g, entries.begin() + end);
-    g = end;
-  }
+  });
+  return out;
+}
+
+std::vector<uint64_t> SeqMap::Cut(const std::vector<uint64_t>& entries,
+                                  const std::vector<Range>& within) {
+  std::vector<uint64_t> out;
+  ForEachGroup(entries, [&](size_t g, size_t end) {
+    const size_t start = out.size();
+    for (size_t e = g; e + kEntry <= end; e += kEntry) {
+      for (const Range& w : within) {
+        const Key lo = std::max<Key>(entries[e], w.begin);
+        const Key hi = std::min<Key>(entries[e + 1], w.end);
+        if (lo >= hi) continue;
+        if (out.size() > start) out.back() |= kLinked;
+        out.insert(out.end(), {lo, hi, entries[e + 2], Next(entries[e + 3])});
+      }
+    }
+  });
   return out;
 }
 

@@ -78,6 +78,10 @@ class SeqMap {
   /// by chain), or intersects r when keys is null.
   static std::vector<uint64_t> Touching(const std::vector<uint64_t>& entries, const Key* keys,
                                         size_t n, Range r = Range());
+  /// The entries cut to the sorted, disjoint ranges `within` (parts outside them dropped); a
+  /// group stays a group (kLinked on all of its entries but the last).
+  static std::vector<uint64_t> Cut(const std::vector<uint64_t>& entries,
+                                   const std::vector<Range>& within);
 
  private:
   struct Point {
