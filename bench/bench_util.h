@@ -20,6 +20,7 @@ inline double Sec(Clock::duration d) { return std::chrono::duration<double>(d).c
 
 /// The p-quantile (0..1) of v.
 inline double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }

@@ -2,6 +2,7 @@
 // one replica copy.
 #include "chain_floor.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -147,8 +148,8 @@ void Server(int self, const std::vector<int>& ports) {
 
 // A client: `rounds` blocks of `block` requests in each mode, alternating; one-key requests to
 // its own server, or pushes of `keys` keys in halves to both. Writes what it measured to fd.
-void Client(int self, const std::vector<int>& ports, bool stream, int block, int rounds,
-            size_t keys, int fd) {
+void Client(int self, const std::vector<int>& ports, bool stream, bool none_only, int block,
+            int rounds, size_t keys, int fd) {
   RetainFreedMemory();
   Proc p(self, ports);
   const int me = self - 2;
@@ -173,8 +174,9 @@ void Client(int self, const std::vector<int>& ports, bool stream, int block, int
       for (auto& m : p.Recv()) zmq_msg_close(&m);
     }
   };
-  for (int i = 0; i < 2 * block; ++i) request(i % 2 ? kCopy : kNoCopy);  // warm-up
+  for (int i = 0; i < 2 * block; ++i) request(i % 2 && !none_only ? kCopy : kNoCopy);  // warm-up
   for (int r = 0; r < 2 * rounds; ++r) {
+    if (none_only && r % 2) continue;
     const Mode mode = r % 2 ? kCopy : kNoCopy;
     const auto start = Clock::now();
     for (int i = 0; i < block; ++i) {
@@ -194,11 +196,15 @@ void Client(int self, const std::vector<int>& ports, bool stream, int block, int
   char line[160];
   const int len = std::snprintf(line, sizeof(line), "%.2f %.2f %.2f %.2f\n", Pct(lat[kNoCopy], 0.5),
                                 Pct(lat[kCopy], 0.5), n * keys * sizeof(float) / sec[kNoCopy] / 1e6,
-                                n * keys * sizeof(float) / sec[kCopy] / 1e6);
+                                (sec[kCopy] > 0 ? n * keys * sizeof(float) / sec[kCopy] / 1e6 : 0));
   if (write(fd, line, len) != len) std::perror("chain floor: write");
 }
 
-void Run(bool stream, int block, int rounds, size_t keys) {
+double CpuSec(const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; }
+
+void Run(bool stream, bool none_only, int block, int rounds, size_t keys) {
+  rusage before;
+  getrusage(RUSAGE_CHILDREN, &before);
   std::vector<int> ports;
   for (int i = 0; i < 4; ++i) ports.push_back(FreePort());
   int fds[2];
@@ -211,7 +217,7 @@ void Run(bool stream, int block, int rounds, size_t keys) {
       if (i < 2) {
         Server(i, ports);
       } else {
-        Client(i, ports, stream, block, rounds, keys, fds[1]);
+        Client(i, ports, stream, none_only, block, rounds, keys, fds[1]);
       }
       _exit(0);
     }
@@ -232,7 +238,17 @@ void Run(bool stream, int block, int rounds, size_t keys) {
                 stream ? "zmq_chain_stream" : "zmq_chain_rtt");
     return;
   }
-  if (stream) {
+  if (none_only) {
+    // The CPU of all four processes (set-up and warm-up included) for `rounds` blocks of
+    // pushes from each client: bench/cpu_split.py subtracts two runs of different lengths.
+    rusage after;
+    getrusage(RUSAGE_CHILDREN, &after);
+    std::printf(
+        "{\"bench\":\"floor\",\"op\":\"zmq_chain_stream_none\",\"keys\":%zu,\"pushes\":%d,"
+        "\"no_copy_MBps\":%.1f,\"user_s\":%.3f,\"sys_s\":%.3f}\n",
+        keys, block * rounds, v[0][2] + v[1][2], CpuSec(after.ru_utime) - CpuSec(before.ru_utime),
+        CpuSec(after.ru_stime) - CpuSec(before.ru_stime));
+  } else if (stream) {
     const double none = v[0][2] + v[1][2], copy = v[0][3] + v[1][3];
     std::printf(
         "{\"bench\":\"floor\",\"op\":\"zmq_chain_stream\",\"keys\":%zu,\"pushes\":%d,"
@@ -251,8 +267,12 @@ void Run(bool stream, int block, int rounds, size_t keys) {
 
 void ChainFloors(int iters, const std::string& only) {
   auto want = [&](const char* op) { return only.empty() || std::string(op).rfind(only, 0) == 0; };
-  if (want("zmq_chain_rtt")) Run(false, 250, std::max(1, iters / 250), 1);
-  if (want("zmq_chain_stream")) Run(true, 4, 16, 1000000);
+  if (want("zmq_chain_rtt")) Run(false, false, 250, std::max(1, iters / 250), 1);
+  if (only == "zmq_chain_stream_none") {
+    Run(true, true, 4, std::max(1, iters), 1000000);
+  } else if (want("zmq_chain_stream")) {
+    Run(true, false, 4, 16, 1000000);
+  }
 }
 
 }  // namespace ps_bench

@@ -16,6 +16,8 @@ namespace ps_bench {
 /// Runs the chain floors whose op names start with `only` (all when empty): "zmq_chain_rtt"
 /// (one-key round trips, `iters` per mode and client) and "zmq_chain_stream" (1M-key pushes of
 /// 8-byte keys and 4-byte values). Prints one JSON line each with both modes and their ratio.
+/// "zmq_chain_stream_none" (only when named exactly) runs the pushes without copies alone,
+/// `iters` blocks of 4 pushes per client, and adds the user and system CPU of its processes.
 void ChainFloors(int iters, const std::string& only);
 
 }  // namespace ps_bench

@@ -5,6 +5,7 @@
 // floor measurements and prints ratios.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +93,8 @@ struct Bench {
   int rank, S, W;
   double scale;
   Echo* echo;
+  int sparse_reps = 0;     // --reps N: the sparse phase's repetitions (else from the scale)
+  bool push_only = false;  // --push-only 1: the sparse phase pushes only
 
   void Emit(const std::string& op, const std::string& fields) {
     printf("{\"bench\":\"kv\",\"servers\":%d,\"workers\":%d,\"worker\":%d,\"op\":\"%s\",%s}\n", S,
@@ -142,12 +145,20 @@ struct Bench {
     ps::SArray<float> vals(n, 0.5f), out(n);
     kv->Wait(kv->Push(keys, vals));  // inserts: not timed
     node->Barrier(ps::kWorkerGroup);
-    const int reps = std::max(5, std::min(3000, static_cast<int>(scale * 2e7 / n)));
+    const int reps = sparse_reps > 0
+                         ? sparse_reps
+                         : std::max(5, std::min(3000, static_cast<int>(scale * 2e7 / n)));
     const double mb = n * sizeof(float) / 1e6 * reps;
     char buf[256];
     auto t = Clock::now();
     for (int r = 0; r < reps; ++r) kv->Wait(kv->Push(keys, vals));
     double push = mb / Sec(Clock::now() - t);
+    if (push_only) {
+      snprintf(buf, sizeof(buf), "\"keys\":%zu,\"push_MBps\":%.1f,\"reps\":%d", n, push, reps);
+      Emit("sparse", buf);
+      node->Barrier(ps::kWorkerGroup);
+      return;
+    }
     t = Clock::now();
     for (int r = 0; r < reps; ++r) kv->Wait(kv->Pull(keys, &out));
     double pull = mb / Sec(Clock::now() - t);
@@ -238,12 +249,29 @@ int main(int argc, char** argv) {
   double scale = 1.0;
   std::string only;
   size_t keys_only = 0;  // --keys N: the sparse phase with N keys only
+  int reps = 0;
+  bool push_only = false, rusage = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--scale") scale = std::stod(argv[i + 1]);
     if (k == "--only") only = argv[i + 1];
     if (k == "--keys") keys_only = std::stoul(argv[i + 1]);
+    if (k == "--reps") reps = std::stoi(argv[i + 1]);
+    if (k == "--push-only") push_only = std::stoi(argv[i + 1]) != 0;
+    if (k == "--rusage") rusage = std::stoi(argv[i + 1]) != 0;
   }
+  // --rusage 1: every process prints the user and system CPU it used (all its threads) as it
+  // ends, for bench/cpu_split.py.
+  const char* who = getenv("PS_ROLE");
+  auto report_cpu = [&] {
+    if (!rusage) return;
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    printf("{\"bench\":\"kv\",\"op\":\"rusage\",\"role\":\"%s\",\"user_s\":%.3f,\"sys_s\":%.3f}\n",
+           who ? who : "", u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
+           u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6);
+    fflush(stdout);
+  };
   Echo echo;
   const char* role = getenv("PS_ROLE");
   if (role && std::string(role) == "worker") echo.Start();  // before any thread exists
@@ -253,11 +281,14 @@ int main(int argc, char** argv) {
     if (node.role() == ps::Role::kServer) {
       ps::KVServer<float> server(&node);
       node.Finalize();
+      report_cpu();
       return 0;
     }
     if (node.role() == ps::Role::kWorker) {
       ps::KVWorker<float> kv(&node);
       Bench b{&node, &kv, node.rank(), node.num_servers(), node.num_workers(), scale, &echo};
+      b.sparse_reps = reps;
+      b.push_only = push_only;
       auto want = [&](const char* what) { return only.empty() || only == what; };
       if (want("rtt")) b.Latency(static_cast<int>(20000 * scale));
       if (want("sparse")) {
@@ -275,6 +306,7 @@ int main(int argc, char** argv) {
     }
     node.Finalize();
     echo.Stop();
+    if (node.role() == ps::Role::kWorker) report_cpu();
   } catch (const ps::Error& e) {
     fprintf(stderr, "error: %s\n", e.what());
     echo.Stop();

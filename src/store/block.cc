@@ -60,6 +60,7 @@ typename Block<V>::Found Block<V>::FindSide(Key k) {
   if (side_.empty()) return f;
   auto it = side_.find(k);
   if (it != side_.end()) {
+    ++side_hits_;
     f.slot = it->second.data();
     f.len = SlotLen(it->second.size());
   }
@@ -147,7 +148,7 @@ void Block<V>::Apply(const Key* keys, size_t n, const V* vals, const int* lens, 
   }
   if (!fresh.keys.empty()) {
     Insert(&fresh);
-  } else if (TooManyZeros()) {
+  } else if (TooManyZeros() || SideWorn()) {
     MergeSide(&fresh);
   }
 }
@@ -208,6 +209,7 @@ void Block<V>::MergeSide(Fresh* fresh) {
       }
     }
     side_.clear();
+    side_hits_ = 0;
   }
   zeros_ = 0;  // counted again below: the zero slots kept
   // Slots of the block's one size keep the offsets implicit through the merge (a slot's
@@ -362,6 +364,11 @@ std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t
     } else {
       rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
     }
+  }
+  if (SideWorn()) {
+    // After the reads: nothing points into the slots any more.
+    Fresh none;
+    MergeSide(&none);
   }
   return "";
 }

@@ -2,7 +2,8 @@
 // small sorted side table. Pushes arrive with sorted keys, so lookups gallop forward through
 // the main arrays (a repeated key list costs O(keys)); new keys go to the side table, which is
 // merged into the main arrays when it grows past 1/8 of them, so a stream of inserts costs
-// O(1) amortised copies per key. When every main slot has one size (a fixed-width table, the
+// O(1) amortised copies per key, or when its keys have been looked up often enough to pay for
+// the merge. When every main slot has one size (a fixed-width table, the
 // common case), slot i starts at i times that size and no offsets are kept: 8 bytes less per key
 // (a 64-bit counter took 24 bytes with its key and offset, now 16). Every rebuild (merge, import,
 // split) copies this block only: the Store keeps blocks small, so no operation needs memory in
@@ -68,6 +69,8 @@ class Block {
   /// Adds what f makes of every kept key of r, reading the stored values as they are.
   void ReduceRaw(Range r, const RangeReducer<V>& f, double* acc) const;
   size_t size() const { return keys_.size() + side_.size(); }
+  /// Keys held in the side table (not yet merged into the main arrays).
+  size_t side_size() const { return side_.size(); }
   /// Memory held by the slots and keys (not the containers' spare capacity).
   size_t bytes() const { return bytes_; }
   /// Replaces every key in the sorted, disjoint ranges rs by n checked imported keys (which lie
@@ -156,6 +159,13 @@ class Block {
   // bound). Past a quarter of the keys the block is merged without them.
   size_t zeros_ = 0;
   bool TooManyZeros() const { return zeros_ > 0 && zeros_ * 4 > size() + 64; }
+  // Side-table lookups that found their key since the last merge. A tree lookup costs tens of
+  // times a slot's move in a merge, so once they add up to a sixteenth of the block the side
+  // table is merged: keys that arrived in small batches are read again and again (a feature
+  // first seen late is pushed every iteration after), and would else cost a tree walk each
+  // time for as long as the side table stays under 1/8 of the block.
+  size_t side_hits_ = 0;
+  bool SideWorn() const { return !side_.empty() && side_hits_ > size() / 16 + 64; }
   std::vector<Key> keys_;
   // Slot i is data_[Off(i), Off(i + 1)): i * stride_ when stride_ > 0 (off_ then empty), else
   // off_[i].

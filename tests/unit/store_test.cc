@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <random>
+
+#include "store/block.h"
 
 namespace ps {
 namespace {
@@ -458,6 +462,44 @@ TEST(StoreTest, KeysOutOfOrderAreRefusedWhereverTheyAreAndChangeNothing) {
       SArray<int> lens;
       EXPECT_EQ(s.Pull(req.data(), req.size(), shape.width, &out, &lens), kUnsortedKeys);
     }
+  }
+}
+
+// Keys that arrive in a small batch after the block was built go to the side table (a tree);
+// read again and again (a feature first seen late is pushed every iteration after) they are
+// merged into the main arrays once their lookups pay for it, by pushes and by pulls alike.
+// Without that the side table kept them for ever: a tree walk per key per request.
+TEST(StoreTest, KeysReadOftenLeaveTheSideTable) {
+  SumRule<float> rule;
+  for (const bool by_pulls : {false, true}) {
+    SCOPED_TRACE(by_pulls ? "pulls" : "pushes");
+    Block<float> b(&rule, 0);
+    std::vector<Block<float>::Span> spans;
+    auto push = [&](const std::vector<Key>& k, float v) {
+      std::vector<float> vals(k.size(), v);
+      ASSERT_EQ(b.Check(k.data(), k.size(), nullptr, 1, &spans), "");
+      b.Apply(k.data(), k.size(), vals.data(), nullptr, 1, spans);
+    };
+    std::vector<Key> base, late, all;
+    for (Key i = 0; i < 32768; ++i) base.push_back(i * 4);
+    for (Key i = 0; i < 500; ++i) late.push_back(i * 64 + 1);
+    push(base, 1);
+    push(late, 1);
+    ASSERT_EQ(b.side_size(), late.size()) << "a small batch of new keys waits in the side table";
+    std::merge(base.begin(), base.end(), late.begin(), late.end(), std::back_inserter(all));
+    std::vector<float> out(all.size());
+    float want = 1;  // every key got the same pushes
+    for (int r = 0; r < 40 && b.side_size() > 0; ++r) {
+      if (by_pulls) {
+        ASSERT_EQ(b.Read(all.data(), all.size(), 1, out.data(), 0), "");
+      } else {
+        push(all, 1);
+        ++want;
+      }
+    }
+    EXPECT_EQ(b.side_size(), 0u) << "keys read 40 times stayed in the side table";
+    ASSERT_EQ(b.Read(all.data(), all.size(), 1, out.data(), 0), "");
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(out[i], want) << "key " << all[i];
   }
 }
 
