@@ -13,7 +13,10 @@ which must hold it.
                                     [--extra "--resend timer"]
 
 --extra adds ps_sim options to every bug's hunt and check (to see how a change to the
-simulation moves the seeds before making it the default).
+simulation moves the seeds before making it the default). The hunts run ps_sim's default
+resend rule (mixed: the fixed rule or KVWorker's timer, drawn per run) unless a bug's options
+or --extra name one; the regression seeds are run with `--resend fixed`, as ClusterSimTest
+runs them.
 
 The first build of the scratch copy takes as long as a build of the project; later ones only
 rebuild the file patched. Run from the repository's root.
@@ -232,8 +235,11 @@ def main():
         line = {"bug": name, "options": options, "first_seed": first, "runs": len(rows),
                 "found_at": failed[0]["seed"] if failed else None, "invariant": why}
         if a.check and regression is not None:
-            _, bad, _ = sim(dest, regression, 1, options)
-            _, bad_fixed, _ = sim(fixed, regression, 1, options)
+            # The regression seeds were found with every worker on the fixed resend rule, which
+            # ClusterSimTest names (the default draws the rule per run).
+            again = options if "--resend" in options else options + " --resend fixed"
+            _, bad, _ = sim(dest, regression, 1, again)
+            _, bad_fixed, _ = sim(fixed, regression, 1, again)
             line["regression_seed"] = regression
             line["regression_fails_without_fix"] = bool(bad)
             line["regression_holds_with_fix"] = not bad_fixed

@@ -99,7 +99,9 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
   } else if (k == "--policy") {
     o->policy = v;
   } else if (k == "--resend") {
-    if (v != "fixed" && v != "timer") throw Error(k + ": 'fixed' or 'timer', not '" + v + "'");
+    if (v != "fixed" && v != "timer" && v != "mixed") {
+      throw Error(k + ": 'fixed', 'timer' or 'mixed', not '" + v + "'");
+    }
     o->resend = v;
   } else {
     return false;

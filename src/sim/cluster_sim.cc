@@ -377,7 +377,10 @@ void ClusterSim::State::Run() {
     const int id = core->membership().IdOf("sim", worker_ports[i]);
     workers[id].id = id;
     workers[id].index = i;
-    if (o.resend == "timer") {
+    // Drawn from the seed alone (not from the run's generator): the draw moves no other choice
+    // of the run.
+    const bool timer = o.resend == "timer" || (o.resend == "mixed" && (HashKey(o.seed) & 1) != 0);
+    if (timer) {
       workers[id].timer = std::make_shared<ResendTimer>(static_cast<double>(o.resend_us),
                                                         static_cast<double>(o.request_timeout_us));
     }

@@ -92,10 +92,13 @@ struct ClusterSimOptions {
   int64_t push_every_us = 5000;
   int inflight = 4;
   int64_t resend_us = 200000;
-  // How workers decide to resend: "fixed" (resend_us doubled per try, at most 8 times) or
+  // How workers decide to resend: "fixed" (resend_us doubled per try, at most 8 times),
   // "timer" (KVWorker's own ResendTimer, src/kv/resend_timer.h, on virtual time: round-trip
-  // estimates, back-off capped at an eighth of request_timeout_us, per-server budgets).
-  std::string resend = "fixed";
+  // estimates, back-off capped at an eighth of request_timeout_us, per-server budgets) or
+  // "mixed" (one or the other for the whole run, drawn from the seed: half the runs make
+  // KVWorker's own decisions, half the eager resends of the fixed rule, whose extra copies
+  // and duplicates find races that the timer's rarer resends leave alone).
+  std::string resend = "mixed";
   int64_t request_timeout_us = 12000000;
   int64_t tick_us = 200000;  // servers' refill and copy timers
   // Steps (0: none): each worker reads every worker's step counter at the start of a step
