@@ -98,6 +98,9 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
     o->rule = v;
   } else if (k == "--policy") {
     o->policy = v;
+  } else if (k == "--marks") {
+    if (v != "0" && v != "1") throw Error(k + ": 0 or 1, not '" + v + "'");
+    o->marks = v == "1";
   } else if (k == "--resend") {
     if (v != "fixed" && v != "timer" && v != "mixed") {
       throw Error(k + ": 'fixed', 'timer' or 'mixed', not '" + v + "'");

@@ -118,6 +118,7 @@ void ClusterSim::State::ReleaseClocks(Worker& w) {
     const int64_t safe = w.steps.SafeStep();
     for (auto& p : c.parts) {
       p.second.msg.meta.set_done_step(safe);
+      Mark(w, &p.second.msg);
       p.second.sent_at = now;
       SendData(p.second.msg);
     }
@@ -302,6 +303,7 @@ void ClusterSim::State::Send(Worker& w, Request* r) {
     // A clock reports the steps it completes; other requests the step in progress.
     m.meta.set_step(r->op == Request::kClockOp ? r->step + 1 : r->step);
     m.meta.set_done_step(safe);
+    Mark(w, &m);
     return m;
   };
   if (r->op == Request::kClockOp) {
@@ -384,6 +386,7 @@ void ClusterSim::State::Resend(Worker& w) {
       res.resends++;
       p.sent_at = now;
       p.msg.meta.set_done_step(w.steps.SafeStep());
+      Mark(w, &p.msg);
       SendData(p.msg);
     }
   }
