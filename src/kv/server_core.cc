@@ -258,9 +258,10 @@ void ServerCore::ProcessLocked(Message& msg) {
   AnswerReleased(released);
 }
 
-bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const {
+bool ServerCore::FreshPart(int worker, const Message& m, std::vector<Message>* pieces,
+                           bool use_mark) const {
   const int64_t ts = m.meta.timestamp();
-  if (log.Below(worker, ts)) return false;
+  if (use_mark && log.Below(worker, ts)) return false;
   if (m.meta.op() == pb::Meta::DENSE_PUSH) {
     const Range r(m.meta.range_begin(), m.meta.range_end());
     if (r.begin >= r.end || m.data.size() != 1) return true;  // malformed: Handle rejects it

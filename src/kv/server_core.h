@@ -189,7 +189,10 @@ class ServerCore : private ChainReplicator::Host {
   std::unordered_map<int, std::set<ReadId>> held_ids;
   // True when all of push m is new. Otherwise *pieces gets the parts of it not applied yet
   // (none for a pure copy).
-  bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces) const;
+  // `use_mark`: a request below the worker's low-water mark counts as applied (false for a copy
+  // that is the next update of its ranges here: ApplyCopy).
+  bool FreshPart(int worker, const Message& m, std::vector<Message>* pieces,
+                 bool use_mark = true) const;
   mutable std::vector<bool> seen_scratch_;  // FreshPart's, kept to reuse its storage (under mu)
   void Record(int worker, const Message& m);
   // The request path with mu held; requests routed under a ring this server has not seen yet
@@ -212,10 +215,10 @@ class ServerCore : private ChainReplicator::Host {
   RingFn ring_;
 
   // ChainReplicator::Host (mu held).
-  bool ApplyCopy(const Message& copy) override;
+  bool ApplyCopy(const Message& copy, bool ordered) override;
   // Decided key by key; a key holding some of the aggregate's pushes but not all is a
   // protocol error (counted as a conflict, not applied).
-  bool ApplyAggregate(const Message& aggregate) override;
+  bool ApplyAggregate(const Message& aggregate, bool ordered) override;
   bool Lacks(int worker, const Message& part) const override;
   const RangeSet& Held() const override { return held_; }
   RangeSet Fetching() const override;

@@ -42,11 +42,11 @@ std::string ServerCore::DebugHeld() const {
   return chain_.DebugHeld();
 }
 
-bool ServerCore::ApplyCopy(const Message& msg) {
+bool ServerCore::ApplyCopy(const Message& msg, bool ordered) {
   const int origin = msg.meta.origin();
   log.Advance(origin, msg.meta.lwm());
   std::vector<Message> pieces;
-  const bool fresh_all = FreshPart(origin, msg, &pieces);
+  const bool fresh_all = FreshPart(origin, msg, &pieces, !ordered);
   std::vector<const Message*> apply;
   if (fresh_all) {
     apply.push_back(&msg);
@@ -87,7 +87,7 @@ void ServerCore::Refetch(const RangeSet& rs) {
   Plan();
 }
 
-bool ServerCore::ApplyAggregate(const Message& msg) {
+bool ServerCore::ApplyAggregate(const Message& msg, bool ordered) {
   std::vector<Aggregator::Push> pushes;
   if (!Aggregator::Pushes(msg, &pushes)) {
     LOG(ERROR) << "malformed aggregate from node " << msg.meta.sender();
@@ -105,7 +105,7 @@ bool ServerCore::ApplyAggregate(const Message& msg) {
   std::vector<uint32_t> total(n, 0), applied(n, 0);
   std::vector<bool> seen;
   for (const auto& p : pushes) {
-    const bool below = log.Below(p.worker, p.ts);
+    const bool below = !ordered && log.Below(p.worker, p.ts);
     if (!below) log.CheckKeys(p.worker, p.ts, p.keys.data(), p.keys.size(), &seen);
     if (p.keys.size() == n) {  // a push of every key of the aggregate (its keys are a subset)
       for (size_t i = 0; i < n; ++i) {

@@ -184,7 +184,8 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     Refetch(Intersect(ProbeRanges(msg), held));
     return Hold(msg, replay);
   }
-  if (!Apply(msg)) return Delivery::kRejected;  // never acknowledged: the master keeps it
+  // Never acknowledged when rejected: the master keeps it.
+  if (!Apply(msg, verdict == SeqMap::Verdict::kApply)) return Delivery::kRejected;
   seq_.Advance(Entries(msg), Words(msg), advance);
   if (!replay) {
     // A copy of a range still being fetched: kept to apply again over it once it is imported

@@ -406,9 +406,9 @@ void ChainReplicator::RingChanged(const std::shared_ptr<const Ring>& ring, bool 
   Announce(jumped, ring);
 }
 
-bool ChainReplicator::Apply(const Message& m) {
+bool ChainReplicator::Apply(const Message& m, bool ordered) {
   if (IsMark(m)) return true;
-  return m.meta.aggregate() ? host_->ApplyAggregate(m) : host_->ApplyCopy(m);
+  return m.meta.aggregate() ? host_->ApplyAggregate(m, ordered) : host_->ApplyCopy(m, ordered);
 }
 
 void ChainReplicator::Announce(const RangeSet& rs, std::shared_ptr<const Ring> ring, bool refetch) {
@@ -515,7 +515,10 @@ void ChainReplicator::ApplyOrphans(const Ring& ring, const RangeSet& jumped) {
   });
   for (auto& h : acknowledged) {
     const Message& m = h.msg;
-    if (Apply(m)) seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
+    // Past their gap, out of order: the log (and the worker's mark) decides what is new.
+    if (Apply(m, false)) {
+      seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
+    }
   }
 }
 

@@ -51,10 +51,14 @@ class ChainReplicator {
    public:
     virtual ~Host() = default;
     /// Applies what of a copy of a worker's update this server lacks, exactly once; false:
-    /// rejected (never acknowledged, so its master keeps it).
-    virtual bool ApplyCopy(const Message& copy) = 0;
-    /// Applies a batch of copies whole, or not at all when it was applied before.
-    virtual bool ApplyAggregate(const Message& aggregate) = 0;
+    /// rejected (never acknowledged, so its master keeps it). `ordered`: the copy is the next
+    /// update of its ranges' history here (its prev equals this server's points), so this
+    /// server lacks it whatever the worker's low-water mark says: a request below the mark is
+    /// complete at the chain it was acknowledged by, which this server may have joined since.
+    virtual bool ApplyCopy(const Message& copy, bool ordered) = 0;
+    /// Applies a batch of copies whole, or not at all when it was applied before (`ordered` as
+    /// for ApplyCopy).
+    virtual bool ApplyAggregate(const Message& aggregate, bool ordered) = 0;
     /// True when `part` (some keys of worker's update) holds something not applied here.
     virtual bool Lacks(int worker, const Message& part) const = 0;
     /// The ranges this server holds completely.
@@ -285,8 +289,9 @@ class ChainReplicator {
   static bool IsMark(const Message& m) {
     return m.data.empty() && !m.meta.probe() && !m.meta.aggregate();
   }
-  // Applies a copy, an aggregate or a mark (nothing to apply); false: rejected.
-  bool Apply(const Message& m);
+  // Applies a copy, an aggregate or a mark (nothing to apply); false: rejected. `ordered`: as
+  // for Host::ApplyCopy.
+  bool Apply(const Message& m, bool ordered);
   // Copies of an applied update for the servers that join at the prepared ring.
   std::vector<ChainPiece> JoinerPieces(const Message& applied, const Ring& ring) const;
   // The ranges an update of msg moves the points of: the segments of the current ring it

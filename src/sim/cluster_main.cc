@@ -41,7 +41,7 @@ const char kClusterUsage[] =
     "                       --request-timeout-s / 8, default 12, per-server budgets), or by one\n"
     "                       of the two per run, drawn from the seed (mixed, the default)\n"
     "  --marks 0|1          workers put their low-water mark on their messages, as KVWorker\n"
-    "                       does (default 0: two losses it shows are not fixed yet)\n"
+    "                       does (default 1)\n"
     "  --kill-worker-every-s T --max-worker-kills N\n"
     "                       workers killed (default none; at most N, default 2, never the last)\n"
     "  --partition-every-s T --partition-max-s D\n"

@@ -121,10 +121,11 @@ struct ClusterSimOptions {
   // take about 20 000 to 60 000 events).
   uint64_t max_events = 5000000;
   // Whether workers put their low-water mark on their messages, as KVWorker does (servers then
-  // trim their applied logs by it and take copies below it as applied). Off by default until
-  // the two losses it shows are fixed (docs/fault-tolerance.md, "Open"); without it a server's
-  // applied log never shrinks, and runs of many minutes of faults slow down and grow.
-  bool marks = false;
+  // trim their applied logs by it and take a request below it as applied where they have no
+  // record of it). Without it a server's applied log never shrinks (runs of minutes of faults
+  // slow down and grow) and the marks' own path is never walked: it lost copies (seeds 9 and
+  // 320 of ClusterSimTest, docs/fault-tolerance.md).
+  bool marks = true;
   bool trace = false;      // every event to the trace stream
   uint64_t watch_key = 0;  // when set: a trace line for every change of this key on a server
 };

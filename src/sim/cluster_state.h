@@ -240,9 +240,9 @@ struct ClusterSim::State {
   void Send(Worker& w, Request* r);
   void Push(Worker& w);
   void Resend(Worker& w);
-  // With --marks 1: the worker's low-water mark (its oldest request still open; every request
-  // below it is complete) on a message of a request, as KVWorker puts it on every one. Servers
-  // drop what their applied logs remember below it, and take a copy below it as applied.
+  // With --marks 1 (the default): the worker's low-water mark (its oldest request still open; every
+  // request below it is complete) on a message of a request, as KVWorker puts it on every one.
+  // Servers drop what their applied logs remember below it, and take a copy below it as applied.
   void Mark(const Worker& w, Message* m) const {
     if (o.marks) m->meta.set_lwm(w.inflight.empty() ? w.next_ts : w.inflight.begin()->first);
   }
