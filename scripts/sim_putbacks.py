@@ -153,7 +153,7 @@ BUGS = [
      "      if (others.size() > (1u << 30)) {",
      "--partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3", 3000, 3107),
     ("copy-below-mark", "src/replication/chain_order.cc",
-     "  if (!Apply(msg, verdict == SeqMap::Verdict::kApply)) return Delivery::kRejected;",
+     "  if (!Apply(msg, next_here)) return Delivery::kRejected;",
      "  if (!Apply(msg, false)) return Delivery::kRejected;", "--sched-cut-every-s 1 --resend mixed",
      1, 9),
 ]

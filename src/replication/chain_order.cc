@@ -184,8 +184,13 @@ ChainReplicator::Delivery ChainReplicator::Deliver(Message& msg, bool replay) {
     Refetch(Intersect(ProbeRanges(msg), held));
     return Hold(msg, replay);
   }
-  // Never acknowledged when rejected: the master keeps it.
-  if (!Apply(msg, verdict == SeqMap::Verdict::kApply)) return Delivery::kRejected;
+  // The next update everywhere it is checked (no part of it past its next here: those parts
+  // may hold keys applied by another path, which only the log and the mark can tell): this
+  // server lacks it whatever the worker's mark says. Never acknowledged when rejected: the
+  // master keeps it.
+  const bool next_here =
+      verdict == SeqMap::Verdict::kApply && seq_.AtPrev(Entries(msg), Words(msg), held);
+  if (!Apply(msg, next_here)) return Delivery::kRejected;
   seq_.Advance(Entries(msg), Words(msg), advance);
   if (!replay) {
     // A copy of a range still being fetched: kept to apply again over it once it is imported

@@ -96,6 +96,15 @@ SeqMap::Verdict SeqMap::Check(const uint64_t* entries, size_t words,
   return v;
 }
 
+bool SeqMap::AtPrev(const uint64_t* entries, size_t words, const std::vector<Range>& held) const {
+  bool at = true;
+  Walk(entries, words, held, [&at](uint64_t p, Range, uint64_t prev, uint64_t) {
+    at = p == prev;
+    return at;
+  });
+  return at;
+}
+
 std::vector<Range> SeqMap::Behind(const uint64_t* entries, size_t words,
                                   const std::vector<Range>& held) const {
   std::vector<Range> out;

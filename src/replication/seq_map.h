@@ -57,6 +57,9 @@ class SeqMap {
     kMismatch,   // some point lies strictly between prev and next: another history
   };
   Verdict Check(const uint64_t* entries, size_t words, const std::vector<Range>& held) const;
+  /// True when every point over the entries' ranges (restricted to held) equals the entry's
+  /// prev: the copy is the next update everywhere it is checked, no part of it applied here.
+  bool AtPrev(const uint64_t* entries, size_t words, const std::vector<Range>& held) const;
   /// Ranges of the entries where Check found a gap or a mismatch (restricted to held).
   std::vector<Range> Behind(const uint64_t* entries, size_t words,
                             const std::vector<Range>& held) const;

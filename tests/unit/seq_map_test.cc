@@ -62,6 +62,23 @@ TEST(SeqMapTest, CheckTellsApplyDuplicateGapAndMismatch) {
   EXPECT_EQ(r.Check(jump.data(), 4, {Range(50, 60)}), SeqMap::Verdict::kDuplicate);
 }
 
+// A copy may be applied (kApply) with some of its parts past their next already (taken with a
+// newer snapshot of those ranges): AtPrev tells the copy that is the next update everywhere, which
+// a replica applies whatever the worker's low-water mark says, from one applied in part, whose
+// applied parts only the log and the mark can tell (ChainReplicator::Deliver).
+TEST(SeqMapTest, AtPrevTellsTheNextUpdateEverywhereFromOneAppliedInPart) {
+  SeqMap r;
+  const std::vector<uint64_t> first{0, 10, 0, 1, 10, 20, 0, 1};
+  EXPECT_EQ(r.Check(first.data(), 8, kAll), SeqMap::Verdict::kApply);
+  EXPECT_TRUE(r.AtPrev(first.data(), 8, kAll));
+  const std::vector<uint64_t> part{10, 20, 0, 1};  // [10, 20) came with a snapshot past it
+  r.Advance(part.data(), 4);
+  EXPECT_EQ(r.Check(first.data(), 8, kAll), SeqMap::Verdict::kApply);
+  EXPECT_FALSE(r.AtPrev(first.data(), 8, kAll));
+  // Only the ranges held are looked at.
+  EXPECT_TRUE(r.AtPrev(first.data(), 8, {Range(0, 10)}));
+}
+
 // A new master that takes an old master's copy only outside the ranges it masters keeps its
 // own points there (its replicas follow those).
 TEST(SeqMapTest, AdvanceWithinRangesLeavesThePointsOutsideThem) {
