@@ -415,9 +415,14 @@ void ChainReplicator::Announce(const RangeSet& rs, std::shared_ptr<const Ring> r
   if (!ring) ring = CurrentRing();
   if (!ring || rs.empty() || !Active(*ring)) return;
   RangeSet mine = Intersect(Normalize(RangeSet(rs)), MasteredRanges(*ring, self_));
+  RangeSet waiting = mine;
   for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
+  if (refetch) refetch_pending_ = Union(refetch_pending_, Subtract(waiting, mine));
   if (mine.empty()) return;
   FlushBatches();  // earlier updates of these ranges leave first
+  // The ranges whose refetch waited for a hand-over: their mark now makes every member fetch.
+  const RangeSet again = refetch ? RangeSet{} : Intersect(mine, refetch_pending_);
+  if (!again.empty()) refetch_pending_ = Subtract(refetch_pending_, again);
   for (const Range& r : mine) {
     // The units an update of the whole range would move (a unit may reach beyond r: moving
     // the points of a part that did not jump is only one more step its members follow).
@@ -431,7 +436,7 @@ void ChainReplicator::Announce(const RangeSet& rs, std::shared_ptr<const Ring> r
       const int64_t ts = next_mark_++;
       mark.meta.set_timestamp(ts);
       mark.meta.set_origin(-1);
-      mark.meta.set_refetch(refetch);
+      mark.meta.set_refetch(refetch || !Intersect({u}, again).empty());
       std::vector<uint64_t> seq;
       seq_.Bump(u, &seq);
       for (uint64_t w : seq) mark.meta.add_seq(w);

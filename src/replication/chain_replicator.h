@@ -365,6 +365,12 @@ class ChainReplicator {
   uint64_t next_fwd_ = 1;
   int64_t next_mark_ = 1;  // the timestamps of marks' entries (worker -1)
   RangeSet jumped_;        // jumped at a ring change: announced once it is in force
+  // Kept while fetching afresh (Adopt) while an old master's hand-over of them was awaited: the
+  // mark that makes every member fetch them waits for the hand-over too, and goes out with
+  // the next mark of those ranges (ps_sim --cluster --seed 44 --kill-worker-every-s 3: the
+  // refetch was dropped, and members that had fetched the old master's copy followed this
+  // server's own).
+  RangeSet refetch_pending_;
   std::unique_ptr<Aggregator> agg_;
   int64_t window_us_ = 0, batch_since_us_ = 0;
   CopyStats copy_stats_;
