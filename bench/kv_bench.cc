@@ -262,18 +262,17 @@ int main(int argc, char** argv) {
   }
   // --rusage 1: every process prints the user and system CPU it used (all its threads) as it
   // ends, for bench/cpu_split.py.
-  const char* who = getenv("PS_ROLE");
+  const char* role = getenv("PS_ROLE");
   auto report_cpu = [&] {
     if (!rusage) return;
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     printf("{\"bench\":\"kv\",\"op\":\"rusage\",\"role\":\"%s\",\"user_s\":%.3f,\"sys_s\":%.3f}\n",
-           who ? who : "", u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
+           role ? role : "", u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6,
            u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6);
     fflush(stdout);
   };
   Echo echo;
-  const char* role = getenv("PS_ROLE");
   if (role && std::string(role) == "worker") echo.Start();  // before any thread exists
   try {
     ps::Node node(ps::Config::FromEnv());

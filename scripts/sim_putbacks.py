@@ -153,7 +153,7 @@ BUGS = [
      "      if (others.size() > (1u << 30)) {",
      "--partition-every-s 0.5 --partition-max-s 3 --kill-worker-every-s 3", 3000, 3107),
     ("refetch-after-handover", "src/replication/chain_replicator.cc",
-     "  if (refetch) refetch_pending_ = Union(refetch_pending_, Subtract(waiting, mine));\n", "",
+     "  if (refetch) refetch_pending_ = Union(refetch_pending_, Subtract(mastered, mine));\n", "",
      "--kill-worker-every-s 3 --resend timer", 1, 44),
     ("copy-below-mark", "src/replication/chain_order.cc",
      "  if (!Apply(msg, next_here)) return Delivery::kRejected;",

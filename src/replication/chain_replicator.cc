@@ -414,10 +414,10 @@ bool ChainReplicator::Apply(const Message& m, bool ordered) {
 void ChainReplicator::Announce(const RangeSet& rs, std::shared_ptr<const Ring> ring, bool refetch) {
   if (!ring) ring = CurrentRing();
   if (!ring || rs.empty() || !Active(*ring)) return;
-  RangeSet mine = Intersect(Normalize(RangeSet(rs)), MasteredRanges(*ring, self_));
-  RangeSet waiting = mine;
+  const RangeSet mastered = Intersect(Normalize(RangeSet(rs)), MasteredRanges(*ring, self_));
+  RangeSet mine = mastered;
   for (const auto& a : awaiting_) mine = Subtract(mine, a.second);
-  if (refetch) refetch_pending_ = Union(refetch_pending_, Subtract(waiting, mine));
+  if (refetch) refetch_pending_ = Union(refetch_pending_, Subtract(mastered, mine));
   if (mine.empty()) return;
   FlushBatches();  // earlier updates of these ranges leave first
   // The ranges whose refetch waited for a hand-over: their mark now makes every member fetch.

@@ -373,13 +373,13 @@ void ClusterSim::State::Run() {
     worker_ports.push_back(Register(Role::kWorker, false, &acts));
     Apply(std::move(acts));
   }
+  // The resend rule of the run, drawn from the seed alone (not from the run's generator): the
+  // draw moves no other choice of the run.
+  const bool timer = o.resend == "timer" || (o.resend == "mixed" && (HashKey(o.seed) & 1) != 0);
   for (int i = 0; i < o.workers; ++i) {
     const int id = core->membership().IdOf("sim", worker_ports[i]);
     workers[id].id = id;
     workers[id].index = i;
-    // Drawn from the seed alone (not from the run's generator): the draw moves no other choice
-    // of the run.
-    const bool timer = o.resend == "timer" || (o.resend == "mixed" && (HashKey(o.seed) & 1) != 0);
     if (timer) {
       workers[id].timer = std::make_shared<ResendTimer>(static_cast<double>(o.resend_us),
                                                         static_cast<double>(o.request_timeout_us));
