@@ -21,9 +21,15 @@ const char kClusterUsage[] =
     "refill, hand-off) and workers that push and resend, in one process on virtual time, with\n"
     "a seeded adversary (docs/fault-tolerance.md, \"The whole-cluster simulation\").\n"
     "\n"
+    "ps_sim --fuzz [flags]: the same, but each seed draws its own mix of faults, their rates,\n"
+    "the cluster's shape and its work (swarm testing); flags given override the draw. Each\n"
+    "JSON line names the drawn flags; a failure prints the --cluster line that replays it.\n"
+    "\n"
     "  --servers S --workers W --replicas K --vnodes V\n"
     "  --seed S             the first seed (default 1)\n"
-    "  --seeds N            run N seeds from --seed on (default 1); stops at the first failure\n"
+    "  --seeds N            run N seeds from --seed on (default 1; 1000 with --fuzz); stops at\n"
+    "                       the first failure\n"
+    "  --nodes S[,W]        S servers (and W workers)\n"
     "  --fault-s T          seconds (virtual) of faults, then the run must settle\n"
     "  --settle-s T         the bound on settling (default 60)\n"
     "  --loss P --dup P     data messages lost and duplicated during the faults\n"
@@ -75,7 +81,8 @@ const char kClusterUsage[] =
 }  // namespace
 
 int ClusterMain(int argc, char** argv) {
-  int seeds = 1, hang_s = 30;
+  const bool fuzz = std::string(argv[1]) == "--fuzz";
+  int seeds = fuzz ? 1000 : 1, hang_s = 30;
   // The options' flags go to ClusterOptionsFromFlags, as the tests' do; --seeds and --hang-s
   // are the command's own. The replay line is every flag but the seeds (and --trace, which it
   // adds).
@@ -101,7 +108,7 @@ int ClusterMain(int argc, char** argv) {
       flags += " " + k + " " + v;
     }
   }
-  ClusterSimOptions o = ClusterOptionsFromFlags(flags);
+  ClusterSimOptions o = ClusterOptionsFromFlags(flags);  // checks the flags before any run
   if (seeds < 1) throw Error("--seeds must be at least 1");
   // The servers' own log lines (refills, take-overs) would drown the JSON lines: errors only,
   // unless PS_SIM_LOG is set (to follow a replayed run).
@@ -127,7 +134,12 @@ int ClusterMain(int argc, char** argv) {
     }
   }).detach();
   for (int n = 0; n < seeds; ++n) {
-    o.seed = first + static_cast<uint64_t>(n);
+    const uint64_t seed = first + static_cast<uint64_t>(n);
+    // A fuzzed run's drawn flags come first, so that the command line's own override them; the
+    // replay line names them all and replays the run with --cluster.
+    const std::string drawn = fuzz ? " " + FuzzFlags(seed) : "";
+    if (fuzz) o = ClusterOptionsFromFlags(drawn + flags);
+    o.seed = seed;
     current = o.seed;
     progress = 0;
     ClusterSim sim(o);
@@ -163,9 +175,11 @@ int ClusterMain(int argc, char** argv) {
               << ",\"scheduler_start_s\":" << r.scheduler_start_s
               << ",\"ring_change_s\":" << r.ring_change_s
               << ",\"final_servers\":" << r.final_servers << ",\"settle_ms\":" << r.settle_us / 1000
-              << ",\"virtual_s\":" << r.end_us / 1e6 << "}" << std::endl;
+              << ",\"virtual_s\":" << r.end_us / 1e6;
+    if (fuzz) std::cout << ",\"flags\":\"" << drawn.substr(1) << "\"";
+    std::cout << "}" << std::endl;
     if (!r.ok) {
-      std::cerr << r.failure << "replay: ps_sim --cluster --seed " << o.seed << replay
+      std::cerr << r.failure << "replay: ps_sim --cluster --seed " << o.seed << drawn << replay
                 << " --trace\n";
       return 1;
     }

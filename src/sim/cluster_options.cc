@@ -1,12 +1,14 @@
 // The flags of ps_sim --cluster, read in one place: the command line and the tests that name a
 // run by its replay line (tests/unit/cluster_sim_test.cc) set options through the same code.
 #include <cstdlib>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ps/base.h"
 #include "sim/cluster_sim.h"
+#include "util/rng.h"
 
 namespace ps {
 
@@ -80,7 +82,13 @@ bool SetClusterOption(const std::string& k, const std::string& v, ClusterSimOpti
     }
     return true;
   }
-  if (k == "--seed") {
+  if (k == "--nodes") {  // S or S,W: servers and workers
+    const size_t comma = v.find(',');
+    o->servers = Int(k, v.substr(0, comma));
+    if (comma != std::string::npos) o->workers = Int(k, v.substr(comma + 1));
+    if (o->servers < 1 || o->workers < 1)
+      throw Error(k + ": S or S,W of at least 1, not '" + v + "'");
+  } else if (k == "--seed") {
     o->seed = static_cast<uint64_t>(ClusterFlagNumber(k, v));
   } else if (k == "--loss") {
     o->loss = ClusterFlagNumber(k, v);
@@ -129,6 +137,48 @@ ClusterSimOptions ClusterOptionsFromFlags(const std::string& flags) {
     ++i;
   }
   return o;
+}
+
+std::string FuzzFlags(uint64_t seed) {
+  // Its own stream, apart from the run's (which the seed itself seeds).
+  Rng r(HashKey(seed ^ 0x6675'7a7a'6d69'7831ull));
+  std::ostringstream f;
+  f.setf(std::ios::fixed);
+  f.precision(2);
+  auto pick = [&r](std::initializer_list<const char*> xs) {
+    return *(xs.begin() + r.Below(xs.size()));
+  };
+  auto between = [&r](double lo, double hi) { return lo + (hi - lo) * r.Uniform(); };
+  const int servers = 3 + static_cast<int>(r.Below(10));
+  const int workers = 1 + static_cast<int>(r.Below(8));
+  f << "--servers " << servers << " --workers " << workers << " --replicas " << 1 + r.Below(2)
+    << " --vnodes " << pick({"1", "4", "8", "32"}) << " --fault-s " << between(3, 30) << " --loss "
+    << pick({"0", "0.02", "0.05", "0.1"}) << " --dup " << pick({"0", "0.02", "0.05"})
+    << " --latency-us " << pick({"10", "100", "1000", "5000"}) << " --jitter-us "
+    << pick({"0", "1000", "10000", "40000"}) << " --keys " << pick({"200", "2000", "20000"})
+    << " --keys-per-push " << pick({"1", "16", "100"}) << " --inflight " << pick({"1", "4", "16"})
+    << " --push-every-s " << pick({"0.001", "0.005", "0.05"}) << " --step-every-s "
+    << pick({"0", "0.005", "0.02", "0.1"}) << " --policy "
+    << pick({"bsp", "ssp:1", "ssp:1", "ssp:3", "asp", "psp:2:1"}) << " --rule "
+    << pick({"sum", "sum", "sum", "assign"}) << " --resend " << pick({"fixed", "timer"});
+  // Each kind of fault is on or off in a run; the server faults more often than the rest.
+  struct Fault {
+    const char* flag;
+    double on, lo, hi;
+  };
+  static const Fault kFaults[] = {
+      {"--crash-every-s", 0.75, 0.3, 5},      {"--pause-every-s", 0.75, 0.3, 5},
+      {"--join-every-s", 0.75, 0.3, 5},       {"--leave-every-s", 0.75, 0.3, 5},
+      {"--kill-worker-every-s", 0.3, 0.5, 6}, {"--partition-every-s", 0.3, 0.5, 4},
+      {"--sched-cut-every-s", 0.3, 0.5, 4},   {"--sched-pause-every-s", 0.3, 0.5, 4},
+      {"--worker-cut-every-s", 0.3, 0.5, 4},  {"--ctl-stall-every-s", 0.3, 0.2, 3},
+  };
+  for (const Fault& x : kFaults) {
+    const bool on = r.Uniform() < x.on;
+    f << " " << x.flag << " " << (on ? between(x.lo, x.hi) : 0.0);
+  }
+  f << " --pause-max-s " << between(0.2, 4) << " --max-worker-kills " << r.Below(workers);
+  return f.str();
 }
 
 }  // namespace ps

@@ -116,9 +116,12 @@ struct ClusterSimOptions {
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
-  // A run that makes more events than this (beyond every node's heartbeats and their echoes)
-  // without settling is a failure (a storm of messages can hold virtual time still; runs here
-  // take about 20 000 to 60 000 events).
+  // A run that makes more than this many events within one second of virtual time (beyond
+  // every node's heartbeats and their echoes) is a failure: a storm of messages that beget
+  // messages holds the virtual time still. Runs of the defaults make about 10 000 events a
+  // virtual second; the heaviest work that --fuzz draws about 400 000, 1000 servers and 10 000
+  // workers about 1 million. (A budget for the whole run, as before, failed healthy runs of
+  // heavy work or of 1000 servers; a storm that lets time pass meets the settle bound.)
   uint64_t max_events = 5000000;
   // Whether workers put their low-water mark on their messages, as KVWorker does (servers then
   // trim their applied logs by it and take a request below it as applied where they have no
@@ -177,6 +180,11 @@ bool SetClusterOption(const std::string& flag, const std::string& value, Cluster
 /// rest at their defaults: a run named by the line that replays it. Throws ps::Error for an
 /// unknown flag or a bad value.
 ClusterSimOptions ClusterOptionsFromFlags(const std::string& flags);
+/// The flags of ps_sim --fuzz's run of `seed` (swarm testing, as FoundationDB's simulation
+/// does: each run draws which faults it suffers and how often, and the shape of the cluster
+/// and its work, so that faults that mask each other in one mix meet alone in another). The
+/// same seed always draws the same line; `--cluster --seed S` with it replays the run.
+std::string FuzzFlags(uint64_t seed);
 
 class ClusterSim {
  public:

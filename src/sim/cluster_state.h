@@ -249,6 +249,7 @@ struct ClusterSim::State {
   // How long until the worker's resend timer looks again.
   int64_t ResendTick(const Worker& w) const;
   void BeginStep(Worker& w);
+  bool ReadWaitsOn(const Worker& w) const;  // under PSP: a read waits for w's next steps
   void Compute(Worker& w);
   // Sends the clocks whose steps' pushes are all acknowledged.
   void ReleaseClocks(Worker& w);

@@ -46,14 +46,16 @@ const char kUsage[] =
     "  --trace            print every event\n"
     "  --help             this text\n"
     "\n"
-    "ps_sim --cluster ... simulates the whole cluster under a seeded adversary instead\n"
-    "(ps_sim --cluster --help).\n";
+    "ps_sim --cluster ... simulates the whole cluster under a seeded adversary instead, and\n"
+    "ps_sim --fuzz ... hunts with a mix of faults drawn per seed (ps_sim --cluster --help).\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    if (argc > 1 && std::string(argv[1]) == "--cluster") return ps::ClusterMain(argc, argv);
+    if (argc > 1 && (std::string(argv[1]) == "--cluster" || std::string(argv[1]) == "--fuzz")) {
+      return ps::ClusterMain(argc, argv);
+    }
     ps::SimOptions o;
     for (int i = 1; i < argc; ++i) {
       std::string k = argv[i];
