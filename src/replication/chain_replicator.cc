@@ -520,8 +520,15 @@ void ChainReplicator::ApplyOrphans(const Ring& ring, const RangeSet& jumped) {
   });
   for (auto& h : acknowledged) {
     const Message& m = h.msg;
-    // Past their gap, out of order: the log (and the worker's mark) decides what is new.
-    if (Apply(m, false)) {
+    // Past their gap, out of order: the log (and the worker's mark) decides what is new. But
+    // where the points show that no part of the update is here, the mark says nothing: it
+    // passed the update once it was acknowledged, and this server applied it then, while it
+    // fetched the range, and lost it to the older snapshot it imported since (ps_sim --fuzz
+    // seed 1811: a joiner's replayed copy waited for a lost one, the old master died, and the
+    // copy was taken for applied by its worker's mark).
+    const bool lacks =
+        seq_.Lacks(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()), host_->Held());
+    if (Apply(m, lacks)) {
       seq_.Advance(m.meta.seq().data(), static_cast<size_t>(m.meta.seq_size()));
     }
   }

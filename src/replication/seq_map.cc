@@ -105,6 +105,26 @@ bool SeqMap::AtPrev(const uint64_t* entries, size_t words, const std::vector<Ran
   return at;
 }
 
+bool SeqMap::Lacks(const uint64_t* entries, size_t words, const std::vector<Range>& held) const {
+  if (words < kEntry) return false;
+  for (size_t i = 0; i + kEntry <= words; i += kEntry) {
+    Key at = entries[i];  // covered by held (sorted, disjoint) up to here
+    for (const Range& h : held) {
+      if (h.end <= at) continue;
+      if (h.begin > at) break;
+      at = h.end;
+      if (at >= entries[i + 1]) break;
+    }
+    if (at < entries[i + 1]) return false;
+  }
+  bool lacks = true;
+  Walk(entries, words, held, [&lacks](uint64_t p, Range, uint64_t, uint64_t next) {
+    lacks = p < next;
+    return lacks;
+  });
+  return lacks;
+}
+
 std::vector<Range> SeqMap::Behind(const uint64_t* entries, size_t words,
                                   const std::vector<Range>& held) const {
   std::vector<Range> out;

@@ -60,6 +60,10 @@ class SeqMap {
   /// True when every point over the entries' ranges (restricted to held) equals the entry's
   /// prev: the copy is the next update everywhere it is checked, no part of it applied here.
   bool AtPrev(const uint64_t* entries, size_t words, const std::vector<Range>& held) const;
+  /// True when the entries' ranges all lie in held and every point over them is below the
+  /// entry's next: no part of the update is applied here (a copy the points say nothing of,
+  /// outside held, or partly applied, is not such a copy).
+  bool Lacks(const uint64_t* entries, size_t words, const std::vector<Range>& held) const;
   /// Ranges of the entries where Check found a gap or a mismatch (restricted to held).
   std::vector<Range> Behind(const uint64_t* entries, size_t words,
                             const std::vector<Range>& held) const;

@@ -79,6 +79,23 @@ TEST(SeqMapTest, AtPrevTellsTheNextUpdateEverywhereFromOneAppliedInPart) {
   EXPECT_TRUE(r.AtPrev(first.data(), 8, {Range(0, 10)}));
 }
 
+TEST(SeqMapTest, LacksTellsAnUpdateNoPartOfWhichIsHere) {
+  SeqMap r;
+  // The update 3 -> 4 over [0, 10) and [10, 20), with a gap before it everywhere.
+  const std::vector<uint64_t> e{0, 10, 3, 4, 10, 20, 3, 4};
+  EXPECT_TRUE(r.Lacks(e.data(), 8, kAll));
+  EXPECT_TRUE(r.Lacks(e.data(), 8, {Range(0, 5), Range(5, 20)}));
+  // A range it names that is not held: the points say nothing there.
+  EXPECT_FALSE(r.Lacks(e.data(), 8, {Range(0, 10)}));
+  EXPECT_FALSE(r.Lacks(e.data(), 8, {Range(0, 15)}));
+  // Applied in one part ([10, 20) came with a snapshot past it): not lacking everywhere.
+  const std::vector<uint64_t> part{10, 20, 0, 4};
+  r.Advance(part.data(), 4);
+  EXPECT_FALSE(r.Lacks(e.data(), 8, kAll));
+  EXPECT_TRUE(r.Lacks(e.data(), 4, kAll));   // [0, 10) alone still lacks it
+  EXPECT_FALSE(r.Lacks(e.data(), 0, kAll));  // no entries: nothing to tell by
+}
+
 // A new master that takes an old master's copy only outside the ranges it masters keeps its
 // own points there (its replicas follow those).
 TEST(SeqMapTest, AdvanceWithinRangesLeavesThePointsOutsideThem) {
