@@ -4,7 +4,8 @@
 of the source (a textual patch that must match exactly once), ps_sim and libps are built there
 and copied to a directory of their own (ps_sim loads libps.so from its build directory, so a
 hunt must not share one), the file is restored, and `ps_sim --cluster --seed FIRST --seeds N`
-runs with the bug's options until the first seed that breaks an invariant. One JSON line per
+runs with the bug's options until the first seed that breaks an invariant (`ps_sim --fuzz`
+where the options begin with --fuzz: each seed draws its faults). One JSON line per
 bug: the first failing seed, the number of runs it took and the invariant. With --check, each
 bug's regression seed (the one ClusterSimTest replays) is also run on the build with the fix,
 which must hold it.
@@ -159,6 +160,9 @@ BUGS = [
      "  if (!Apply(msg, next_here)) return Delivery::kRejected;",
      "  if (!Apply(msg, false)) return Delivery::kRejected;", "--sched-cut-every-s 1 --resend mixed",
      1, 9),
+    # Found by ps_sim --fuzz (hunt options that begin with --fuzz: each seed draws its own).
+    ("replayed-below-mark", "src/replication/chain_replicator.cc",
+     "    if (Apply(m, lacks)) {", "    if (Apply(m, false && lacks)) {", "--fuzz", 1, 1811),
 ]
 
 
@@ -190,8 +194,12 @@ def install(build_dir, dest):
 
 def sim(bin_dir, seed, seeds, options):
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir)
-    cmd = [os.path.join(bin_dir, "ps_sim"), "--cluster", "--seed", str(seed), "--seeds",
-           str(seeds)] + options.split()
+    opts = options.split()
+    mode = "--cluster"
+    if opts[:1] == ["--fuzz"]:
+        mode, opts = "--fuzz", opts[1:]
+    cmd = [os.path.join(bin_dir, "ps_sim"), mode, "--seed", str(seed), "--seeds",
+           str(seeds)] + opts
     out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True).stdout
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
@@ -244,7 +252,10 @@ def main():
         if a.check and regression is not None:
             # The regression seeds were found with every worker on the fixed resend rule, which
             # ClusterSimTest names (the default draws the rule per run).
-            again = options if "--resend" in options else options + " --resend fixed"
+            # A fuzzed seed draws its own rule.
+            again = options
+            if "--resend" not in options and not options.startswith("--fuzz"):
+                again += " --resend fixed"
             _, bad, _ = sim(dest, regression, 1, again)
             _, bad_fixed, _ = sim(fixed, regression, 1, again)
             line["regression_seed"] = regression

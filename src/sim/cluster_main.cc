@@ -23,7 +23,7 @@ const char kClusterUsage[] =
     "\n"
     "ps_sim --fuzz [flags]: the same, but each seed draws its own mix of faults, their rates,\n"
     "the cluster's shape and its work (swarm testing); flags given override the draw. Each\n"
-    "JSON line names the drawn flags; a failure prints the --cluster line that replays it.\n"
+    "JSON line names its run's flags; a failure prints the --cluster line that replays it.\n"
     "\n"
     "  --servers S --workers W --replicas K --vnodes V\n"
     "  --seed S             the first seed (default 1)\n"
@@ -176,7 +176,7 @@ int ClusterMain(int argc, char** argv) {
               << ",\"ring_change_s\":" << r.ring_change_s
               << ",\"final_servers\":" << r.final_servers << ",\"settle_ms\":" << r.settle_us / 1000
               << ",\"virtual_s\":" << r.end_us / 1e6;
-    if (fuzz) std::cout << ",\"flags\":\"" << drawn.substr(1) << "\"";
+    if (fuzz) std::cout << ",\"flags\":\"" << (drawn + replay).substr(1) << "\"";
     std::cout << "}" << std::endl;
     if (!r.ok) {
       std::cerr << r.failure << "replay: ps_sim --cluster --seed " << o.seed << drawn << replay
