@@ -27,6 +27,13 @@ std::string Replay(uint64_t seed, const std::string& flags) {
   return "replay: ps_sim --cluster --seed " + std::to_string(seed) + " " + flags + " --trace";
 }
 
+// Runs seed under flags and expects every invariant to hold.
+ClusterSimResult Holds(uint64_t seed, const std::string& flags) {
+  const ClusterSimResult r = RunSim(seed, flags);
+  EXPECT_TRUE(r.ok) << r.failure << Replay(seed, flags);
+  return r;
+}
+
 TEST(ClusterFuzzTest, EachSeedDrawsItsOwnRunAndTheSameSeedTheSameOne) {
   std::set<std::string> lines;
   for (uint64_t seed = 1; seed <= 50; ++seed) {
@@ -80,9 +87,7 @@ TEST(ClusterFuzzTest, Seed1811AReplayedCopyBelowItsWorkersMarkIsAppliedWhenItsMa
       "--push-every-s 0.001 --step-every-s 0 --policy ssp:1 --rule sum --resend timer "
       "--pause-every-s 4.25 --join-every-s 4.70 --leave-every-s 0.57 --crash-every-s 0 "
       "--pause-max-s 2.75";
-  const ClusterSimResult r = RunSim(1811, f);
-  EXPECT_TRUE(r.ok) << r.failure << Replay(1811, f);
-  EXPECT_GT(r.joins, 0);
+  EXPECT_GT(Holds(1811, f).joins, 0);
 }
 
 // Under PSP a read samples workers, and may wait for one more than S steps behind it. The
@@ -94,9 +99,7 @@ TEST(ClusterFuzzTest, Seed20UnderPspAReadThatWaitsForAStragglerSettles) {
       "--push-every-s 0.001 --step-every-s 0.005 --policy psp:2:1 --rule assign --resend fixed "
       "--crash-every-s 2.37 --pause-every-s 0 --join-every-s 0 --leave-every-s 1.56 "
       "--pause-max-s 1.01";
-  const ClusterSimResult r = RunSim(20, f);
-  EXPECT_TRUE(r.ok) << r.failure << Replay(20, f);
-  EXPECT_GT(r.reads, 0u);
+  EXPECT_GT(Holds(20, f).reads, 0u);
 }
 
 // The storm check counts events per virtual second: a run's total grows with its length and
@@ -104,8 +107,8 @@ TEST(ClusterFuzzTest, Seed20UnderPspAReadThatWaitsForAStragglerSettles) {
 // at 5 virtual seconds, and heavy fuzzed work at 18), a storm's rate does not stay bounded.
 TEST(ClusterFuzzTest, TheStormCheckBoundsEventsPerVirtualSecondNotPerRun) {
   const std::string f = "--fault-s 30";
-  const ClusterSimResult whole = RunSim(1000, f);
-  ASSERT_TRUE(whole.ok) << whole.failure << Replay(1000, f);
+  const ClusterSimResult whole = Holds(1000, f);
+  ASSERT_TRUE(whole.ok);
   // A budget of a fifth of the run's events, each second's well within it.
   const ClusterSimResult bounded = RunSim(1000, f, whole.events / 5);
   EXPECT_TRUE(bounded.ok) << bounded.failure << " (budget " << whole.events / 5 << " of "
