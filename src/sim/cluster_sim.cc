@@ -428,9 +428,9 @@ void ClusterSim::State::Run() {
       window_events = 0;
     }
     ++window_events;
-    const uint64_t beats = static_cast<uint64_t>(servers.size() + workers.size()) * 2 *
-                           static_cast<uint64_t>(1000000 / o.heartbeat_us + 1);
-    if (window_events > o.max_events + beats && !done) {
+    const uint64_t nodes = servers.size() + workers.size();
+    const uint64_t beats = nodes * 2 * static_cast<uint64_t>(1000000 / o.heartbeat_us + 1);
+    if (window_events > o.max_events * std::max<uint64_t>(1, nodes / 16) + beats && !done) {
       Fail("liveness: once faults stop, every request completes in bounded time",
            std::to_string(window_events) + " events in the virtual second before " +
                std::to_string(now) + " us (messages that beget messages): " + Pending());

@@ -116,12 +116,13 @@ struct ClusterSimOptions {
   // At most this many server failures since every range last had all its copies (more may
   // lose data: the run then ends in the abort the scheduler must raise). -1: k.
   int max_degraded = -1;
-  // A run that makes more than this many events within one second of virtual time (beyond
-  // every node's heartbeats and their echoes) is a failure: a storm of messages that beget
-  // messages holds the virtual time still. Runs of the defaults make about 10 000 events a
-  // virtual second; the heaviest work that --fuzz draws about 400 000, 1000 servers and 10 000
-  // workers about 1 million. (A budget for the whole run, as before, failed healthy runs of
-  // heavy work or of 1000 servers; a storm that lets time pass meets the settle bound.)
+  // A run that makes more than this many events within one second of virtual time, for each
+  // 16 nodes (beyond every node's heartbeats and their echoes), is a failure: a storm of
+  // messages that beget messages holds the virtual time still. Runs of the defaults make about
+  // 10 000 events a virtual second; the heaviest work that --fuzz draws about 400 000 with 12
+  // nodes and 5 million with 70, 1000 servers and 10 000 workers about 1 million. (A budget
+  // for the whole run, as before, failed healthy runs of heavy work or of 1000 servers; a
+  // storm that lets time pass meets the settle bound.)
   uint64_t max_events = 5000000;
   // Whether workers put their low-water mark on their messages, as KVWorker does (servers then
   // trim their applied logs by it and take a request below it as applied where they have no
