@@ -351,6 +351,9 @@ void ClusterSim::State::Run() {
   const std::string p = o.policy;
   if (p == "bsp") staleness = 0;
   if (p.rfind("ssp:", 0) == 0) staleness = std::stoll(p.substr(4));
+  // The policy's own spelling (pbsp and pssp are psp; "psp:B" names its S).
+  const std::string spec = ParsePolicy(p, "--policy")->Spec();
+  if (spec.rfind("psp:", 0) == 0) sampled_staleness = std::stoll(spec.substr(spec.rfind(':') + 1));
   // Every node registers with the scheduler, which numbers them (servers first) and builds the
   // first ring once all have come, as in a real job's start.
   SchedulerCore::Options co;

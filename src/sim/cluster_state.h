@@ -186,6 +186,8 @@ struct ClusterSim::State {
   // step t under ssp:S (bsp: S = 0) must see each at t - S at least (the SSP read guarantee).
   std::vector<Key> counters;
   int64_t staleness = -1;  // -1: the policy promises no bound to check (asp, psp)
+  // Under PSP, its S (-1: another policy): a read may wait for a worker more than S behind.
+  int64_t sampled_staleness = -1;
   int next_port = 1;
   // Every ring seen on the wire, by epoch (invariant 1: an epoch names one ring), and the
   // last one published.

@@ -244,17 +244,13 @@ bool ClusterSim::State::Explained(int64_t extra, Key k) const {
 }
 
 bool ClusterSim::State::ReadWaitsOn(const Worker& w) const {
-  // Only the sampled policies' reads may wait on a worker more than S steps behind them.
-  const std::string& p = o.policy;
-  if (p.rfind("psp:", 0) != 0 && p.rfind("pssp:", 0) != 0 && p.rfind("pbsp:", 0) != 0) {
-    return false;
-  }
-  const size_t first = p.find(':'), last = p.rfind(':');
-  const int64_t s = last != first ? std::stoll(p.substr(last + 1)) : 0;
+  if (sampled_staleness < 0) return false;  // only a sampled read waits on a worker S+ behind
   for (const auto& x : workers) {
     if (x.first == w.id || x.second.dead) continue;
     for (const auto& r : x.second.inflight) {
-      if (r.second.op == Request::kPullOp && w.steps.step() < r.second.step - s) return true;
+      if (r.second.op == Request::kPullOp && w.steps.step() < r.second.step - sampled_staleness) {
+        return true;
+      }
     }
   }
   return false;
