@@ -158,4 +158,56 @@ RangeVectorClock RangeVectorClock::Decode(const SArray<uint64_t>& w) {
   return c;
 }
 
+void RangeVectorClock::EncodeOne(int node, Range r, int64_t t, SArray<uint64_t>* wire) {
+  if (r.begin >= r.end || r.end > kMaxKey || t == 0) throw Error("RangeVectorClock: bad range");
+  wire->push_back(static_cast<uint64_t>(static_cast<int64_t>(node)));
+  wire->push_back(1 + (r.begin > 0) + (r.end < kMaxKey));
+  auto piece = [wire](Key b, Key e, int64_t v) {
+    wire->push_back(b);
+    wire->push_back(e);
+    wire->push_back(static_cast<uint64_t>(v));
+  };
+  if (r.begin > 0) piece(0, r.begin, 0);
+  piece(r.begin, r.end, t);
+  if (r.end < kMaxKey) piece(r.end, kMaxKey, 0);
+}
+
+std::vector<std::pair<int, int64_t>> RangeVectorClock::MinsOver(const SArray<uint64_t>& w,
+                                                                Range r) {
+  std::vector<std::pair<int, int64_t>> out;
+  size_t i = 0;
+  while (i < w.size()) {
+    if (w.size() - i < 2) throw Error("range clock: truncated header");
+    const int node = static_cast<int>(static_cast<int64_t>(w[i]));
+    const uint64_t n = w[i + 1];
+    i += 2;
+    if (n == 0 || n > (w.size() - i) / 3) throw Error("range clock: bad range count");
+    Key expect = 0;
+    bool any = false;
+    int64_t m = 0;
+    for (uint64_t j = 0; j < n; ++j, i += 3) {
+      if (w[i] != expect || w[i + 1] <= w[i] || w[i + 1] > kMaxKey) {
+        throw Error("range clock: ranges do not tile the key space");
+      }
+      const int64_t t = static_cast<int64_t>(w[i + 2]);
+      if (w[i] < r.end && r.begin < w[i + 1]) {
+        m = any ? std::min(m, t) : t;
+        any = true;
+      }
+      expect = w[i + 1];
+    }
+    if (expect != kMaxKey) throw Error("range clock: ranges do not reach the end");
+    out.emplace_back(node, r.begin < r.end ? m : 0);
+  }
+  // Listed twice: checked once, on a sorted copy, not with a set of every node.
+  std::vector<int> ids;
+  ids.reserve(out.size());
+  for (const auto& e : out) ids.push_back(e.first);
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
+    throw Error("range clock: node listed twice");
+  }
+  return out;
+}
+
 }  // namespace ps

@@ -45,6 +45,14 @@ class RangeVectorClock {
   SArray<uint64_t> Encode() const;
   /// Parses Encode's output; throws ps::Error on a malformed or overlapping encoding.
   static RangeVectorClock Decode(const SArray<uint64_t>& wire);
+  /// Appends to *wire the encoding of a node whose time is t on r and 0 elsewhere (t > 0):
+  /// what Set(node, r, t) on an empty clock, then Encode, writes for it, built directly.
+  static void EncodeOne(int node, Range r, int64_t t, SArray<uint64_t>* wire);
+  /// Every node of an encoding with its Min over r, in wire order, as Decode(wire) then Min
+  /// would give, and with the same checks (throws ps::Error), without building the clock: a
+  /// range hand-off carries one node per worker, and a clock of ten thousand maps per range
+  /// was most of what hand-offs cost the whole-cluster simulation at that scale.
+  static std::vector<std::pair<int, int64_t>> MinsOver(const SArray<uint64_t>& wire, Range r);
 
  private:
   // Breakpoints: begin -> time of [begin, next begin or kMaxKey). Always holds key 0.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "clock/range_clock.h"
 #include "util/sorted_keys.h"
 
 namespace ps {
@@ -102,19 +101,20 @@ size_t AppliedLog::size() const {
 }
 
 void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* records) const {
-  RangeVectorClock c;
+  SArray<uint64_t> c;
   SArray<uint64_t> out;
   std::vector<int> ids;
   for (const auto& w : workers_) ids.push_back(w.first);
   std::sort(ids.begin(), ids.end());  // a deterministic encoding
   for (int id : ids) {
     const Worker& w = workers_.at(id);
-    if (w.lwm > 0) c.Set(id, r, w.lwm);
+    if (w.lwm > 0) RangeVectorClock::EncodeOne(id, r, w.lwm, &c);
     for (const auto& rec : w.records) {
       SArray<Key> keys;
-      for (const auto& f : rec.second.keys) {
-        for (Key k : f) {
-          if (k >= r.begin && k < r.end) keys.push_back(k);
+      for (const auto& f : rec.second.keys) {  // sorted: only r's part is read
+        for (auto k = std::lower_bound(f.begin(), f.end(), r.begin); k != f.end() && *k < r.end;
+             ++k) {
+          keys.push_back(*k);
         }
       }
       std::sort(keys.begin(), keys.end());
@@ -145,25 +145,18 @@ void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* reco
       }
     }
   }
-  *clock = c.Encode();
+  *clock = c;
   *records = out;
 }
 
-std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
-                               const SArray<uint64_t>& records) {
-  RangeVectorClock c;
+std::string AppliedLog::Parse(Range r, const SArray<uint64_t>& clock,
+                              const SArray<uint64_t>& records,
+                              std::vector<std::pair<int, int64_t>>* marks, std::vector<In>* in) {
   try {
-    c = RangeVectorClock::Decode(clock);
+    *marks = RangeVectorClock::MinsOver(clock, r);
   } catch (const std::exception& e) {
     return std::string("applied-log import: ") + e.what();
   }
-  // Parse everything before changing anything.
-  struct In {
-    int worker;
-    int64_t ts;
-    Record rec;
-  };
-  std::vector<In> in;
   const size_t n = records.size();
   size_t i = 0;
   auto take = [&](uint64_t* v) {
@@ -206,25 +199,63 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
       }
       x.rec.value_parts.emplace_back(records[i], records[i + 1]);
     }
-    in.push_back(std::move(x));
+    in->push_back(std::move(x));
   }
-  // Forget what was recorded in r, keep the rest of every record.
+  return "";
+}
+
+std::string AppliedLog::Check(Range r, const SArray<uint64_t>& clock,
+                              const SArray<uint64_t>& records) {
+  std::vector<std::pair<int, int64_t>> marks;
+  std::vector<In> in;
+  return Parse(r, clock, records, &marks, &in);
+}
+
+std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
+                               const SArray<uint64_t>& records) {
+  // Parse everything before changing anything.
+  std::vector<std::pair<int, int64_t>> marks;
+  std::vector<In> in;
+  const std::string err = Parse(r, clock, records, &marks, &in);
+  if (!err.empty()) return err;
+  // Forget what was recorded in r, keep the rest of every record. Only records with a part in
+  // r change: a refill imports range after range, and rebuilding (and splitting) every frame
+  // of every record at each one made the log's cost grow with the ranges a server took in.
+  const auto frame_in_r = [&r](const SArray<Key>& f) {
+    const auto k = std::lower_bound(f.begin(), f.end(), r.begin);
+    return k != f.end() && *k < r.end;
+  };
+  const auto range_in_r = [&r](const Range& x) { return x.begin < r.end && r.begin < x.end; };
   for (auto& w : workers_) {
     for (auto& rec : w.second.records) {
-      std::vector<SArray<Key>> frames;
-      for (const auto& f : rec.second.keys) {
-        const size_t lo = std::lower_bound(f.begin(), f.end(), r.begin) - f.begin();
-        const size_t hi = std::lower_bound(f.begin(), f.end(), r.end) - f.begin();
-        if (lo > 0) frames.push_back(f.Segment(0, lo));
-        if (hi < f.size()) frames.push_back(f.Segment(hi, f.size()));
+      auto& keys = rec.second.keys;
+      if (std::any_of(keys.begin(), keys.end(), frame_in_r)) {
+        std::vector<SArray<Key>> frames;
+        for (const auto& f : keys) {
+          const size_t lo = std::lower_bound(f.begin(), f.end(), r.begin) - f.begin();
+          const size_t hi = std::lower_bound(f.begin(), f.end(), r.end) - f.begin();
+          if (lo == hi) {
+            frames.push_back(f);
+            continue;
+          }
+          if (lo > 0) frames.push_back(f.Segment(0, lo));
+          if (hi < f.size()) frames.push_back(f.Segment(hi, f.size()));
+        }
+        keys.swap(frames);
       }
-      rec.second.keys.swap(frames);
-      std::vector<Range> ranges;
-      for (const Range& x : rec.second.ranges) {
-        if (x.begin < r.begin) ranges.emplace_back(x.begin, std::min(x.end, r.begin));
-        if (x.end > r.end) ranges.emplace_back(std::max(x.begin, r.end), x.end);
+      auto& rgs = rec.second.ranges;
+      if (std::any_of(rgs.begin(), rgs.end(), range_in_r)) {
+        std::vector<Range> ranges;
+        for (const Range& x : rgs) {
+          if (!range_in_r(x)) {
+            ranges.push_back(x);
+            continue;
+          }
+          if (x.begin < r.begin) ranges.emplace_back(x.begin, r.begin);
+          if (x.end > r.end) ranges.emplace_back(r.end, x.end);
+        }
+        rgs.swap(ranges);
       }
-      rec.second.ranges.swap(ranges);
       auto& v = rec.second.value_parts;
       v.erase(std::remove_if(v.begin(), v.end(),
                              [&r](const std::pair<Key, uint64_t>& p) {
@@ -233,7 +264,7 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
               v.end());
     }
   }
-  for (int id : c.Nodes()) Advance(id, c.Min(id, r));
+  for (const auto& m : marks) Advance(m.first, m.second);
   for (auto& x : in) {
     if (Below(x.worker, x.ts)) continue;
     Record& rec = workers_[x.worker].records[x.ts];

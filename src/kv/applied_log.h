@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "clock/range_clock.h"
 #include "ps/base.h"
 #include "ps/sarray.h"
 
@@ -49,6 +50,9 @@ class AppliedLog {
   /// Replaces what is recorded in r by an export of r (the receiver's own marks only grow).
   /// Returns "" or why the encoding is malformed; then nothing changes.
   std::string Import(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records);
+  /// Whether Import would take an export of r: "" or why it is malformed. Changes nothing, so
+  /// that a reply of many ranges is checked whole before any is imported (no copy of the log).
+  static std::string Check(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records);
 
  private:
   struct Record {
@@ -56,6 +60,13 @@ class AppliedLog {
     std::vector<Range> ranges;
     std::vector<std::pair<Key, uint64_t>> value_parts;
   };
+  struct In {  // one record of an export
+    int worker;
+    int64_t ts;
+    Record rec;
+  };
+  static std::string Parse(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records,
+                           std::vector<std::pair<int, int64_t>>* marks, std::vector<In>* in);
   struct Worker {
     int64_t lwm = 0;
     std::map<int64_t, Record> records;  // by timestamp

@@ -14,22 +14,29 @@ int64_t ResendTimer::tick_us() const {
   return std::max<int64_t>(1000, static_cast<int64_t>(base_us_ / 4));
 }
 
-void ResendTimer::Answered(int server, bool sent_once, double rtt_us) {
+ResendTimer::Server& ResendTimer::At(int server) {
   Server& s = servers_[server];
+  if (s.tick != tick_) {
+    // Answers counted since the tick before this one give this tick's budget; a server not
+    // heard from over a whole tick gets the least.
+    s.budget =
+        s.tick + 1 == tick_ ? std::max<int64_t>(kMinBudget, s.answered - s.before) : kMinBudget;
+    s.before = s.answered;
+    s.tick = tick_;
+  }
+  return s;
+}
+
+void ResendTimer::Answered(int server, bool sent_once, double rtt_us) {
+  Server& s = At(server);
   s.answered++;
   if (sent_once) s.rtt.Sample(std::max(0.0, rtt_us));
 }
 
-void ResendTimer::Tick() {
-  for (auto& e : servers_) {
-    Server& s = e.second;
-    s.budget = std::max<int64_t>(kMinBudget, s.answered - s.before);
-    s.before = s.answered;
-  }
-}
+void ResendTimer::Tick() { ++tick_; }
 
 bool ResendTimer::Due(int server, int64_t waited_us, uint8_t* tries) {
-  Server& s = servers_[server];
+  Server& s = At(server);
   if (s.budget <= 0) return false;
   // Capped exponential back-off: a slow or stalled server is not flooded with copies.
   const int shift = std::min<int>(std::max<int>(*tries, s.rtt.backoff), kMaxBackoffShift);

@@ -41,10 +41,17 @@ class ResendTimer {
  private:
   struct Server {
     RttEstimate rtt;
-    int64_t answered = 0, before = 0;  // parts answered: in all, and at the last tick
+    int64_t answered = 0, before = 0;  // parts answered: in all, and at its last tick
     int64_t budget = kMinBudget;
+    uint64_t tick = 0;  // the tick its budget was last set in
   };
+  // Sets the budget of the current tick, as if Tick walked every server: a worker of a
+  // 10 000-worker job talks to a thousand servers, and walking them all every millisecond was
+  // most of what the whole-cluster simulation spent at that scale.
+  Server& At(int server);
+
   double base_us_, cap_us_;
+  uint64_t tick_ = 0;
   std::unordered_map<int, Server> servers_;
 };
 

@@ -124,6 +124,7 @@ void ClusterSim::State::Apply(SchedulerCore::Actions acts) {
               it->second.sched_cut_until > 0) {
             res.sched_cut_deaths++;
           }
+          if (it != servers.end() && it->second.crashed) Retire(it->second);
         }
         break;
       case Act::kAbort: {

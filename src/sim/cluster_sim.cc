@@ -164,6 +164,16 @@ void ClusterSim::State::ServerView(Server& s, std::shared_ptr<const Ring> r) {
   s.core->RingChanged(s.view);
 }
 
+void ClusterSim::State::Retire(Server& s) {
+  s.core.reset();
+  s.store.reset();
+  s.view.reset();
+  s.prepared.reset();
+  s.lease.reset();
+  s.inbox.clear();
+  s.dead_workers.clear();
+}
+
 void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
   // As the node runtime's HandleControl for a server (node.cc), then its customers.
   switch (c.msg.cmd()) {
@@ -173,12 +183,14 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
     case pb::Control::ABORT:  // declared dead while it stalled or was cut off: fenced
       s.fenced = true;
       Note(kControl, s.id, 0, "fenced: " + c.msg.error());
+      Retire(s);
       break;
     case pb::Control::NODE_DEAD: {
       const int dead = c.msg.dead_id();
       if (dead == s.id) {
         s.fenced = true;  // told it was replaced: it serves nothing more
         Note(kControl, s.id, 0, "fenced");
+        Retire(s);
         return;
       }
       s.core->WorkerDead(dead, IsWorker(dead));
@@ -205,6 +217,7 @@ void ClusterSim::State::ServerControl(Server& s, const Ctl& c) {
       if (s.leaving && !c.ring->HasServer(s.id)) {
         s.gone = true;  // its Leave() returned: the program ends
         Note(kControl, s.id, 0, "left the job");
+        Retire(s);
       }
       break;
     default:
@@ -311,6 +324,14 @@ std::string ClusterSim::State::Pending() const {
 void ClusterSim::State::CheckFinal() {
   const Ring& ring = *rc().ring();
   for (const auto& m : maybe) ref.emplace(m.first, 0);  // keys only dead workers pushed
+  for (int id : ring.servers()) {
+    if (!servers[id].store) {
+      Fail("the final ring holds only servers that run",
+           "server " + std::to_string(id) + " left or was declared dead but is in " +
+               Str(rc().ring()));
+      return;
+    }
+  }
   for (const auto& kv : ref) {
     const Key k = kv.first;
     const auto chain = ring.Chain(ring.SegmentOf(k));
@@ -456,7 +477,7 @@ void ClusterSim::State::Run() {
 void ClusterSim::State::Watch(const Event& e) {
   for (auto& sv : servers) {
     const std::pair<int64_t, uint64_t> v{
-        ValueOf(sv.second.store.get(), o.watch_key),
+        sv.second.store ? ValueOf(sv.second.store.get(), o.watch_key) : 0,
         sv.second.core ? sv.second.core->SeqPoint(o.watch_key) : 0};
     auto& last = watched_[sv.first];
     if (v == last) continue;

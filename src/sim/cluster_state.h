@@ -231,6 +231,10 @@ struct ClusterSim::State {
   // ---- nodes receive ----
   std::shared_ptr<Ctl> CtlOf(pb::Control c);
   void ServerView(Server& s, std::shared_ptr<const Ring> r);
+  // A server that will never run again (it left, was fenced, or crashed and was declared dead)
+  // keeps only its flags: its store, core and rings go. Each one kept pinned the rings of its
+  // last view, most of what runs of thousands of faults grew by.
+  void Retire(Server& s);
   void ServerControl(Server& s, const Ctl& c);
   void ServerData(Server& s, Message& m);
   void WorkerControl(Worker& w, const Ctl& c);
