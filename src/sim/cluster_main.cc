@@ -2,10 +2,13 @@
 // cluster_sim.h). One JSON line per seed; a violated invariant prints its report, the command
 // that replays the run, and exits 1.
 #include <glog/logging.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -15,6 +18,21 @@
 
 namespace ps {
 namespace {
+
+// The process's resident memory in MB (/proc/self/statm), 0 where there is none.
+double RssMb() {
+  std::ifstream f("/proc/self/statm");
+  double pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+// The process's peak resident memory so far in MB (of every seed run so far).
+double PeakRssMb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024;
+}
 
 const char kClusterUsage[] =
     "ps_sim --cluster: the scheduler's ring logic, real server cores (chain replication,\n"
@@ -75,6 +93,8 @@ const char kClusterUsage[] =
     "                       every read is checked against the SSP read guarantee\n"
     "  --hang-s T           a seed that makes no event for T wall-clock seconds is a hang\n"
     "                       (default 30)\n"
+    "  --progress-s T       every T wall-clock seconds a line on stderr: the seed, its events\n"
+    "                       and virtual time so far, and the process's memory (default none)\n"
     "  --trace              every event of the run on stdout\n"
     "  --watch-key K        with --trace: every change of key K's value on a server\n";
 
@@ -82,7 +102,7 @@ const char kClusterUsage[] =
 
 int ClusterMain(int argc, char** argv) {
   const bool fuzz = std::string(argv[1]) == "--fuzz";
-  int seeds = fuzz ? 1000 : 1, hang_s = 30;
+  int seeds = fuzz ? 1000 : 1, hang_s = 30, progress_s = 0;
   // The options' flags go to ClusterOptionsFromFlags, as the tests' do; --seeds and --hang-s
   // are the command's own. The replay line is every flag but the seeds (and --trace, which it
   // adds).
@@ -102,6 +122,8 @@ int ClusterMain(int argc, char** argv) {
     if (k != "--seed" && k != "--seeds") replay += " " + k + " " + v;
     if (k == "--hang-s") {
       hang_s = static_cast<int>(ClusterFlagNumber(k, v));
+    } else if (k == "--progress-s") {
+      progress_s = static_cast<int>(ClusterFlagNumber(k, v));
     } else if (k == "--seeds") {
       seeds = static_cast<int>(ClusterFlagNumber(k, v));
     } else {
@@ -116,12 +138,18 @@ int ClusterMain(int argc, char** argv) {
   const uint64_t first = o.seed;
   // A watchdog: code under test that loops for ever inside one event would hang the hunt.
   std::atomic<uint64_t> progress{0}, current{first};
-  std::thread([&progress, &current, hang_s, &replay] {
+  std::atomic<int64_t> virtual_us{0};
+  std::thread([&progress, &current, &virtual_us, hang_s, progress_s, &replay] {
     uint64_t last = ~uint64_t{0};
     int still = 0;
-    for (;;) {
+    for (int tick = 1;; ++tick) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
       const uint64_t p = progress.load(std::memory_order_relaxed);
+      if (progress_s > 0 && tick % progress_s == 0) {
+        std::cerr << "{\"progress\":\"cluster_sim\",\"seed\":" << current.load()
+                  << ",\"events\":" << p << ",\"virtual_s\":" << virtual_us.load() / 1e6
+                  << ",\"wall_s\":" << tick << ",\"rss_mb\":" << RssMb() << "}" << std::endl;
+      }
       still = p == last ? still + 1 : 0;
       last = p;
       if (still >= hang_s) {
@@ -144,7 +172,7 @@ int ClusterMain(int argc, char** argv) {
     progress = 0;
     ClusterSim sim(o);
     const auto t0 = std::chrono::steady_clock::now();
-    const ClusterSimResult r = sim.Run(&std::cout, &progress);
+    const ClusterSimResult r = sim.Run(&std::cout, &progress, &virtual_us);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "{\"bench\":\"cluster_sim\",\"seed\":" << o.seed
               << ",\"ok\":" << (r.ok ? "true" : "false")
@@ -175,7 +203,7 @@ int ClusterMain(int argc, char** argv) {
               << ",\"scheduler_start_s\":" << r.scheduler_start_s
               << ",\"ring_change_s\":" << r.ring_change_s
               << ",\"final_servers\":" << r.final_servers << ",\"settle_ms\":" << r.settle_us / 1000
-              << ",\"virtual_s\":" << r.end_us / 1e6;
+              << ",\"virtual_s\":" << r.end_us / 1e6 << ",\"peak_rss_mb\":" << PeakRssMb();
     if (fuzz) std::cout << ",\"flags\":\"" << (drawn + replay).substr(1) << "\"";
     std::cout << "}" << std::endl;
     if (!r.ok) {

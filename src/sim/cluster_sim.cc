@@ -440,6 +440,7 @@ void ClusterSim::State::Run() {
     now = e.t;
     res.events++;
     if (progress) progress->store(res.events, std::memory_order_relaxed);
+    if (virtual_us) virtual_us->store(now, std::memory_order_relaxed);
     Step(e);
     // Settled() walks every node: in a large cluster it is asked once per virtual millisecond
     // (the settle time is then known to a millisecond), in a small one after every event.
@@ -683,9 +684,11 @@ ClusterSim::ClusterSim(const ClusterSimOptions& options) : s_(std::make_unique<S
 
 ClusterSim::~ClusterSim() = default;
 
-ClusterSimResult ClusterSim::Run(std::ostream* trace, std::atomic<uint64_t>* progress) {
+ClusterSimResult ClusterSim::Run(std::ostream* trace, std::atomic<uint64_t>* progress,
+                                 std::atomic<int64_t>* virtual_us) {
   s_->trace_out = trace;
   s_->progress = progress;
+  s_->virtual_us = virtual_us;
   s_->Run();
   return s_->res;
 }

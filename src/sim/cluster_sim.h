@@ -194,8 +194,10 @@ class ClusterSim {
   ~ClusterSim();
   /// Runs the simulation to its end; trace (when not null) gets one line per event if
   /// options.trace. progress (when not null) counts the events, for a watchdog on another
-  /// thread: code under test that loops for ever inside one event stops the virtual clock.
-  ClusterSimResult Run(std::ostream* trace = nullptr, std::atomic<uint64_t>* progress = nullptr);
+  /// thread: code under test that loops for ever inside one event stops the virtual clock;
+  /// virtual_us (when not null) follows the virtual clock, for progress reports of long runs.
+  ClusterSimResult Run(std::ostream* trace = nullptr, std::atomic<uint64_t>* progress = nullptr,
+                       std::atomic<int64_t>* virtual_us = nullptr);
 
  private:
   struct State;

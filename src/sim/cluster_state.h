@@ -164,6 +164,7 @@ struct ClusterSim::State {
   ClusterSimResult res;
   std::ostream* trace_out = nullptr;
   std::atomic<uint64_t>* progress = nullptr;
+  std::atomic<int64_t>* virtual_us = nullptr;
   std::deque<TraceLine> trace;
 
   // The scheduler: the production core, fed what the runtime would feed it.
