@@ -1,6 +1,7 @@
 #include "clock/range_clock.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace ps {
 
@@ -132,8 +133,12 @@ SArray<uint64_t> RangeVectorClock::Encode() const {
   return out;
 }
 
-RangeVectorClock RangeVectorClock::Decode(const SArray<uint64_t>& w) {
-  RangeVectorClock c;
+namespace {
+
+// Walks an encoding node by node, each checked to tile [0, kMaxKey) with its ranges: f gets
+// the node, its (begin, end, time) triples and their count. Throws ps::Error where malformed.
+void WalkWire(const SArray<uint64_t>& w,
+              const std::function<void(int, const uint64_t*, uint64_t)>& f) {
   size_t i = 0;
   while (i < w.size()) {
     if (w.size() - i < 2) throw Error("range clock: truncated header");
@@ -141,20 +146,32 @@ RangeVectorClock RangeVectorClock::Decode(const SArray<uint64_t>& w) {
     const uint64_t n = w[i + 1];
     i += 2;
     if (n == 0 || n > (w.size() - i) / 3) throw Error("range clock: bad range count");
-    if (c.nodes_.count(node)) throw Error("range clock: node listed twice");
-    Points p;
     Key expect = 0;
-    for (uint64_t j = 0; j < n; ++j, i += 3) {
-      if (w[i] != expect || w[i + 1] <= w[i] || w[i + 1] > kMaxKey) {
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint64_t* x = w.data() + i + 3 * j;
+      if (x[0] != expect || x[1] <= x[0] || x[1] > kMaxKey) {
         throw Error("range clock: ranges do not tile the key space");
       }
-      const int64_t t = static_cast<int64_t>(w[i + 2]);
-      if (p.empty() || p.rbegin()->second != t) p[w[i]] = t;  // keep the canonical form
-      expect = w[i + 1];
+      expect = x[1];
     }
     if (expect != kMaxKey) throw Error("range clock: ranges do not reach the end");
-    c.nodes_[node] = std::move(p);
+    f(node, w.data() + i, n);
+    i += 3 * n;
   }
+}
+
+}  // namespace
+
+RangeVectorClock RangeVectorClock::Decode(const SArray<uint64_t>& w) {
+  RangeVectorClock c;
+  WalkWire(w, [&c](int node, const uint64_t* x, uint64_t n) {
+    if (c.nodes_.count(node)) throw Error("range clock: node listed twice");
+    Points& p = c.nodes_[node];
+    for (uint64_t j = 0; j < n; ++j, x += 3) {
+      const int64_t t = static_cast<int64_t>(x[2]);
+      if (p.empty() || p.rbegin()->second != t) p[x[0]] = t;  // keep the canonical form
+    }
+  });
   return c;
 }
 
@@ -175,30 +192,17 @@ void RangeVectorClock::EncodeOne(int node, Range r, int64_t t, SArray<uint64_t>*
 std::vector<std::pair<int, int64_t>> RangeVectorClock::MinsOver(const SArray<uint64_t>& w,
                                                                 Range r) {
   std::vector<std::pair<int, int64_t>> out;
-  size_t i = 0;
-  while (i < w.size()) {
-    if (w.size() - i < 2) throw Error("range clock: truncated header");
-    const int node = static_cast<int>(static_cast<int64_t>(w[i]));
-    const uint64_t n = w[i + 1];
-    i += 2;
-    if (n == 0 || n > (w.size() - i) / 3) throw Error("range clock: bad range count");
-    Key expect = 0;
+  WalkWire(w, [&out, r](int node, const uint64_t* x, uint64_t n) {
     bool any = false;
     int64_t m = 0;
-    for (uint64_t j = 0; j < n; ++j, i += 3) {
-      if (w[i] != expect || w[i + 1] <= w[i] || w[i + 1] > kMaxKey) {
-        throw Error("range clock: ranges do not tile the key space");
-      }
-      const int64_t t = static_cast<int64_t>(w[i + 2]);
-      if (w[i] < r.end && r.begin < w[i + 1]) {
-        m = any ? std::min(m, t) : t;
+    for (uint64_t j = 0; j < n; ++j, x += 3) {
+      if (x[0] < r.end && r.begin < x[1]) {
+        m = any ? std::min(m, static_cast<int64_t>(x[2])) : static_cast<int64_t>(x[2]);
         any = true;
       }
-      expect = w[i + 1];
     }
-    if (expect != kMaxKey) throw Error("range clock: ranges do not reach the end");
     out.emplace_back(node, r.begin < r.end ? m : 0);
-  }
+  });
   // Listed twice: checked once, on a sorted copy, not with a set of every node.
   std::vector<int> ids;
   ids.reserve(out.size());
