@@ -108,11 +108,8 @@ void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* reco
   std::vector<std::pair<int, const Worker*>> ws;
   ws.reserve(workers_.size());
   for (const auto& w : workers_) ws.emplace_back(w.first, &w.second);
-  std::sort(ws.begin(), ws.end(),
-            [](const std::pair<int, const Worker*>& a, const std::pair<int, const Worker*>& b) {
-              return a.first < b.first;
-            });
-  c.reserve(ws.size() * 11);  // a node, a count and at most three ranges of three
+  std::sort(ws.begin(), ws.end());  // ids are unique: by id
+  c.reserve(ws.size() * 11);        // a node, a count and at most three ranges of three
   for (const auto& e : ws) {
     const int id = e.first;
     const Worker& w = *e.second;
@@ -159,10 +156,10 @@ void AppliedLog::Export(Range r, SArray<uint64_t>* clock, SArray<uint64_t>* reco
 }
 
 std::string AppliedLog::Parse(Range r, const SArray<uint64_t>& clock,
-                              const SArray<uint64_t>& records,
-                              std::vector<std::pair<int, int64_t>>* marks, std::vector<In>* in) {
+                              const SArray<uint64_t>& records, Parsed* out) {
+  Parsed p;
   try {
-    *marks = RangeVectorClock::MinsOver(clock, r);
+    p.marks = RangeVectorClock::MinsOver(clock, r);
   } catch (const std::exception& e) {
     return std::string("applied-log import: ") + e.what();
   }
@@ -208,25 +205,21 @@ std::string AppliedLog::Parse(Range r, const SArray<uint64_t>& clock,
       }
       x.rec.value_parts.emplace_back(records[i], records[i + 1]);
     }
-    in->push_back(std::move(x));
+    p.in.push_back(std::move(x));
   }
+  *out = std::move(p);
   return "";
-}
-
-std::string AppliedLog::Check(Range r, const SArray<uint64_t>& clock,
-                              const SArray<uint64_t>& records) {
-  std::vector<std::pair<int, int64_t>> marks;
-  std::vector<In> in;
-  return Parse(r, clock, records, &marks, &in);
 }
 
 std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
                                const SArray<uint64_t>& records) {
-  // Parse everything before changing anything.
-  std::vector<std::pair<int, int64_t>> marks;
-  std::vector<In> in;
-  const std::string err = Parse(r, clock, records, &marks, &in);
-  if (!err.empty()) return err;
+  Parsed parsed;
+  const std::string err = Parse(r, clock, records, &parsed);
+  if (err.empty()) Import(r, std::move(parsed));
+  return err;
+}
+
+void AppliedLog::Import(Range r, Parsed parsed) {
   // Forget what was recorded in r, keep the rest of every record. Only records with a part in
   // r change: a refill imports range after range, and rebuilding (and splitting) every frame
   // of every record at each one made the log's cost grow with the ranges a server took in.
@@ -273,15 +266,14 @@ std::string AppliedLog::Import(Range r, const SArray<uint64_t>& clock,
               v.end());
     }
   }
-  for (const auto& m : marks) Advance(m.first, m.second);
-  for (auto& x : in) {
+  for (const auto& m : parsed.marks) Advance(m.first, m.second);
+  for (auto& x : parsed.in) {
     if (Below(x.worker, x.ts)) continue;
     Record& rec = workers_[x.worker].records[x.ts];
     for (auto& f : x.rec.keys) rec.keys.push_back(f);
     for (auto& y : x.rec.ranges) rec.ranges.push_back(y);
     for (auto& p : x.rec.value_parts) rec.value_parts.push_back(p);
   }
-  return "";
 }
 
 }  // namespace ps

@@ -50,9 +50,14 @@ class AppliedLog {
   /// Replaces what is recorded in r by an export of r (the receiver's own marks only grow).
   /// Returns "" or why the encoding is malformed; then nothing changes.
   std::string Import(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records);
-  /// Whether Import would take an export of r: "" or why it is malformed. Changes nothing, so
-  /// that a reply of many ranges is checked whole before any is imported (no copy of the log).
-  static std::string Check(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records);
+  /// An export of r, parsed and checked, to import later: a reply of many ranges is checked
+  /// whole before any is imported (no copy of the log) and parsed once.
+  struct Parsed;
+  /// Parses an export of r into *out: "" or why it is malformed. Changes nothing.
+  static std::string Parse(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records,
+                           Parsed* out);
+  /// Replaces what is recorded in r by a parsed export of r.
+  void Import(Range r, Parsed parsed);
 
  private:
   struct Record {
@@ -65,13 +70,16 @@ class AppliedLog {
     int64_t ts;
     Record rec;
   };
-  static std::string Parse(Range r, const SArray<uint64_t>& clock, const SArray<uint64_t>& records,
-                           std::vector<std::pair<int, int64_t>>* marks, std::vector<In>* in);
   struct Worker {
     int64_t lwm = 0;
     std::map<int64_t, Record> records;  // by timestamp
   };
   std::unordered_map<int, Worker> workers_;
+};
+
+struct AppliedLog::Parsed {
+  std::vector<std::pair<int, int64_t>> marks;  // each worker's low-water mark over the range
+  std::vector<In> in;
 };
 
 }  // namespace ps

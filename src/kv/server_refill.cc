@@ -403,9 +403,9 @@ void ServerCore::OnRefillReply(const Message& msg) {
             msg.data[4].size() % sizeof(uint64_t) == 0 &&
             msg.data[5].size() % (3 * sizeof(uint64_t)) == 0;
   std::string err = ok ? "" : "malformed";
-  // Check every log part first, so a bad frame changes nothing (a copy of the whole log per
+  // Parse every log part first, so a bad frame changes nothing (a copy of the whole log per
   // piece was most of what a refill cost a server with many workers in flight).
-  std::vector<std::pair<SArray<uint64_t>, SArray<uint64_t>>> parts;
+  std::vector<AppliedLog::Parsed> parts(rs.size());
   const SArray<uint64_t> logs = ok ? SArray<uint64_t>(msg.data[4]) : SArray<uint64_t>();
   size_t at = 0;
   auto part = [&](SArray<uint64_t>* out) {
@@ -419,8 +419,7 @@ void ServerCore::OnRefillReply(const Message& msg) {
     if (!part(&clock) || !part(&records)) {
       err = "applied-log frame truncated";
     } else {
-      err = AppliedLog::Check(rs[i], clock, records);
-      parts.emplace_back(clock, records);
+      err = AppliedLog::Parse(rs[i], clock, records, &parts[i]);
     }
   }
   if (err.empty() && at != logs.size()) err = "applied-log frame too long";
@@ -447,10 +446,7 @@ void ServerCore::OnRefillReply(const Message& msg) {
                << err << " (asked again)";
     return;
   }
-  for (size_t i = 0; i < rs.size(); ++i) {
-    err = log.Import(rs[i], parts[i].first, parts[i].second);
-    CHECK(err.empty()) << err;  // checked above
-  }
+  for (size_t i = 0; i < rs.size(); ++i) log.Import(rs[i], std::move(parts[i]));
   chain_.SetPoints(std::move(seq));
   held_ = Union(held_, rs);
   const Fetch done = it->second;
