@@ -15,11 +15,19 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tracker"))
+from pslaunch.common import with_hugepages  # noqa: E402
+
+
+def malloc_env(env):
+    """env for a floor or peer process: malloc set up as ps-launch sets it up for ps's
+    processes (PS_HUGEPAGES, default on), so a ratio compares code, not allocators."""
+    return with_hugepages(dict(env))
 
 
 def lines_of(cmd):
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         check=True, timeout=1800).stdout
+                         check=True, timeout=1800, env=malloc_env(os.environ)).stdout
     rows = []
     for line in out.splitlines():
         i = line.find("{")

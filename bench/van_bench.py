@@ -19,7 +19,7 @@ import statistics
 import subprocess
 import sys
 
-from run_kv_bench import pick
+from run_kv_bench import malloc_env, pick
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,6 +39,7 @@ PSLITE = {"inflight64_req_per_s": 158000, "push_1000k_MBps_1S1W": 477,
 def rows_of(cmd, env=None):
     e = dict(os.environ)
     e.update(env or {})
+    e = malloc_env(e)
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                          env=e, timeout=1800).stdout
     rows = []

@@ -354,8 +354,8 @@ const char* const kKnownVariables[] = {
     "PS_SCHEDULER_PORT_FILE", "PS_WORKER_GROUPS", "PS_WORKER_GROUP", "PS_GROUP_CONSISTENCY",
     "PS_GROUP_MAX_DELAY",
     // tracker/ps-launch and ps-task, and the tests
-    "PS_GO_TIMEOUT_S", "PS_LAUNCH_SERVERS", "PS_RANK_BASE", "PS_TASK_GRACE_S", "PS_TRACKER",
-    "PS_TRACKER_TIMEOUT_S", "PS_TRACKER_TOKEN", "PS_TEST_NETNS"};
+    "PS_GO_TIMEOUT_S", "PS_HUGEPAGES", "PS_LAUNCH_SERVERS", "PS_RANK_BASE", "PS_TASK_GRACE_S",
+    "PS_TRACKER", "PS_TRACKER_TIMEOUT_S", "PS_TRACKER_TOKEN", "PS_TEST_NETNS"};
 
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);

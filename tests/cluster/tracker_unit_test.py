@@ -149,6 +149,35 @@ class SummaryTest(unittest.TestCase):
         self.assertIn("job: steps 2 (node 5) .. 9 (node 3)", summary_line({"nodes": nodes}, None, 0))
 
 
+class HugepagesTest(unittest.TestCase):
+    H, A = "glibc.malloc.hugetlb", "glibc.malloc.arena_max"
+
+    def test_added_to_what_the_environment_has(self):
+        from pslaunch.common import hugepage_tunables
+        self.assertEqual(hugepage_tunables("", {}), "%s=1:%s=1" % (self.H, self.A))
+        self.assertEqual(hugepage_tunables("glibc.malloc.tcache_count=0", {}),
+                         "glibc.malloc.tcache_count=0:%s=1:%s=1" % (self.H, self.A))
+
+    def test_the_users_settings_win(self):
+        from pslaunch.common import hugepage_tunables
+        self.assertEqual(hugepage_tunables("%s=0" % self.H, {}), "%s=0:%s=1" % (self.H, self.A))
+        self.assertEqual(hugepage_tunables("%s=4" % self.A, {}), "%s=4:%s=1" % (self.A, self.H))
+        # glibc's older variable for the arena count counts as a setting of it.
+        self.assertEqual(hugepage_tunables("", {"MALLOC_ARENA_MAX": "8"}), "%s=1" % self.H)
+
+    def test_off_leaves_the_environment_alone(self):
+        from pslaunch.common import job_env, with_hugepages
+        self.assertNotIn("GLIBC_TUNABLES", with_hugepages({"PS_HUGEPAGES": "0"}))
+        self.assertEqual(with_hugepages({"PS_HUGEPAGES": "0", "GLIBC_TUNABLES": "x=1"}),
+                         {"PS_HUGEPAGES": "0", "GLIBC_TUNABLES": "x=1"})
+        self.assertIn(self.H, with_hugepages({})["GLIBC_TUNABLES"])
+        self.assertEqual(job_env(args(hugepages="off"))["PS_HUGEPAGES"], "0")
+        self.assertEqual(job_env(args(hugepages="on"))["PS_HUGEPAGES"], "1")
+        # A cluster job passes the switch; each host merges it with its own tunables (ps-task).
+        env = job_env(args(hugepages="on"))
+        self.assertNotIn("GLIBC_TUNABLES", env)
+
+
 class BackendCommandTest(unittest.TestCase):
     def test_ssh_one_command_per_process_with_env_on_the_command_line(self):
         a = args(hostfile=hostfile("h0\nh1\n"), launcher_args="-F cfg", env=["A=x y"])

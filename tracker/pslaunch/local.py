@@ -12,7 +12,7 @@ import time
 from collections import deque
 
 from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, group_of, job_env, log,
-                     signal_group)
+                     signal_group, with_hugepages)
 from .metrics import Summary, free_port
 
 
@@ -39,7 +39,7 @@ class Job:
         env["DMLC_PS_ROOT_URI"] = env["PS_SCHEDULER_HOST"]
         env["DMLC_NODE_HOST"] = self.args.host
         env.update(job_env(self.args))
-        return env
+        return with_hugepages(env)
 
     def role_env(self, role, rank, extra):
         env = self.base_env()
