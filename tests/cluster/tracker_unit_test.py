@@ -177,6 +177,19 @@ class HugepagesTest(unittest.TestCase):
         env = job_env(args(hugepages="on"))
         self.assertNotIn("GLIBC_TUNABLES", env)
 
+    def test_local_processes_get_them_and_dry_run_shows_them(self):
+        import contextlib
+        import io
+        from pslaunch.local import Job, dry_run
+        for flag, want in (("on", True), ("off", False)):
+            a = args(hugepages=flag, host="127.0.0.1", join=None, num_servers=1, num_workers=1)
+            env = Job(a).base_env()
+            self.assertEqual(self.H + "=1" in env.get("GLIBC_TUNABLES", ""), want, flag)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                dry_run(a)
+            self.assertEqual(self.H + "=1" in out.getvalue(), want, out.getvalue())
+
 
 class BackendCommandTest(unittest.TestCase):
     def test_ssh_one_command_per_process_with_env_on_the_command_line(self):
