@@ -202,8 +202,8 @@ def hugepage_tunables(tunables, environ=None):
     madvises its heap MADV_HUGEPAGE) and glibc.malloc.arena_max=1 (glibc 2.36 gives a
     thread's own arena no huge pages, and ZeroMQ's I/O thread allocates every received frame).
     With THP in madvise mode, as on Debian, a process otherwise pays a page fault per 4 KB of
-    fresh memory: reading the spam words took 0.19 s against 0.05 s, a 1M-key push 5.0 ms of
-    CPU against 4.1 (docs/operations.md). Other glibc versions ignore tunables they do not
+    fresh memory: reading the spam words took 0.19 s against 0.05 s, a 2S/2W 1M-key push
+    6.9 ms of CPU against 5.1-5.8 (docs/operations.md, "Memory"). Other glibc versions ignore tunables they do not
     know, other C libraries the variable."""
     environ = os.environ if environ is None else environ
     parts = [t for t in tunables.split(":") if t]
