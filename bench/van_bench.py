@@ -37,9 +37,7 @@ PSLITE = {"inflight64_req_per_s": 158000, "push_1000k_MBps_1S1W": 477,
 
 
 def rows_of(cmd, env=None):
-    e = dict(os.environ)
-    e.update(env or {})
-    e = malloc_env(e)
+    e = malloc_env(dict(os.environ, **(env or {})))
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                          env=e, timeout=1800).stdout
     rows = []

@@ -177,9 +177,9 @@ def job_env(args):
     env["PS_ON_SCHEDULER_LOSS"] = "exit"
     # Transparent huge pages for malloc (hugepage_tunables): each process gets them where it
     # starts, merged with that host's own GLIBC_TUNABLES. --hugepages, else PS_HUGEPAGES.
-    flag = getattr(args, "hugepages", None)
-    env["PS_HUGEPAGES"] = ({"on": "1", "off": "0"}[flag] if flag else
-                           "0" if os.environ.get("PS_HUGEPAGES") == "0" else "1")
+    flag = getattr(args, "hugepages", None) or (
+        "off" if os.environ.get("PS_HUGEPAGES") == "0" else "on")
+    env["PS_HUGEPAGES"] = "1" if flag == "on" else "0"
     if args.vnodes:
         env["PS_VNODES"] = str(args.vnodes)
     if getattr(args, "metrics_port", None):
@@ -197,15 +197,15 @@ MALLOC_TUNABLES = (("glibc.malloc.hugetlb", "1", None),
                    ("glibc.malloc.arena_max", "1", "MALLOC_ARENA_MAX"))
 
 
-def hugepage_tunables(tunables, environ=None):
+def hugepage_tunables(tunables, environ):
     """GLIBC_TUNABLES for malloc in transparent huge pages: glibc.malloc.hugetlb=1 (malloc
     madvises its heap MADV_HUGEPAGE) and glibc.malloc.arena_max=1 (glibc 2.36 gives a
     thread's own arena no huge pages, and ZeroMQ's I/O thread allocates every received frame).
     With THP in madvise mode, as on Debian, a process otherwise pays a page fault per 4 KB of
     fresh memory: reading the spam words took 0.19 s against 0.05 s, a 2S/2W 1M-key push
-    6.9 ms of CPU against 5.1-5.8 (docs/operations.md, "Memory"). Other glibc versions ignore tunables they do not
-    know, other C libraries the variable."""
-    environ = os.environ if environ is None else environ
+    6.9 ms of CPU against 5.1-5.8 (docs/operations.md, "Memory"). Other glibc versions ignore
+    tunables they do not know, other C libraries the variable. environ: the process's other
+    variables."""
     parts = [t for t in tunables.split(":") if t]
     names = {t.split("=", 1)[0] for t in parts}
     for name, value, alias in MALLOC_TUNABLES:

@@ -263,7 +263,7 @@ def dry_run(args):
     cmd = " ".join(shlex.quote(x) for x in args.program)
     names = ["PS_NUM_SERVERS", "PS_NUM_WORKERS", "PS_WORKER_GROUPS", "PS_SCHEDULER_HOST",
              "PS_NODE_HOST", "PS_VNODES", "GLIBC_TUNABLES"]
-    names += [e.split("=", 1)[0] for e in args.env if e.split("=", 1)[0] not in names]
+    names += [k for k in (e.split("=", 1)[0] for e in args.env) if k not in names]
     base = job.base_env()
     common = " ".join("%s=%s" % (k, shlex.quote(base[k])) for k in names if k in base)
 
