@@ -7,9 +7,10 @@
 //   A. every worker computes, at the trial point it holds, its part of the gradient and of the
 //      loss (kStatsApp) and pushes them (the gradient into kGradApp, a SumRule table, as the
 //      change from its part of the evaluation before, so the table holds the sum of every
-//      worker's newest part and nothing has to be zeroed between passes); owners push the
-//      trial point of their slice (kModelApp, Assign rule: the model the servers keep, which
-//      the reports, the restarts and the final model read);
+//      worker's newest part and nothing has to be zeroed between passes); at the
+//      iterations that report and at least every kModelEvery, owners push the trial point of
+//      their slice (kModelApp, Assign rule: the model the servers keep, which the reports,
+//      the restarts and the final model read);
 //   B. every worker pulls the summed gradient of its keys and pushes its part of the dot
 //      products the line search and the new pair need; then it pulls their sums and decides
 //      the same way as every other (accept the trial point or shorten the step; the new
@@ -248,6 +249,9 @@ double SquaredMargins(const Dataset& data, const HotOrder& hot, const std::vecto
 // |X v|^2 over the rows (for the first step's length).
 constexpr size_t kHead = 6;
 
+// The most iterations between two refreshes of the servers' copy of the model.
+constexpr int kModelEvery = 10;
+
 // Values [b, e) of v, to push.
 ps::SArray<double> Slice(const std::vector<double>& v, size_t b, size_t e) {
   return ps::SArray<double>(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(b),
@@ -332,6 +336,15 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
   auto line_due = [&] {
     return reporting && (iter % o.eval_every == 0 || iter + 1 >= o.iterations);
   };
+  // Whether the owners refresh the servers' copy of the model with the trial point of
+  // iteration `iter`: at every line (whose test quality reads it), at least every
+  // kModelEvery iterations (a restart after a worker's death starts from it; so do the
+  // evaluation group's reports), and at the last. Alike on every worker (not on whether it
+  // reports), so the table holds one point. Every pass used to push it: a third of the keys
+  // the servers took per pass.
+  auto model_due = [&] {
+    return iter % o.eval_every == 0 || iter % kModelEvery == 0 || iter + 1 >= o.iterations;
+  };
   int64_t e = 0;  // evaluations of the objective: one pass over the data each
   for (;; ++e) {
     ++ph.iterations;
@@ -348,6 +361,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Since(Phases::kCompute, t);
     }
     const auto t0 = Clock::now();
+    // The model table holds this pass's trial point once step A is done: a first point is
+    // the model itself (zero at the start, what a restart pulled).
+    const bool model_at_trial = fresh || model_due();
     ps::SArray<double> gp;
     const double loss = DataPass(s->data, hot, hw, threads, &gbuf, &prev, &gp);
     const auto& data = s->data;
@@ -357,7 +373,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       stats->Push(ps::SArray<ps::Key>{LossKey(e)},
                   ps::SArray<double>{loss, static_cast<double>(data.rows()), positives});
       // The trial point of this worker's slice, for the servers' copy of the model.
-      if (!fresh && oe > ob) kv->Push(owned, Slice(x, ob, oe));
+      if (!fresh && model_due() && oe > ob) kv->Push(owned, Slice(x, ob, oe));
     });
     ph.Time(Phases::kClock, clock);
 
@@ -628,8 +644,9 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     }
     ph.Since(Phases::kCompute, t2);
     if (done) {
-      // The model table holds w (the accepted point) unless the last trial was refused.
-      if (!accept && oe > ob) {
+      // The model table holds w (the accepted point) if the last trial was accepted and
+      // pushed (or was a first point).
+      if (!(accept && model_at_trial) && oe > ob) {
         kv->Wait(kv->Push(owned, Slice(w, ob, oe)));
       }
       ph.Time(Phases::kClock, clock);
