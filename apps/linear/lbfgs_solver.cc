@@ -375,7 +375,14 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       // The trial point of this worker's slice, for the servers' copy of the model.
       if (!fresh && model_due() && oe > ob) kv->Push(owned, Slice(x, ob, oe));
     });
-    ph.Time(Phases::kClock, clock);
+    // Step B pulls the gradient and the losses, and a report pulls the model if this pass
+    // pushed it: their tables end the step. The model table's steps count its pushes alone
+    // (every worker decides alike), and a pass that pushes no model clocks it not.
+    ph.Time(Phases::kClock, [&] {
+      grad.Clock();
+      stats->Clock();
+      if (!fresh && model_due()) kv->Clock();
+    });
 
     // B: the summed gradient of this worker's keys, and its slice's part of the dot products.
     ps::SArray<double> gv;
@@ -494,7 +501,10 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Time(Phases::kReport, [&] { q = rep->TestQuality(kv); });
       have_q = true;
     }
-    ph.Time(Phases::kClock, clock);
+    // Step C pulls the dot products only. No worker pushes to the gradient table again before
+    // every worker's step B (and its pull of the gradient) is done: its next push comes after
+    // step C's pull, which waits for this clock of every worker.
+    ph.Time(Phases::kClock, [&] { stats->Clock(); });
 
     // The same decision on every worker.
     ps::SArray<double> tot(part.size());
