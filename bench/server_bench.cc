@@ -149,10 +149,64 @@ bool Churn(size_t n, size_t batch, int reps, uint64_t seed) {
   return true;
 }
 
+// A fixed subset of about `share` of n stored keys (double sums), pushed and pulled again and
+// again: what a data-parallel job sends each pass when each worker's data holds a scattered
+// part of the features (the linear app's gradient table). Returns false on a wrong sum.
+bool Subset(size_t n, double share, int reps, uint64_t seed) {
+  ps::Store<double> store(std::make_shared<ps::SumRule<double>>());
+  std::vector<ps::Key> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = ps::HashKey(i);
+  std::sort(all.begin(), all.end());
+  std::vector<double> ones(n, 1.0);
+  store.Push(all.data(), n, reinterpret_cast<const char*>(ones.data()), n, nullptr);
+  std::mt19937_64 rng(seed);
+  std::vector<ps::Key> keys;
+  for (ps::Key k : all) {
+    if (static_cast<double>(rng() >> 11) * 0x1.0p-53 < share) keys.push_back(k);
+  }
+  const size_t m = keys.size();
+  std::vector<double> vals(m, 0.5);
+  double push = 0, pull = 0;
+  ps::SArray<char> out;
+  ps::SArray<int> lens;
+  for (int r = 0; r < reps; ++r) {
+    auto t = Clock::now();
+    const std::string err =
+        store.Push(keys.data(), m, reinterpret_cast<const char*>(vals.data()), m, nullptr);
+    push += ps_bench::Sec(Clock::now() - t);
+    t = Clock::now();
+    store.Pull(keys.data(), m, 1, &out, &lens);
+    pull += ps_bench::Sec(Clock::now() - t);
+    if (!err.empty()) {
+      fprintf(stderr, "server_bench: subset seed %llu: %s\n", static_cast<unsigned long long>(seed),
+              err.c_str());
+      return false;
+    }
+  }
+  for (const auto& op :
+       {std::make_pair("store_subset_push", push), std::make_pair("store_subset_pull", pull)}) {
+    printf(
+        "{\"bench\":\"server\",\"op\":\"%s\",\"stored\":%zu,\"keys_per_request\":%zu,"
+        "\"reps\":%d,\"ns_per_key\":%.3f}\n",
+        op.first, n, m, reps, op.second * 1e9 / (static_cast<double>(m) * reps));
+  }
+  fflush(stdout);
+  const double want = 1.0 + 0.5 * reps;
+  const double* got = reinterpret_cast<const double*>(out.data());
+  for (size_t i = 0; i < m; ++i) {
+    if (got[i] != want) {
+      fprintf(stderr, "server_bench: subset seed %llu: key %zu holds %g, want %g\n",
+              static_cast<unsigned long long>(seed), i, got[i], want);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t n = 1000000, churn_keys = 300000;
+  size_t n = 1000000, churn_keys = 300000, subset_keys = 200000;
   int reps = 30;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -160,10 +214,13 @@ int main(int argc, char** argv) {
       n = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (k == "--churn_keys") {
       churn_keys = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (k == "--subset_keys") {
+      subset_keys = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (k == "--reps") {
       reps = std::atoi(argv[i + 1]);
     } else {
-      fprintf(stderr, "usage: server_bench [--keys N] [--churn_keys N] [--reps R]\n");
+      fprintf(stderr,
+              "usage: server_bench [--keys N] [--churn_keys N] [--subset_keys N] [--reps R]\n");
       return 2;
     }
   }
@@ -211,5 +268,6 @@ int main(int argc, char** argv) {
             b.last_error.c_str());
     return 1;
   }
+  if (!Subset(subset_keys, 0.6, reps, 11)) return 1;
   return Churn(churn_keys, std::max<size_t>(1, churn_keys / 3), reps, 7) ? 0 : 1;
 }
