@@ -77,34 +77,27 @@ std::string Block<V>::Check(const Key* keys, size_t n, const int* lens, int w,
   const bool stretch = contiguous() && !lens && uniform_ == w;
   if (!lengths && !stretch) return SortedUnique(keys, n) ? "" : kUnsortedKeys;
   size_t cur = 0;
-  for (size_t i = 0; i < n;) {
+  const size_t size = keys_.size();
+  for (size_t i = 0; i < n; ++i) {
     if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
     if (stretch) {
-      const size_t m = RunLength(keys + i, n - i, cur);
-      if (m > 1) {
+      // Find the key, then take the stretch of main-array keys that the next keys of the
+      // request equal one for one: a repeated list is one stretch, a scattered subset (each
+      // worker's share of the features) stretches of a few keys. Every stored key lands in a
+      // span, so Apply looks for the others in the side table only.
+      Step(keys[i], &cur);
+      if (cur < size && keys_[cur] == keys[i]) {
         // Equal to main-array keys one for one, so sorted and unique like them.
+        const size_t m = 1 + RunLength(keys + i + 1, n - i - 1, cur + 1);
         spans->push_back(Span{i, cur, m});
         cur += m;
-        i += m;
-        continue;
+        i += m - 1;
       }
-      if (m == 1) {
-        // Recorded too: for scattered keys (counts that move) Apply would else seek each again.
-        spans->push_back(Span{i, cur, 1});
-        ++cur;
-        ++i;
-        continue;
-      }
-      // Not where the cursor is: find it, and take a stretch from there when it is stored.
-      Seek(keys[i], &cur);
-      if (cur < keys_.size() && keys_[cur] == keys[i]) continue;
-      // Not in the main arrays: Apply looks in the side table only.
     } else {
       Found f = Find(keys[i], &cur);
       const int want = lens ? lens[i] : w;
       if (f.slot && f.len != want) return LenError(keys[i], f.len, want);
     }
-    ++i;
   }
   return "";
 }
@@ -341,6 +334,43 @@ void Block<V>::CountBytes() {
 template <typename V>
 std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t step) {
   size_t cur = 0;
+  if (contiguous() && uniform_ == width && rule_->ReadsRaw()) {
+    // A pull returns the stored values as they are: each stretch of stored keys is copied, with
+    // no call of the rule (for a scattered subset, a call for every few keys).
+    const size_t size = keys_.size(), wd = static_cast<size_t>(width);
+    for (size_t i = 0; i < n; ++i, out += wd) {
+      if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
+      Step(keys[i], &cur);
+      if (cur < size && keys_[cur] == keys[i]) {
+        const size_t m = 1 + RunLength(keys + i + 1, n - i - 1, cur + 1);
+        const V* slot = data_.data() + Off(cur);
+        const size_t count = m * wd;
+        if (count <= 8) {
+          for (size_t c = 0; c < count; ++c) out[c] = slot[c];
+        } else {
+          std::memcpy(out, slot, count * sizeof(V));
+        }
+        cur += m;
+        i += m - 1;
+        out += (m - 1) * wd;
+        continue;
+      }
+      const Found f = FindSide(keys[i]);
+      if (!f.slot) {
+        std::fill(out, out + wd, V(0));
+      } else if (f.len != width) {
+        return LenError(keys[i], f.len, width);
+      } else {
+        std::copy(f.slot, f.slot + wd, out);
+      }
+    }
+    if (SideWorn()) {
+      // After the reads: nothing points into the slots any more.
+      Fresh none;
+      MergeSide(&none);
+    }
+    return "";
+  }
   const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
   for (size_t i = 0; i < n; ++i, out += width) {
     if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;

@@ -129,10 +129,15 @@ class Block {
   bool contiguous() const { return sw_ == 0 && uniform_ > 0 && rule_->Elementwise(); }
   // How many of keys[0, n) equal keys_[cur, ...) one for one (capped for cache locality).
   // Eight at a time with one branch, which the compiler turns into vector compares.
-  size_t RunLength(const Key* keys, size_t n, size_t cur) const {
+  [[gnu::always_inline]] size_t RunLength(const Key* keys, size_t n, size_t cur) const {
     size_t m = 0, limit = std::min(n, keys_.size() - std::min(cur, keys_.size()));
     limit = std::min<size_t>(limit, 1 << 16);
     const Key* mine = keys_.data() + cur;
+    // The first keys one by one: a scattered subset's stretches are a few keys long, where
+    // eight compared at once would mostly be wasted.
+    for (; m < 4; ++m) {
+      if (m == limit || mine[m] != keys[m]) return m;
+    }
     while (m + 8 <= limit) {
       Key diff = 0;
       for (size_t k = 0; k < 8; ++k) diff |= mine[m + k] ^ keys[m + k];
@@ -144,6 +149,22 @@ class Block {
   }
   // Moves *cursor to where k is or would be in the main arrays (Find without the side table).
   void Seek(Key k, size_t* cursor) const;
+  // Seek for the next key of a request, inline: counts the next eight main keys below k with
+  // no branch on the count. A scattered subset's next key lies a slot or two on, at random:
+  // Seek's test whether k is already at the cursor guessed wrong for every gap.
+  void Step(Key k, size_t* cursor) const {
+    const size_t c = *cursor;
+    if (c + 8 <= keys_.size()) {
+      const Key* mine = keys_.data() + c;
+      size_t below = 0;
+      for (size_t j = 0; j < 8; ++j) below += mine[j] < k;
+      if (below < 8) {
+        *cursor = c + below;
+        return;
+      }
+    }
+    Seek(k, cursor);
+  }
   void NoteWidth(int len) {
     if (uniform_ == 0) {
       uniform_ = len;

@@ -184,6 +184,54 @@ TEST(StoreTest, MatchesReferenceUnderRandomPushes) {
   }
 }
 
+// Scattered subsets of the stored keys (a worker's share of the features), pushed and pulled
+// round after round while keys keep arriving (side table, merges), at width 2: the walks that
+// find a request's stored keys a stretch at a time must miss none and invent none. Pulls ask
+// for keys never pushed too.
+TEST(StoreTest, ScatteredSubsetsPushAndPullLikeAMap) {
+  const uint64_t seed = 7;
+  std::mt19937_64 rng(seed);
+  auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  std::vector<Key> universe(20000);
+  for (size_t i = 0; i < universe.size(); ++i) universe[i] = HashKey(i);
+  std::sort(universe.begin(), universe.end());
+  Store<double> s(std::make_shared<SumRule<double>>());
+  std::map<Key, std::pair<double, double>> ref;
+  for (int round = 0; round < 120; ++round) {
+    // Early rounds reach few keys (inserts); later ones take dense and sparse subsets.
+    const double share = round < 10 ? 0.02 : 0.05 + 0.9 * uniform();
+    std::vector<Key> keys;
+    std::vector<double> vals;
+    for (Key k : universe) {
+      if (uniform() >= share) continue;
+      const double a = static_cast<double>(rng() % 64), b = static_cast<double>(rng() % 64);
+      keys.push_back(k);
+      vals.push_back(a);
+      vals.push_back(b);
+      ref[k].first += a;
+      ref[k].second += b;
+    }
+    ASSERT_EQ(s.Push(keys.data(), keys.size(), reinterpret_cast<const char*>(vals.data()),
+                     vals.size(), nullptr),
+              "")
+        << "round " << round << ", seed " << seed;
+    std::vector<Key> ask;
+    const double pull_share = 0.05 + 0.9 * uniform();
+    for (Key k : universe) {
+      if (uniform() < pull_share) ask.push_back(k);
+    }
+    const std::vector<double> got = PullAll(&s, ask, 2);
+    ASSERT_EQ(got.size(), 2 * ask.size()) << "round " << round << ", seed " << seed;
+    for (size_t i = 0; i < ask.size(); ++i) {
+      const auto it = ref.find(ask[i]);
+      const double a = it == ref.end() ? 0 : it->second.first;
+      const double b = it == ref.end() ? 0 : it->second.second;
+      ASSERT_EQ(got[2 * i], a) << "key " << ask[i] << ", round " << round << ", seed " << seed;
+      ASSERT_EQ(got[2 * i + 1], b) << "key " << ask[i] << ", round " << round << ", seed " << seed;
+    }
+  }
+}
+
 // Range pulls copy the stored values in runs for the library's rules that read them as they
 // are; a subclass that overrides Read is still read key by key.
 TEST(StoreTest, ARangePullReadsAroundOnlyRulesThatReadRaw) {
