@@ -130,28 +130,6 @@ struct HotOrder {
   }
 };
 
-// x_i . u over nonzeros [b, f) (u by hot rank), prefetching kPrefetch nonzeros ahead. Four
-// sums side by side: one sum is a chain of dependent adds (four cycles each), which took the
-// better part of a pass; four keep the gathers busy instead. The order of the adds is fixed by
-// the row alone, so every run, thread count and split of the rows among workers gives the
-// same bits.
-inline double RowDot(const uint32_t* col, const float* val, size_t b, size_t f, const double* u) {
-  double m0 = 0, m1 = 0, m2 = 0, m3 = 0;
-  size_t k = b;
-  for (; k + 4 <= f; k += 4) {
-    __builtin_prefetch(&u[col[k + kPrefetch]]);
-    __builtin_prefetch(&u[col[k + kPrefetch + 1]]);
-    __builtin_prefetch(&u[col[k + kPrefetch + 2]]);
-    __builtin_prefetch(&u[col[k + kPrefetch + 3]]);
-    m0 += u[col[k]] * val[k];
-    m1 += u[col[k + 1]] * val[k + 1];
-    m2 += u[col[k + 2]] * val[k + 2];
-    m3 += u[col[k + 3]] * val[k + 3];
-  }
-  for (; k < f; ++k) m0 += u[col[k]] * val[k];
-  return (m0 + m1) + (m2 + m3);
-}
-
 // The rows cut into at most `threads` runs of about equal nonzeros: run t is [cut[t], cut[t+1]).
 std::vector<size_t> RowRuns(const Dataset& data, int threads) {
   const size_t rows = data.rows();
@@ -196,7 +174,7 @@ double DataPass(const Dataset& data, const HotOrder& hot, const std::vector<doub
     double l = 0;
     for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
       const size_t b = data.row[i], f = data.row[i + 1];
-      const double m = RowDot(col, val, b, f, w);
+      const double m = SparseDot<kPrefetch>(col, val, b, f, w);
       l += LogLoss(data.label[i] * m);
       const double c = -data.label[i] * Sigmoid(-data.label[i] * m);
       for (size_t k = b; k < f; ++k) {
@@ -248,7 +226,7 @@ double SquaredMargins(const Dataset& data, const HotOrder& hot, const std::vecto
   ParallelFor(T, [&](int t) {
     double q = 0;
     for (size_t i = cut[t]; i < cut[t + 1]; ++i) {
-      const double m = RowDot(col, val, data.row[i], data.row[i + 1], u);
+      const double m = SparseDot<kPrefetch>(col, val, data.row[i], data.row[i + 1], u);
       q += m * m;
     }
     sums[t] = q;
