@@ -63,7 +63,18 @@ class Job:
             out.flush()
         stream.close()
 
-    def spawn(self, role, rank, extra):
+    def spawn_all(self, extra):
+        # Every server and worker is started before any of their output pumps: starting a
+        # thread waits for a core that the children starting beside it want too (up to 20 ms
+        # each on two cores), and each such wait delayed the next child's start.
+        started = [self.spawn(role, i, extra, pump=False)
+                   for role, count in (("server", self.args.num_servers),
+                                       ("worker", self.args.num_workers))
+                   for i in range(count)]
+        for name, p in started:
+            self.pump_output(name, p)
+
+    def spawn(self, role, rank, extra, pump=True):
         name = "%s %d" % (role, rank)
         env = self.role_env(role, rank, extra)
         # Each child leads its own process group, so stopping it also stops what it started.
@@ -77,12 +88,17 @@ class Job:
             self.procs.append((name, p))
         log("started %s pid %d" % (name, p.pid))
         self.tails[name] = deque(maxlen=TAIL_LINES)
+        if not pump:
+            return name, p
+        self.pump_output(name, p)
+        return p
+
+    def pump_output(self, name, p):
         for stream, out, tail in ((p.stdout, sys.stdout, None),
                                   (p.stderr, sys.stderr, self.tails[name])):
             t = threading.Thread(target=self.pump, args=(name, stream, out, tail), daemon=True)
             t.start()
             self.threads.append(t)
-        return p
 
     def flush_output(self, timeout=5.0):
         # Every child has exited: its pipes close and the pump threads finish; wait for them so
@@ -159,10 +175,7 @@ class Job:
         if a.join:
             extra = {"PS_SCHEDULER_PORT": str(a.join_port), "PS_JOIN": "1"}
             log("joining the job of the scheduler at %s:%d" % (a.join_host, a.join_port))
-            for i in range(a.num_servers):
-                self.spawn("server", i, extra)
-            for i in range(a.num_workers):
-                self.spawn("worker", i, extra)
+            self.spawn_all(extra)
             return self.watch(time.time())
         if a.summary and not a.metrics_port:
             a.metrics_port = free_port(a.host)
@@ -194,10 +207,7 @@ class Job:
         extra = {"PS_SCHEDULER_PORT": str(port)}
         log("scheduler listens on %s:%d (ps-launch --join %s:%d adds nodes)"
             % (a.host, port, a.host, port))
-        for i in range(a.num_servers):
-            self.spawn("server", i, extra)
-        for i in range(a.num_workers):
-            self.spawn("worker", i, extra)
+        self.spawn_all(extra)
         if summary:
             summary.start()
         try:
