@@ -25,6 +25,8 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libps-dev)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME ps-tools)
 set(CPACK_DEBIAN_APPS_PACKAGE_NAME ps-apps)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3 (>= 3.7)")
+# Loaded at run time by the metrics server, so dpkg-shlibdeps does not see it (CMakeLists.txt).
+set(CPACK_DEBIAN_LIB_PACKAGE_DEPENDS "${PS_MHD_PACKAGE}")
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION science)

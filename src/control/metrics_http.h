@@ -4,11 +4,14 @@
 #define PS_CONTROL_METRICS_HTTP_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 
 struct MHD_Daemon;
 
 namespace ps {
+
+struct MhdCalls;
 
 class MetricsHttp {
  public:
@@ -16,7 +19,8 @@ class MetricsHttp {
   using Page =
       std::function<bool(const std::string& path, std::string* body, std::string* content_type)>;
   /// Serves on host:port (an IPv4 address). Throws ps::Error (kBadConfig, naming
-  /// PS_METRICS_PORT) when it cannot bind.
+  /// PS_METRICS_PORT) when it cannot bind, or cannot load libmicrohttpd (loaded here, not
+  /// linked: it and the libraries it pulls in cost every process of a job CPU at start).
   MetricsHttp(const std::string& host, int port, Page page);
   ~MetricsHttp();
   MetricsHttp(const MetricsHttp&) = delete;
@@ -27,6 +31,8 @@ class MetricsHttp {
 
  private:
   friend struct MetricsHttpAccess;
+  void* lib_ = nullptr;  // dlopen's handle of libmicrohttpd
+  std::unique_ptr<MhdCalls> mhd_;
   MHD_Daemon* daemon_ = nullptr;
   Page page_;
   uint64_t served_ = 0;

@@ -14,9 +14,11 @@ as JSON. Checked:
 Processes are the launcher's (stopped by ps-launch's PID on a timeout)."""
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -201,9 +203,30 @@ def main():
             checked += 1
     if checked != 4:
         fail("compared %d of 4 nodes' totals" % checked, out)
+    unloadable_library(a)
     print("integration.metrics: %d scrapes (%d with workers), %d samples in the last, "
-          "%d summaries; final metrics agree with 4 nodes' totals"
+          "%d summaries; final metrics agree with 4 nodes' totals; a libmicrohttpd that does "
+          "not load stops the job naming PS_METRICS_PORT"
           % (len(scrapes), len(live), len(last), len(summaries)))
+
+
+def unloadable_library(a):
+    """libmicrohttpd is loaded when the scheduler starts serving metrics, not linked: one that
+    does not load (an empty file first on LD_LIBRARY_PATH) stops the job at once with a clear
+    error, and nodes that serve nothing do not care."""
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("libmicrohttpd.so.12", "libmicrohttpd.so"):
+            open(os.path.join(d, name), "w").close()
+        cmd = [sys.executable, a.launcher, "-s", "1", "-w", "1", "--timeout", "60",
+               "--env", "LD_LIBRARY_PATH=" + d, "--metrics-port", str(free_port()), "--",
+               a.job, "--seed", "3", "--scenario", "sum", "--universe", "2000", "--keys", "200",
+               "--rounds", "3"]
+        print("running: " + " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+        if r.returncode == 0 or "PS_METRICS_PORT: cannot load libmicrohttpd.so" not in r.stdout:
+            fail("an unloadable libmicrohttpd: exit code %d, no error naming PS_METRICS_PORT"
+                 % r.returncode, r.stdout)
 
 
 if __name__ == "__main__":
