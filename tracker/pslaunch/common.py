@@ -10,6 +10,11 @@ EXIT_INTERRUPTED = 130
 EXIT_DATAERR = 65  # a program's bad input (sysexits.h): fatal whatever --allow-dead-* says
 
 
+def name_of(role, rank):
+    """How output lines and messages name a process: "worker 1"."""
+    return "%s %d" % (role, rank)
+
+
 def log(msg):
     sys.stderr.write("ps-launch: %s\n" % msg)
     sys.stderr.flush()
@@ -80,7 +85,7 @@ class FailurePolicy:
         self.failed = set()
 
     def judge(self, role, rank, rc):
-        name = "%s %d" % (role, rank)
+        name = name_of(role, rank)
         if rc == 0:
             return "ok"
         if rc == EXIT_DATAERR:

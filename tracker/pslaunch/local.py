@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 
-from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, group_of, job_env, log,
+from .common import (EXIT_TIMEOUT, FailurePolicy, describe_exit, group_of, job_env, log, name_of,
                      signal_group, with_hugepages)
 from .metrics import Summary, free_port
 
@@ -67,15 +67,15 @@ class Job:
         # Every server and worker is started before any of their output pumps: starting a
         # thread waits for a core that the children starting beside it want too (up to 20 ms
         # each on two cores), and each such wait delayed the next child's start.
-        started = [self.spawn(role, i, extra, pump=False)
+        started = [(role, i, self.spawn(role, i, extra, pump=False))
                    for role, count in (("server", self.args.num_servers),
                                        ("worker", self.args.num_workers))
                    for i in range(count)]
-        for name, p in started:
-            self.pump_output(name, p)
+        for role, i, p in started:
+            self.pump_output(name_of(role, i), p)
 
     def spawn(self, role, rank, extra, pump=True):
-        name = "%s %d" % (role, rank)
+        name = name_of(role, rank)
         env = self.role_env(role, rank, extra)
         # Each child leads its own process group, so stopping it also stops what it started.
         program = self.args.program
@@ -88,9 +88,8 @@ class Job:
             self.procs.append((name, p))
         log("started %s pid %d" % (name, p.pid))
         self.tails[name] = deque(maxlen=TAIL_LINES)
-        if not pump:
-            return name, p
-        self.pump_output(name, p)
+        if pump:
+            self.pump_output(name, p)
         return p
 
     def pump_output(self, name, p):
