@@ -654,3 +654,8 @@ void UcxVan::Stop(int linger_ms) {
 }
 
 }  // namespace ps
+
+// What libps calls after loading this library (PS_VAN=ucx): see MakeVan in van.cc.
+extern "C" ps::Van* PsMakeUcxVan(int64_t max_message, int queue, int busy_poll_us) {
+  return new ps::UcxVan(max_message, queue, busy_poll_us);
+}

@@ -1,5 +1,6 @@
 #include "transport/van.h"
 
+#include <dlfcn.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,18 +10,44 @@
 
 #include "transport/fault_van.h"
 #include "transport/inproc_van.h"
-#include "transport/ucx_van.h"
 #include "transport/zmq_van.h"
 
 namespace ps {
+namespace {
+
+// The UCX van lives in libps_ucx, next to libps, loaded on the first PS_VAN=ucx: linked into
+// libps, UCX's libraries cost every process about 4 ms of CPU at start, ZeroMQ jobs included.
+// The library stays loaded (UCX keeps state of its own for the process's life).
+std::unique_ptr<Van> MakeUcxVan(int64_t max_message, int queue, int busy_poll_us) {
+  Dl_info self{};
+  std::string path = "libps_ucx.so.0";
+  if (dladdr(reinterpret_cast<void*>(&MakeVan), &self) != 0 && self.dli_fname != nullptr) {
+    const std::string lib = self.dli_fname;
+    const size_t slash = lib.rfind('/');
+    if (slash != std::string::npos) path = lib.substr(0, slash + 1) + path;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw Error(ErrorCode::kBadConfig,
+                "PS_VAN=ucx: cannot load " + path + " (" + (why ? why : "unknown error") + ")");
+  }
+  using Make = Van* (*)(int64_t, int, int);
+  auto make = reinterpret_cast<Make>(dlsym(handle, "PsMakeUcxVan"));
+  if (make == nullptr)
+    throw Error(ErrorCode::kBadConfig, "PS_VAN=ucx: " + path + " lacks PsMakeUcxVan");
+  return std::unique_ptr<Van>(make(max_message, queue, busy_poll_us));
+}
+
+}  // namespace
 
 std::unique_ptr<Van> MakeVan(const Config& config) {
   std::unique_ptr<Van> van;
   if (config.inproc) {
     van = std::make_unique<InprocVan>(config.inproc->hub());
   } else if (config.van == "ucx") {
-    van = std::make_unique<UcxVan>(static_cast<int64_t>(config.max_message_mb) << 20,
-                                   config.send_queue, config.ucx_busy_poll_us);
+    van = MakeUcxVan(static_cast<int64_t>(config.max_message_mb) << 20, config.send_queue,
+                     config.ucx_busy_poll_us);
   } else {
     van = std::make_unique<ZmqVan>(static_cast<int64_t>(config.max_message_mb) << 20,
                                    config.send_queue);
