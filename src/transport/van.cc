@@ -34,8 +34,9 @@ std::unique_ptr<Van> MakeUcxVan(int64_t max_message, int queue, int busy_poll_us
   }
   using Make = Van* (*)(int64_t, int, int);
   auto make = reinterpret_cast<Make>(dlsym(handle, "PsMakeUcxVan"));
-  if (make == nullptr)
+  if (make == nullptr) {
     throw Error(ErrorCode::kBadConfig, "PS_VAN=ucx: " + path + " lacks PsMakeUcxVan");
+  }
   return std::unique_ptr<Van>(make(max_message, queue, busy_poll_us));
 }
 
