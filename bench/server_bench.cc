@@ -20,6 +20,7 @@
 #include "kv/server_core.h"
 #include "store/store.h"
 #include "util/retain_memory.h"
+#include "util/rng.h"
 
 namespace {
 
@@ -160,10 +161,10 @@ bool Subset(size_t n, double share, int reps, uint64_t seed) {
   std::sort(all.begin(), all.end());
   std::vector<double> ones(n, 1.0);
   store.Push(all.data(), n, reinterpret_cast<const char*>(ones.data()), n, nullptr);
-  std::mt19937_64 rng(seed);
+  ps::Rng rng(seed);
   std::vector<ps::Key> keys;
   for (ps::Key k : all) {
-    if (static_cast<double>(rng() >> 11) * 0x1.0p-53 < share) keys.push_back(k);
+    if (rng.Uniform() < share) keys.push_back(k);
   }
   const size_t m = keys.size();
   std::vector<double> vals(m, 0.5);
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
   }
   // Freed memory kept for reuse, as a server node keeps it (PS_MALLOC_RETAIN_MB's default):
   // else every large request buffer is fresh pages.
-  ps::RetainFreedMemory(64);
+  ps::RetainFreedMemory(ps::Config().malloc_retain_mb);
   ps::SArray<ps::Key> keys(n);
   for (size_t i = 0; i < n; ++i) keys[i] = ps::HashKey(i);
   std::sort(keys.begin(), keys.end());

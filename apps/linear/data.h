@@ -59,7 +59,7 @@ inline double SparseDot(const uint32_t* col, const float* val, size_t b, size_t 
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t k = b;
   for (; k + 4 <= f; k += 4) {
-    if (Ahead > 0) {
+    if constexpr (Ahead > 0) {
       for (size_t j = 0; j < 4; ++j) __builtin_prefetch(&u[col[k + Ahead + j]]);
     }
     s0 += u[col[k]] * val[k];

@@ -353,9 +353,11 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       ph.Since(Phases::kCompute, t);
     }
     const auto t0 = Clock::now();
-    // The model table holds this pass's trial point once step A is done: a first point is
-    // the model itself (zero at the start, what a restart pulled).
-    const bool model_at_trial = fresh || model_due();
+    // Whether this pass pushes its trial point to the model table; the table holds the trial
+    // point once step A is done if it does, or if the point is a first point (the model
+    // itself: zero at the start, what a restart pulled).
+    const bool push_model = !fresh && model_due();
+    const bool model_at_trial = fresh || push_model;
     ps::SArray<double> gp;
     const double loss = DataPass(s->data, hot, hw, threads, &gbuf, &prev, &gp);
     const auto& data = s->data;
@@ -365,7 +367,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
       stats->Push(ps::SArray<ps::Key>{LossKey(e)},
                   ps::SArray<double>{loss, static_cast<double>(data.rows()), positives});
       // The trial point of this worker's slice, for the servers' copy of the model.
-      if (!fresh && model_due() && oe > ob) kv->Push(owned, Slice(x, ob, oe));
+      if (push_model && oe > ob) kv->Push(owned, Slice(x, ob, oe));
     });
     // Step B pulls the gradient and the losses, and a report pulls the model if this pass
     // pushed it: their tables end the step. The model table's steps count its pushes alone
@@ -373,7 +375,7 @@ int RunLbfgs(ps::Node* node, const Options& o, Shard* s, ps::KVWorker<double>* k
     ph.Time(Phases::kClock, [&] {
       grad.Clock();
       stats->Clock();
-      if (!fresh && model_due()) kv->Clock();
+      if (push_model) kv->Clock();
     });
 
     // B: the summed gradient of this worker's keys, and its slice's part of the dot products.

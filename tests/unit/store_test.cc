@@ -8,6 +8,7 @@
 #include <random>
 
 #include "store/block.h"
+#include "util/rng.h"
 
 namespace ps {
 namespace {
@@ -190,8 +191,7 @@ TEST(StoreTest, MatchesReferenceUnderRandomPushes) {
 // for keys never pushed too.
 TEST(StoreTest, ScatteredSubsetsPushAndPullLikeAMap) {
   const uint64_t seed = 7;
-  std::mt19937_64 rng(seed);
-  auto uniform = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+  Rng rng(seed);
   std::vector<Key> universe(20000);
   for (size_t i = 0; i < universe.size(); ++i) universe[i] = HashKey(i);
   std::sort(universe.begin(), universe.end());
@@ -199,12 +199,12 @@ TEST(StoreTest, ScatteredSubsetsPushAndPullLikeAMap) {
   std::map<Key, std::pair<double, double>> ref;
   for (int round = 0; round < 120; ++round) {
     // Early rounds reach few keys (inserts); later ones take dense and sparse subsets.
-    const double share = round < 10 ? 0.02 : 0.05 + 0.9 * uniform();
+    const double share = round < 10 ? 0.02 : 0.05 + 0.9 * rng.Uniform();
     std::vector<Key> keys;
     std::vector<double> vals;
     for (Key k : universe) {
-      if (uniform() >= share) continue;
-      const double a = static_cast<double>(rng() % 64), b = static_cast<double>(rng() % 64);
+      if (rng.Uniform() >= share) continue;
+      const double a = static_cast<double>(rng.Below(64)), b = static_cast<double>(rng.Below(64));
       keys.push_back(k);
       vals.push_back(a);
       vals.push_back(b);
@@ -216,9 +216,9 @@ TEST(StoreTest, ScatteredSubsetsPushAndPullLikeAMap) {
               "")
         << "round " << round << ", seed " << seed;
     std::vector<Key> ask;
-    const double pull_share = 0.05 + 0.9 * uniform();
+    const double pull_share = 0.05 + 0.9 * rng.Uniform();
     for (Key k : universe) {
-      if (uniform() < pull_share) ask.push_back(k);
+      if (rng.Uniform() < pull_share) ask.push_back(k);
     }
     const std::vector<double> got = PullAll(&s, ask, 2);
     ASSERT_EQ(got.size(), 2 * ask.size()) << "round " << round << ", seed " << seed;
