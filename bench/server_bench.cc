@@ -21,6 +21,7 @@
 #include "store/store.h"
 #include "util/retain_memory.h"
 #include "util/rng.h"
+#include "util/sorted_keys.h"
 
 namespace {
 
@@ -234,9 +235,19 @@ int main(int argc, char** argv) {
   std::sort(keys.begin(), keys.end());
   ps::SArray<float> vals(n, 0.5f);
 
+  // The order check every request's keys pass on the worker and in the store.
+  auto t = Clock::now();
+  size_t sorted = 0;
+  for (int r = 0; r < reps; ++r) sorted += ps::SortedUnique(keys.data(), n);
+  Emit("sorted_check", n, reps, ps_bench::Sec(Clock::now() - t));
+  if (sorted != static_cast<size_t>(reps)) {
+    fprintf(stderr, "server_bench: sorted keys checked as unsorted\n");
+    return 1;
+  }
+
   Bench b;
   b.Request(keys, vals, true);  // inserts: not timed
-  auto t = Clock::now();
+  t = Clock::now();
   for (int r = 0; r < reps; ++r) b.Request(keys, vals, true);
   Emit("push", n, reps, ps_bench::Sec(Clock::now() - t));
   t = Clock::now();

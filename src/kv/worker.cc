@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "kv/worker_impl.h"
+#include "util/sorted_keys.h"
 
 namespace ps {
 namespace {
@@ -128,10 +129,13 @@ std::vector<Message> KVWorkerBase::Impl::Plan(Pending* p, const detail::KVReques
       msgs.push_back(std::move(m));
     }
   } else if (req.op == detail::KVRequest::kData) {
-    for (size_t i = 0; i < n; ++i) {
-      if (req.keys[i] == kMaxKey || (i && req.keys[i] <= req.keys[i - 1])) {
-        throw Error("keys must be sorted, unique and below kMaxKey (key index " +
-                    std::to_string(i) + ")");
+    // Strictly increasing keys are below kMaxKey if the last is.
+    if (!SortedUnique(req.keys.data(), n) || (n > 0 && req.keys[n - 1] == kMaxKey)) {
+      for (size_t i = 0; i < n; ++i) {
+        if (req.keys[i] == kMaxKey || (i && req.keys[i] <= req.keys[i - 1])) {
+          throw Error("keys must be sorted, unique and below kMaxKey (key index " +
+                      std::to_string(i) + ")");
+        }
       }
     }
     const size_t nvals = req.vals.size() / esize;

@@ -9,20 +9,8 @@
 
 namespace ps {
 
-/// keys[0, n) are strictly increasing. Eight comparisons per branch, which the compiler
-/// turns into vector compares.
-inline bool SortedUnique(const Key* keys, size_t n) {
-  size_t i = 1;
-  for (; i + 8 <= n; i += 8) {
-    bool bad = false;
-    for (size_t j = 0; j < 8; ++j) bad |= keys[i + j] <= keys[i + j - 1];
-    if (bad) return false;
-  }
-  for (; i < n; ++i) {
-    if (keys[i] <= keys[i - 1]) return false;
-  }
-  return true;
-}
+/// keys[0, n) are strictly increasing.
+bool SortedUnique(const Key* keys, size_t n);
 
 /// First index in [lo, hi) whose value get(index) is >= target (values sorted), by exponential
 /// then binary search from lo: O(log(distance)) comparisons, added to *steps when given.
