@@ -7,7 +7,10 @@ worker, against floor_bench's zmq_inflight). Prints every measurement as a JSON 
 summary line of medians and ratios: ps's copy/no-copy ratios beside the floor's, and ps's
 requests in flight as a share of the floor's.
 
-    python3 bench/floor_ratios.py [--build build] [--rounds 3] [--van zmq]
+    python3 bench/floor_ratios.py [--build build] [--rounds 3] [--van zmq] [--key-cache-mb N]
+
+--key-cache-mb N also measures each round's 1M-key pushes with key caching on
+(PS_KEY_CACHE_MB=N: a repeated key list travels as a reference, docs/filters.md).
 """
 import argparse
 import json
@@ -31,6 +34,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scale", type=float, default=0.5)
     p.add_argument("--van", default="zmq")
+    p.add_argument("--key-cache-mb", type=int, default=0)
     a = p.parse_args()
     got = {}
 
@@ -54,10 +58,14 @@ def main():
             rtt = [r["push_p50_us"] for r in pick(launch(a, 2, 2, env, "rtt"), op="rtt_1key")]
             if rtt:
                 add("ps_rtt_%s_us" % tag, statistics.mean(rtt))
-            push = [r["push_MBps"] for r in
-                    pick(launch(a, 2, 2, env, "sparse", ["--keys", "1000000"]), op="sparse")]
-            if len(push) == 2:
-                add("ps_push1m_%s_MBps" % tag, sum(push))
+            caching = [("", env)]
+            if a.key_cache_mb > 0:
+                caching.append(("_keycache", dict(env, PS_KEY_CACHE_MB=str(a.key_cache_mb))))
+            for suffix, e in caching:
+                push = [r["push_MBps"] for r in
+                        pick(launch(a, 2, 2, e, "sparse", ["--keys", "1000000"]), op="sparse")]
+                if len(push) == 2:
+                    add("ps_push1m_%s%s_MBps" % (tag, suffix), sum(push))
         for r in rows_of([floor, "--only", "zmq_inflight", "--iters", "40000"]):
             print(json.dumps(r), flush=True)
             add("floor_inflight_%s_req_per_s" % r["layout"], r["requests_per_s"])
