@@ -113,6 +113,7 @@ void UcxVan::OnWired(Peer* peer) {
     ucp_ep_print_info(peer->ep, f);
     fclose(f);
     const std::string lanes(text ? text : "", size);
+    VLOG(1) << "UCX endpoint to node " << peer->id << ":\n" << lanes;
     for (const char* shm : {"sysv/", "posix/", "cma/", "xpmem/", "knem/"}) {
       if (lanes.find(shm) != std::string::npos) {
         peer->shared_memory = true;
