@@ -9,8 +9,10 @@
 
 namespace ps {
 
-/// keys[0, n) are strictly increasing.
+/// keys[0, n) are strictly increasing. Uses AVX2 where the CPU has it.
 bool SortedUnique(const Key* keys, size_t n);
+/// The same with x86-64's baseline instructions only (what SortedUnique runs without AVX2).
+bool SortedUniqueBaseline(const Key* keys, size_t n);
 
 /// First index in [lo, hi) whose value get(index) is >= target (values sorted), by exponential
 /// then binary search from lo: O(log(distance)) comparisons, added to *steps when given.
