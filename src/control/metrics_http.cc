@@ -61,7 +61,7 @@ MetricsHttp::MetricsHttp(const std::string& host, int port, Page page) : page_(s
                                            host + ":" + std::to_string(port) +
                                            " (an IPv4 address and a port 1-65535)");
   }
-  lib_ = dlopen(PS_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+  lib_ = {dlopen(PS_MHD_SONAME, RTLD_NOW | RTLD_LOCAL), dlclose};
   if (lib_ == nullptr) {
     const char* why = dlerror();
     throw Error(ErrorCode::kBadConfig, std::string("PS_METRICS_PORT: cannot load ") +
@@ -72,7 +72,7 @@ MetricsHttp::MetricsHttp(const std::string& host, int port, Page page) : page_(s
   mhd_ = std::make_unique<MhdCalls>();
   bool all = true;
   auto find = [&](auto* fn, const char* name) {
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib_, name));
+    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(lib_.get(), name));
     all = all && *fn != nullptr;
   };
   find(&mhd_->start_daemon, "MHD_start_daemon");
@@ -82,8 +82,6 @@ MetricsHttp::MetricsHttp(const std::string& host, int port, Page page) : page_(s
   find(&mhd_->queue_response, "MHD_queue_response");
   find(&mhd_->destroy_response, "MHD_destroy_response");
   if (!all) {
-    dlclose(lib_);
-    lib_ = nullptr;
     throw Error(ErrorCode::kBadConfig, std::string("PS_METRICS_PORT: ") + PS_MHD_SONAME +
                                            " lacks a function the metrics server calls");
   }
@@ -93,8 +91,6 @@ MetricsHttp::MetricsHttp(const std::string& host, int port, Page page) : page_(s
       &MetricsHttpAccess::Answer, this, MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
       MHD_OPTION_CONNECTION_LIMIT, 16u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
   if (daemon_ == nullptr) {
-    dlclose(lib_);
-    lib_ = nullptr;
     throw Error(ErrorCode::kBadConfig, "PS_METRICS_PORT: cannot listen on " + host + ":" +
                                            std::to_string(port) + " for metrics (in use?)");
   }
@@ -102,7 +98,6 @@ MetricsHttp::MetricsHttp(const std::string& host, int port, Page page) : page_(s
 
 MetricsHttp::~MetricsHttp() {
   if (daemon_) mhd_->stop_daemon(daemon_);
-  if (lib_) dlclose(lib_);
 }
 
 }  // namespace ps

@@ -31,7 +31,9 @@ class MetricsHttp {
 
  private:
   friend struct MetricsHttpAccess;
-  void* lib_ = nullptr;  // dlopen's handle of libmicrohttpd
+  // dlopen's handle of libmicrohttpd, closed last (after the daemon stops), also when the
+  // constructor throws.
+  std::unique_ptr<void, int (*)(void*)> lib_{nullptr, nullptr};
   std::unique_ptr<MhdCalls> mhd_;
   MHD_Daemon* daemon_ = nullptr;
   Page page_;

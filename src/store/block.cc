@@ -333,44 +333,55 @@ void Block<V>::CountBytes() {
 
 template <typename V>
 std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t step) {
-  size_t cur = 0;
-  if (contiguous() && uniform_ == width && rule_->ReadsRaw()) {
-    // A pull returns the stored values as they are: each stretch of stored keys is copied, with
-    // no call of the rule (for a scattered subset, a call for every few keys).
-    const size_t size = keys_.size(), wd = static_cast<size_t>(width);
-    for (size_t i = 0; i < n; ++i, out += wd) {
-      if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
-      Step(keys[i], &cur);
-      if (cur < size && keys_[cur] == keys[i]) {
-        const size_t m = 1 + RunLength(keys + i + 1, n - i - 1, cur + 1);
-        const V* slot = data_.data() + Off(cur);
-        const size_t count = m * wd;
-        if (count <= 8) {
-          for (size_t c = 0; c < count; ++c) out[c] = slot[c];
-        } else {
-          std::memcpy(out, slot, count * sizeof(V));
-        }
-        cur += m;
-        i += m - 1;
-        out += (m - 1) * wd;
-        continue;
-      }
-      const Found f = FindSide(keys[i]);
-      if (!f.slot) {
-        std::fill(out, out + wd, V(0));
-      } else if (f.len != width) {
-        return LenError(keys[i], f.len, width);
-      } else {
-        std::copy(f.slot, f.slot + wd, out);
-      }
-    }
-    if (SideWorn()) {
-      // After the reads: nothing points into the slots any more.
-      Fresh none;
-      MergeSide(&none);
-    }
-    return "";
+  const std::string err = contiguous() && uniform_ == width && rule_->ReadsRaw()
+                              ? ReadRaw(keys, n, width, out)
+                              : ReadRule(keys, n, width, out, step);
+  if (err.empty() && SideWorn()) {
+    // After the reads: nothing points into the slots any more.
+    Fresh none;
+    MergeSide(&none);
   }
+  return err;
+}
+
+template <typename V>
+std::string Block<V>::ReadRaw(const Key* keys, size_t n, int width, V* out) {
+  // A pull returns the stored values as they are: each stretch of stored keys is copied, with
+  // no call of the rule (for a scattered subset, a call for every few keys).
+  size_t cur = 0;
+  const size_t size = keys_.size(), wd = static_cast<size_t>(width);
+  for (size_t i = 0; i < n; ++i, out += wd) {
+    if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
+    Step(keys[i], &cur);
+    if (cur < size && keys_[cur] == keys[i]) {
+      const size_t m = 1 + RunLength(keys + i + 1, n - i - 1, cur + 1);
+      const V* slot = data_.data() + Off(cur);
+      const size_t count = m * wd;
+      if (count <= 8) {
+        for (size_t c = 0; c < count; ++c) out[c] = slot[c];
+      } else {
+        std::memcpy(out, slot, count * sizeof(V));
+      }
+      cur += m;
+      i += m - 1;
+      out += (m - 1) * wd;
+      continue;
+    }
+    const Found f = FindSide(keys[i]);
+    if (!f.slot) {
+      std::fill(out, out + wd, V(0));
+    } else if (f.len != width) {
+      return LenError(keys[i], f.len, width);
+    } else {
+      std::copy(f.slot, f.slot + wd, out);
+    }
+  }
+  return "";
+}
+
+template <typename V>
+std::string Block<V>::ReadRule(const Key* keys, size_t n, int width, V* out, int64_t step) {
+  size_t cur = 0;
   const bool spans = contiguous() && uniform_ == width && rule_->ReadWidth(width) == width;
   for (size_t i = 0; i < n; ++i, out += width) {
     if (i > 0 && keys[i] <= keys[i - 1]) return kUnsortedKeys;
@@ -394,11 +405,6 @@ std::string Block<V>::Read(const Key* keys, size_t n, int width, V* out, int64_t
     } else {
       rule_->ReadAt(keys[i], f.slot, f.slot + f.len, out, f.len, step);
     }
-  }
-  if (SideWorn()) {
-    // After the reads: nothing points into the slots any more.
-    Fresh none;
-    MergeSide(&none);
   }
   return "";
 }

@@ -82,6 +82,10 @@ class Block {
   int SlotLen(uint64_t size) const { return static_cast<int>(sw_ == 0 ? size : size / (1 + sw_)); }
 
  private:
+  // Read's two walks: stretches copied as they are (a rule that ReadsRaw, one width), or each
+  // key or stretch through the rule.
+  std::string ReadRaw(const Key* keys, size_t n, int width, V* out);
+  std::string ReadRule(const Key* keys, size_t n, int width, V* out, int64_t step);
   // New slots of one Apply, in key order, flat: no allocation per key.
   struct Fresh {
     std::vector<Key> keys;
